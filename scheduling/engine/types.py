@@ -1,0 +1,172 @@
+"""The engine's vocabulary: frozen dataclasses in, frozen dataclasses out.
+
+Everything outside the engine (selectors, collectors, trace readers, the simulator) speaks to it in
+these types, so they are the contract between layers. Times are plain floats in seconds from an
+epoch the caller chooses: the engine never reads a clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+MILLI_PER_GPU = 1000
+
+
+class OrchestratorKind(StrEnum):
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+    RAY = "ray"
+
+
+class WorkloadKind(StrEnum):
+    TRAINING = "training"
+    HPO = "hpo"
+    INFERENCE = "inference"
+    BATCH = "batch"
+
+
+class TopologyLevel(StrEnum):
+    """How tightly a gang must sit, from tightest to loosest (Volcano HyperNode tiers, Slurm --switches)."""
+
+    NVLINK_DOMAIN = "nvlink_domain"
+    LEAF_SWITCH = "leaf_switch"
+    SPINE = "spine"
+    ANY = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One host as the engine sees it.
+
+    ``gpu_free_milli`` holds the free share of each GPU (1000 = a whole free GPU); an empty tuple means
+    every GPU is wholly free. CPU and memory of 0 total mean "not tracked" and never constrain.
+    """
+
+    name: str
+    gpu_total: int
+    gpu_model: str = ""
+    gpu_free_milli: tuple[int, ...] = ()
+    cpu_milli_total: int = 0
+    cpu_milli_free: int = 0
+    memory_mib_total: int = 0
+    memory_mib_free: int = 0
+    nvlink_domain: str = ""
+    leaf_switch: str = ""
+    spine: str = ""
+    orchestrator: str = ""
+    pinned: bool = False
+    schedulable: bool = True
+
+    def free_milli(self) -> tuple[int, ...]:
+        return self.gpu_free_milli or (MILLI_PER_GPU,) * self.gpu_total
+
+    @property
+    def gpu_free_whole(self) -> int:
+        return sum(1 for milli in self.free_milli() if milli == MILLI_PER_GPU)
+
+    @property
+    def gpu_allocated(self) -> int:
+        """GPUs not wholly free (a GPU shared by a fractional pod counts as allocated)."""
+        return self.gpu_total - self.gpu_free_whole
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Demand for a gang: ``members`` × (``gpus_per_member`` whole GPUs or ``gpu_milli`` of one GPU).
+
+    ``gpu_milli`` in 1..999 asks for a fractional share of a single GPU (GPU-sharing pods); then
+    ``gpus_per_member`` must be 0. ``gpu_models`` empty means any model.
+    """
+
+    id: str
+    members: int = 1
+    gpus_per_member: int = 1
+    gpu_milli: int = 0
+    gpu_models: frozenset[str] = frozenset()
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    topology: TopologyLevel = TopologyLevel.ANY
+    topology_required: bool = False
+    team: str = ""
+    priority: int = 0
+    kind: WorkloadKind = WorkloadKind.BATCH
+    duration_estimate_s: float = 0.0
+    submitted_at: float = 0.0
+    orchestrator: str = ""
+
+    @property
+    def gpus(self) -> float:
+        if self.gpu_milli:
+            return self.members * self.gpu_milli / MILLI_PER_GPU
+        return float(self.members * self.gpus_per_member)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberAssignment:
+    member: int
+    node: str
+    gpu_indices: tuple[int, ...]
+    gpu_milli: int = MILLI_PER_GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    request_id: str
+    assignments: tuple[MemberAssignment, ...]
+    topology: TopologyLevel
+    score: float = 0.0
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.node for a in self.assignments))
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a request could not be placed: what the UI shows as "why is my job pending"."""
+
+    request_id: str
+    constraint: str
+    message: str
+    free_gpus: int = 0
+    unusable_free_gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunningWorkload:
+    """Work holding GPUs now: the input to preemption and fair-share usage."""
+
+    id: str
+    team: str
+    gpus: float
+    assignments: tuple[MemberAssignment, ...] = ()
+    priority: int = 0
+    started_at: float = 0.0
+    gang_id: str = ""
+    preemptible: bool = True
+    kind: WorkloadKind = WorkloadKind.BATCH
+
+
+@dataclass(frozen=True, slots=True)
+class TeamSpec:
+    """A node of the team tree: ``weight`` is the % of the parent's share; GPUs are absolute."""
+
+    name: str
+    parent: str | None = None
+    weight: float = 0.0
+    guaranteed: int = 0
+    burst_limit: int | None = None
+    gpu_model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Entitlement:
+    team: str
+    guaranteed: float
+    fair_share: float
+    limit: float
+    demand: float
+    allocation: float
+    reasons: tuple[str, ...] = field(default=())
