@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install the Slurm 22.05 packages the live collector tests run against (Debian 12).
+# Idempotent: does nothing when every package is already installed.
+# Never installs slurm-wlm-emulator (it replaces the real slurmctld/slurmd behaviour).
+set -euo pipefail
+
+PACKAGES=(slurm-wlm slurmrestd munge slurm-wlm-jwt-plugin)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "slurm packages already installed"
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install.sh must run as root to apt-get install: ${missing[*]}" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# --no-install-recommends keeps the emulator and docs out; policy-rc.d stops the Debian
+# postinst from starting system-wide slurmctld/slurmd/munge services we never use.
+POLICY=/usr/sbin/policy-rc.d
+created_policy=0
+if [ ! -e "$POLICY" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$POLICY"
+    chmod +x "$POLICY"
+    created_policy=1
+fi
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$created_policy" -eq 1 ]; then
+    rm -f "$POLICY"
+fi
+echo "installed: ${missing[*]}"
