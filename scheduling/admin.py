@@ -1,0 +1,125 @@
+"""Admin for every model. Governance edits go through the same services (and rules) as the pages,
+with a required reason recorded in the history."""
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from simple_history.admin import SimpleHistoryAdmin
+
+from . import models
+from .services import governance
+from .services.audit import save_audited
+
+
+class ReasonForm(forms.ModelForm):
+    change_reason = forms.CharField(
+        max_length=300, help_text="Why? Recorded with your name in the history.", required=True
+    )
+
+
+class AuditedAdmin(SimpleHistoryAdmin):
+    form = ReasonForm
+
+    def save_model(self, request, obj, form, change):
+        save_audited(obj, by=request.user, reason=form.cleaned_data["change_reason"])
+
+
+class QueueForm(ReasonForm):
+    class Meta:
+        model = models.Queue
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        others = [q for q in models.Queue.objects.select_related("team") if q.pk != self.instance.pk]
+        candidate = models.Queue(pk=self.instance.pk, **{f: cleaned[f] for f in ("team", "gpu_model", "weight", "guaranteed", "burst_limit")})
+        try:
+            governance.check_tree([*others, candidate])
+        except ValidationError as error:
+            raise ValidationError(error.message_dict) from error
+        return cleaned
+
+
+@admin.register(models.Queue)
+class QueueAdmin(AuditedAdmin):
+    form = QueueForm
+    list_display = ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
+    list_filter = ("gpu_model",)
+
+
+class MembershipInline(admin.TabularInline):
+    model = models.Membership
+    extra = 0
+    autocomplete_fields = ("user",)
+
+
+@admin.register(models.Team)
+class TeamAdmin(AuditedAdmin):
+    list_display = ("slug", "name", "parent")
+    search_fields = ("slug", "name")
+    inlines = [MembershipInline]
+
+
+@admin.register(models.Orchestrator)
+class OrchestratorAdmin(AuditedAdmin):
+    list_display = ("name", "kind", "endpoint", "enabled", "last_success_at", "is_stale")
+    list_filter = ("kind", "enabled")
+    readonly_fields = ("last_success_at", "last_error", "last_error_at")
+
+
+@admin.register(models.Node)
+class NodeAdmin(AuditedAdmin):
+    list_display = ("name", "orchestrator", "gpu_model", "gpu_total", "gpu_allocated", "state", "nvlink_domain", "leaf_switch", "pinned")
+    list_filter = ("orchestrator", "gpu_model", "state", "leaf_switch", "pinned")
+    search_fields = ("name",)
+
+
+@admin.register(models.PoolPolicy)
+class PoolPolicyAdmin(AuditedAdmin):
+    list_display = ("orchestrator", "name", "weekdays", "start_time", "end_time", "floor_gpus", "ceiling_gpus", "lendable", "enabled")
+
+
+@admin.register(models.QuotaRequest)
+class QuotaRequestAdmin(SimpleHistoryAdmin):
+    list_display = ("pk", "team", "requester", "gpus", "gpu_model", "starts_at", "ends_at", "state")
+    list_filter = ("state", "team")
+    readonly_fields = ("state", "decided_by", "decided_at")
+
+
+@admin.register(models.QuotaGrant)
+class QuotaGrantAdmin(SimpleHistoryAdmin):
+    list_display = ("team", "gpus", "gpu_model", "starts_at", "ends_at", "state")
+    list_filter = ("state", "team")
+    readonly_fields = ("request", "state")
+
+
+class NodeMoveInline(admin.TabularInline):
+    model = models.NodeMove
+    extra = 0
+
+
+@admin.register(models.RebalancePlan)
+class RebalancePlanAdmin(SimpleHistoryAdmin):
+    list_display = ("pk", "created_at", "state", "dry_run")
+    inlines = [NodeMoveInline]
+
+
+@admin.register(models.Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = ("external_id", "orchestrator", "team", "user", "kind", "gang_size", "gpus_per_member", "state", "submitted_at")
+    list_filter = ("orchestrator", "state", "kind", "team")
+    search_fields = ("external_id", "user", "name")
+    date_hierarchy = "submitted_at"
+
+
+@admin.register(models.CollectorRun)
+class CollectorRunAdmin(admin.ModelAdmin):
+    list_display = ("orchestrator", "started_at", "duration_ms", "ok", "nodes", "gpus_total", "gpus_allocated", "error")
+    list_filter = ("orchestrator", "ok")
+
+
+admin.site.register(models.Membership)
+admin.site.register(models.UsageRollup)
+admin.site.register(models.CapacityLock)

@@ -1,0 +1,116 @@
+"""The shipped Philly slice as an endless weekly loop of demo jobs, mapped to teams and orchestrators.
+
+Real time maps onto trace time as ``(t - EPOCH) * speedup`` modulo the slice's week, so the same
+instant always yields the same jobs: rounds can be retried and history refilled idempotently.
+"""
+
+import bisect
+import csv
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+from .fleet import team_for_vc
+
+SLICE = Path(__file__).resolve().parent.parent / "demo_data" / "philly_slice.csv"
+SLICE_START = datetime(2017, 11, 20)
+WEEK_S = 7 * 24 * 3600
+EPOCH_S = 1767571200.0  # Monday 2026-01-05 00:00 UTC: trace weekdays line up with real ones
+MAX_DURATION_S = 24 * 3600  # the demo caps trace jobs at a day so its queue reaches a steady state
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    external_id: str
+    orchestrator: str
+    team: str
+    user: str
+    kind: str
+    gang_size: int
+    gpus_per_member: int
+    submitted_at: float
+    duration_s: float
+
+    @property
+    def gpus(self) -> int:
+        return self.gang_size * self.gpus_per_member
+
+
+@dataclass(frozen=True)
+class _Row:
+    offset_s: float
+    duration_s: float
+    gpus: int
+    vc: str
+
+
+@cache
+def slice_rows(path: Path = SLICE) -> tuple[_Row, ...]:
+    with path.open(newline="") as handle:
+        return tuple(
+            _Row(
+                (datetime.fromisoformat(row["timestamp"]) - SLICE_START).total_seconds(),
+                min(float(row["duration"]), MAX_DURATION_S),
+                int(row["num_gpus"]),
+                row["cluster"],
+            )
+            for row in csv.DictReader(handle)
+        )
+
+
+def gang_shape(gpus: int) -> tuple[int, int]:
+    """Members × GPUs per member: up to 8 GPUs fit one node; larger jobs are multi-node gangs."""
+    if gpus <= 8:
+        return 1, gpus
+    for per_member in (8, 4, 2):
+        if gpus % per_member == 0:
+            return gpus // per_member, per_member
+    return gpus, 1
+
+
+def route(gpus: int, duration_s: float, team: str) -> tuple[str, str]:
+    """(orchestrator, kind) for a trace job, by shape: the demo's stand-in for observed submissions."""
+    if gpus > 8:
+        return "slurm-hpc", "training"
+    if team == "inference":
+        return "k8s-serving", "inference"
+    if gpus == 1 and duration_s <= 2 * 3600:
+        return "ray-sweeps", "hpo"
+    if duration_s > 6 * 3600:
+        return "slurm-hpc", "training"
+    return "k8s-serving", "batch"
+
+
+def arrivals(start_s: float, end_s: float, speedup: float) -> list[DemoJob]:
+    """Jobs whose real submission time falls in (start_s, end_s], epoch seconds."""
+    rows = slice_rows()
+    first = math.floor((start_s - EPOCH_S) * speedup / WEEK_S)
+    last = math.floor((end_s - EPOCH_S) * speedup / WEEK_S)
+    jobs: list[DemoJob] = []
+    offsets = [row.offset_s for row in rows]
+    for cycle in range(first, last + 1):
+        low = (start_s - EPOCH_S) * speedup - cycle * WEEK_S
+        high = (end_s - EPOCH_S) * speedup - cycle * WEEK_S
+        for index in range(bisect.bisect_right(offsets, low), bisect.bisect_right(offsets, high)):
+            real = EPOCH_S + (cycle * WEEK_S + rows[index].offset_s) / speedup
+            jobs.append(_job(cycle, index, rows[index], real, speedup))
+    return jobs
+
+
+def _job(cycle: int, index: int, row: _Row, submitted_at: float, speedup: float) -> DemoJob:
+    team = team_for_vc(row.vc)
+    orchestrator, kind = route(row.gpus, row.duration_s, team)
+    members, per_member = gang_shape(row.gpus)
+    return DemoJob(
+        external_id=f"philly-{cycle}-{index}",
+        orchestrator=orchestrator,
+        team=team,
+        user=f"{team}-user{index % 7 + 1}",
+        kind=kind,
+        gang_size=members,
+        gpus_per_member=per_member,
+        submitted_at=submitted_at,
+        duration_s=max(row.duration_s / speedup, 1.0),
+    )

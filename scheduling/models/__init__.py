@@ -1,0 +1,23 @@
+from .fleet import CollectorRun, Node, Orchestrator, Workload
+from .metrics import UsageRollup, UsageSample
+from .pools import NodeMove, PoolPolicy, RebalancePlan
+from .quota import CapacityLock, QuotaGrant, QuotaRequest
+from .teams import Membership, Queue, Team
+
+__all__ = [
+    "CapacityLock",
+    "CollectorRun",
+    "Membership",
+    "Node",
+    "NodeMove",
+    "Orchestrator",
+    "PoolPolicy",
+    "QuotaGrant",
+    "QuotaRequest",
+    "Queue",
+    "RebalancePlan",
+    "Team",
+    "UsageRollup",
+    "UsageSample",
+    "Workload",
+]

@@ -1,0 +1,163 @@
+"""Orchestrators, the nodes they own, the work they run, and what each scrape saw."""
+
+from django.db import models
+from simple_history.models import HistoricalRecords
+
+
+class Orchestrator(models.Model):
+    """One endpoint of kind slurm | kubernetes | ray, with the pool of nodes it owns.
+
+    ``credentials_ref`` names where the secret lives (``env:VAR`` or ``file:/path``); the secret itself
+    is never stored in the database nor shown by the API. ``demo://`` endpoints are served by the
+    embedded demo federation.
+    """
+
+    class Kind(models.TextChoices):
+        SLURM = "slurm", "Slurm"
+        KUBERNETES = "kubernetes", "Kubernetes"
+        RAY = "ray", "Ray"
+
+    name = models.SlugField(unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    endpoint = models.CharField(max_length=300)
+    credentials_ref = models.CharField(max_length=300, blank=True)
+    enabled = models.BooleanField(default=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    history = HistoricalRecords(excluded_fields=["last_success_at", "last_error", "last_error_at"])
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def is_stale(self) -> bool:
+        """Stale when the latest attempt failed after the latest success (or nothing succeeded yet)."""
+        if self.last_success_at is None:
+            return True
+        return self.last_error_at is not None and self.last_error_at > self.last_success_at
+
+
+class Node(models.Model):
+    """A GPU host as its current owner reports it, with its place in the network topology."""
+
+    class State(models.TextChoices):
+        IDLE = "idle", "Idle"
+        MIXED = "mixed", "Mixed"
+        ALLOCATED = "allocated", "Allocated"
+        DRAINING = "draining", "Draining"
+        DRAINED = "drained", "Drained"
+        DOWN = "down", "Down"
+
+    orchestrator = models.ForeignKey(Orchestrator, on_delete=models.PROTECT, related_name="nodes")
+    name = models.CharField(max_length=120)
+    gpu_model = models.CharField(max_length=40)
+    gpu_total = models.PositiveIntegerField()
+    gpu_allocated = models.PositiveIntegerField(default=0)
+    cpu_total = models.PositiveIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    nvlink_domain = models.CharField(max_length=120, blank=True)
+    leaf_switch = models.CharField(max_length=120, blank=True)
+    spine = models.CharField(max_length=120, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IDLE)
+    pinned = models.BooleanField(default=False, help_text="A pinned node is never moved by the rebalancer.")
+    labels = models.JSONField(default=dict, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    # Ownership and pinning are pool changes worth auditing; per-scrape counters are not.
+    history = HistoricalRecords(excluded_fields=["gpu_allocated", "state", "labels", "last_seen_at"])
+
+    class Meta:
+        ordering = ["orchestrator__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="one_owner_per_node"),
+            models.CheckConstraint(
+                condition=models.Q(gpu_allocated__lte=models.F("gpu_total")), name="allocated_within_total"
+            ),
+        ]
+        indexes = [models.Index(fields=["gpu_model"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu_free(self) -> int:
+        return self.gpu_total - self.gpu_allocated
+
+
+class Workload(models.Model):
+    """Observed (or demo-simulated) unit of demand: a gang of members × GPUs per member."""
+
+    class Kind(models.TextChoices):
+        TRAINING = "training", "Training"
+        HPO = "hpo", "Hyper-parameter search"
+        INFERENCE = "inference", "Inference"
+        BATCH = "batch", "Batch"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        PREEMPTED = "preempted", "Preempted"
+
+    ACTIVE_STATES = (State.PENDING, State.RUNNING)
+
+    orchestrator = models.ForeignKey(Orchestrator, on_delete=models.CASCADE, related_name="workloads")
+    external_id = models.CharField(max_length=200)
+    team = models.ForeignKey(
+        "scheduling.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads"
+    )
+    user = models.CharField(max_length=150, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.BATCH)
+    gang_size = models.PositiveIntegerField(default=1)
+    gpus_per_member = models.PositiveIntegerField(default=1)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    priority = models.IntegerField(default=0)
+    submitted_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_estimate_s = models.PositiveIntegerField(default=0)
+    pending_reason = models.CharField(max_length=300, blank=True)
+    nodes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["orchestrator", "external_id"], name="one_workload_per_external_id")
+        ]
+        indexes = [models.Index(fields=["state", "orchestrator"]), models.Index(fields=["team", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.orchestrator.name}:{self.external_id}"
+
+    @property
+    def gpus(self) -> int:
+        return self.gang_size * self.gpus_per_member
+
+
+class CollectorRun(models.Model):
+    """What one scrape of one orchestrator saw, how long it took, and its error if it failed."""
+
+    orchestrator = models.ForeignKey(Orchestrator, on_delete=models.CASCADE, related_name="runs")
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    ok = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    nodes = models.PositiveIntegerField(default=0)
+    gpus_total = models.PositiveIntegerField(default=0)
+    gpus_allocated = models.PositiveIntegerField(default=0)
+    workloads_running = models.PositiveIntegerField(default=0)
+    workloads_pending = models.PositiveIntegerField(default=0)
+    pending_gpus = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["orchestrator", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.orchestrator.name} @ {self.started_at:%Y-%m-%d %H:%M:%S} ({'ok' if self.ok else 'error'})"

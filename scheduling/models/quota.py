@@ -1,0 +1,101 @@
+"""Quota requests and the time-bounded grants they produce."""
+
+from django.conf import settings
+from django.db import models
+from simple_history.models import HistoricalRecords
+
+
+class QuotaRequest(models.Model):
+    """A researcher's request for extra GPUs over a period, decided by a lead or an admin.
+
+    Life cycle: draft -> submitted -> approved | denied; approved -> active (when the period starts)
+    -> expired (when it ends) | revoked. Transitions live in ``scheduling.services.quota``.
+    """
+
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Denied"
+        ACTIVE = "active", "Active"
+        EXPIRED = "expired", "Expired"
+        REVOKED = "revoked", "Revoked"
+
+    TRANSITIONS: dict[str, tuple[str, ...]] = {
+        State.DRAFT: (State.SUBMITTED,),
+        State.SUBMITTED: (State.APPROVED, State.DENIED),
+        State.APPROVED: (State.ACTIVE, State.REVOKED, State.EXPIRED),
+        State.ACTIVE: (State.EXPIRED, State.REVOKED),
+        State.DENIED: (),
+        State.EXPIRED: (),
+        State.REVOKED: (),
+    }
+
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests")
+    team = models.ForeignKey("scheduling.Team", on_delete=models.PROTECT, related_name="quota_requests")
+    gpus = models.PositiveIntegerField()
+    gpu_model = models.CharField(max_length=40, blank=True, help_text="Blank means any model.")
+    orchestrator = models.ForeignKey(
+        "scheduling.Orchestrator", null=True, blank=True, on_delete=models.PROTECT, help_text="Blank means any."
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    justification = models.TextField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(ends_at__gt=models.F("starts_at")), name="request_ends_after_start"),
+            models.CheckConstraint(condition=models.Q(gpus__gt=0), name="request_asks_for_gpus"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.team.slug}: {self.gpus} {self.gpu_model or 'GPU'} ({self.state})"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in self.TRANSITIONS[self.state]
+
+
+class QuotaGrant(models.Model):
+    """Extra guaranteed GPUs for a team over a period, enforced by the engine while active."""
+
+    class State(models.TextChoices):
+        SCHEDULED = "scheduled", "Scheduled"
+        ACTIVE = "active", "Active"
+        EXPIRED = "expired", "Expired"
+        REVOKED = "revoked", "Revoked"
+
+    request = models.OneToOneField(QuotaRequest, on_delete=models.PROTECT, related_name="grant")
+    team = models.ForeignKey("scheduling.Team", on_delete=models.PROTECT, related_name="grants")
+    gpus = models.PositiveIntegerField()
+    gpu_model = models.CharField(max_length=40, blank=True)
+    orchestrator = models.ForeignKey("scheduling.Orchestrator", null=True, blank=True, on_delete=models.PROTECT)
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.SCHEDULED)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["-starts_at"]
+        indexes = [models.Index(fields=["state", "ends_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}: +{self.gpus} {self.gpu_model or 'GPU'} until {self.ends_at:%Y-%m-%d}"
+
+
+class CapacityLock(models.Model):
+    """One row per lock scope; approvals lock it so concurrent decisions see each other's grants."""
+
+    scope = models.CharField(max_length=60, unique=True)
+
+    def __str__(self) -> str:
+        return self.scope

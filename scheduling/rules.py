@@ -1,0 +1,54 @@
+"""Role predicates (django-rules): researchers see their team, leads decide within it, staff govern."""
+
+import rules
+
+from scheduling.models import Membership, QuotaRequest, Team
+
+
+def _team_of(obj) -> Team | None:
+    if isinstance(obj, Team):
+        return obj
+    return getattr(obj, "team", None)
+
+
+def _lineage_ids(team: Team) -> list[int]:
+    return [team.pk, *(t.pk for t in team.ancestors())]
+
+
+@rules.predicate
+def is_portal_admin(user) -> bool:
+    return bool(user.is_active and user.is_staff)
+
+
+@rules.predicate
+def is_member(user, obj) -> bool:
+    """A member of the object's team or of any team above it."""
+    team = _team_of(obj)
+    if team is None or not user.is_authenticated:
+        return False
+    return Membership.objects.filter(user=user, team_id__in=_lineage_ids(team)).exists()
+
+
+@rules.predicate
+def is_lead(user, obj) -> bool:
+    """A lead of the object's team or of a team above it (leads decide for their sub-teams too)."""
+    team = _team_of(obj)
+    if team is None or not user.is_authenticated:
+        return False
+    return Membership.objects.filter(
+        user=user, team_id__in=_lineage_ids(team), role=Membership.Role.LEAD
+    ).exists()
+
+
+@rules.predicate
+def is_requester(user, request: QuotaRequest) -> bool:
+    return isinstance(request, QuotaRequest) and request.requester_id == user.pk
+
+
+rules.add_perm("scheduling.see_team", is_portal_admin | is_member)
+rules.add_perm("scheduling.submit_quota_request", is_portal_admin | is_member)
+rules.add_perm("scheduling.view_quota_request", is_portal_admin | is_requester | is_member)
+rules.add_perm("scheduling.decide_quota_request", is_portal_admin | (is_lead & ~is_requester))
+rules.add_perm("scheduling.edit_entitlements", is_portal_admin)
+rules.add_perm("scheduling.edit_pool_policies", is_portal_admin)
+rules.add_perm("scheduling.edit_orchestrators", is_portal_admin)

@@ -1,0 +1,1 @@
+"""Engine results and user decisions -> ORM writes. Every write is one transaction."""

@@ -1,0 +1,107 @@
+"""Entitlements (queues): the rules a team tree must satisfy, and audited edits to it.
+
+Rules, each reported against the field it concerns:
+- ``weight`` is a percentage in [0, 100], and the children of one parent sum to at most 100 % per GPU model;
+- ``guaranteed`` is at most ``burst_limit``;
+- top-level guarantees (plus live quota grants) never exceed the fleet capacity of their GPU model;
+- a sub-team's guarantees sum to at most its parent's guarantee for that model.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.models import Queue, Team
+
+from .audit import require_reason
+from .capacity import fleet_capacity, peak_granted
+
+
+@dataclass(frozen=True)
+class QueueChange:
+    team: Team
+    gpu_model: str
+    weight: Decimal
+    guaranteed: int
+    burst_limit: int
+
+
+def _field_error(queue: Queue, field: str, message: str) -> ValidationError:
+    return ValidationError({field: f"{queue.team.slug}/{queue.gpu_model or 'any'}: {message}"})
+
+
+def check_queue(queue: Queue) -> None:
+    if queue.weight is None or not (0 <= queue.weight <= 100):
+        raise _field_error(queue, "weight", "weight must be a percentage between 0 and 100.")
+    if queue.guaranteed > queue.burst_limit:
+        raise _field_error(
+            queue, "guaranteed", f"guaranteed ({queue.guaranteed}) must not exceed the burst limit ({queue.burst_limit})."
+        )
+
+
+def check_tree(queues: list[Queue]) -> None:
+    """Check the whole tree as it would be after a change (``queues`` = every queue, edited or not)."""
+    for queue in queues:
+        check_queue(queue)
+    by_parent: dict[tuple[int | None, str], list[Queue]] = defaultdict(list)
+    by_team = {(q.team_id, q.gpu_model): q for q in queues}
+    for queue in queues:
+        by_parent[(queue.team.parent_id, queue.gpu_model)].append(queue)
+    for (parent_id, model), siblings in by_parent.items():
+        total_weight = sum((q.weight for q in siblings), Decimal(0))
+        if total_weight > 100:
+            names = ", ".join(f"{q.team.slug} {q.weight}%" for q in siblings)
+            raise _field_error(
+                siblings[-1], "weight", f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%."
+            )
+        guaranteed = sum(q.guaranteed for q in siblings)
+        if parent_id is None:
+            _check_fleet_capacity(siblings[-1], model, guaranteed)
+        elif (parent := by_team.get((parent_id, model))) is not None and guaranteed > parent.guaranteed:
+            raise _field_error(
+                siblings[-1],
+                "guaranteed",
+                f"sub-teams' guarantees sum to {guaranteed} GPUs, more than their parent's {parent.guaranteed}.",
+            )
+
+
+def _check_fleet_capacity(queue: Queue, gpu_model: str, guaranteed: int) -> None:
+    now = timezone.now()
+    granted = peak_granted(gpu_model, now, now + timedelta(days=3650))
+    capacity = fleet_capacity(gpu_model)
+    if guaranteed + granted > capacity:
+        raise _field_error(
+            queue,
+            "guaranteed",
+            f"top-level guarantees ({guaranteed}) plus live grants ({granted}) exceed the "
+            f"{gpu_model or 'fleet'} capacity of {capacity} GPUs.",
+        )
+
+
+@transaction.atomic
+def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[Queue]:
+    """Apply several entitlement edits at once: all of them or none, each audited with who and why."""
+    reason = require_reason(reason)
+    existing = {(q.team_id, q.gpu_model): q for q in Queue.objects.select_for_update().select_related("team")}
+    touched: list[Queue] = []
+    for change in changes:
+        queue = existing.get((change.team.pk, change.gpu_model)) or Queue(team=change.team, gpu_model=change.gpu_model)
+        queue.weight, queue.guaranteed, queue.burst_limit = change.weight, change.guaranteed, change.burst_limit
+        existing[(change.team.pk, change.gpu_model)] = queue
+        touched.append(queue)
+    check_tree(list(existing.values()))
+    for queue in touched:
+        queue._history_user = by  # type: ignore[attr-defined]
+        queue._change_reason = reason  # type: ignore[attr-defined]
+        queue.save()
+    return touched
+
+
+def set_queue(team: Team, *, gpu_model: str = "", weight, guaranteed: int, burst_limit: int, by, reason: str) -> Queue:
+    change = QueueChange(team, gpu_model, Decimal(str(weight)), guaranteed, burst_limit)
+    return apply_queue_changes([change], by=by, reason=reason)[0]

@@ -1,0 +1,57 @@
+"""Usage samples per round and their hourly/daily rollups (GPU-seconds), recomputed idempotently."""
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.db.models.functions import TruncDay, TruncHour
+from django.utils import timezone
+
+from scheduling.models import UsageRollup, UsageSample
+
+RESOLUTIONS = ((UsageRollup.Resolution.HOUR, TruncHour, timedelta(hours=1)), (UsageRollup.Resolution.DAY, TruncDay, timedelta(days=1)))
+
+
+def _period_floor(moment: datetime, step: timedelta) -> datetime:
+    local = timezone.localtime(moment)
+    if step >= timedelta(days=1):
+        return local.replace(hour=0, minute=0, second=0, microsecond=0)
+    return local.replace(minute=0, second=0, microsecond=0)
+
+
+@transaction.atomic
+def refresh_rollups(start: datetime, end: datetime) -> int:
+    """Rebuild the hour and day rollups of every period touching [start, end]; returns rows written."""
+    written = 0
+    for resolution, trunc, step in RESOLUTIONS:
+        low, high = _period_floor(start, step), _period_floor(end, step) + step
+        totals = (
+            UsageSample.objects.filter(taken_at__gte=low, taken_at__lt=high)
+            .annotate(period=trunc("taken_at"))
+            .values("period", "orchestrator_id", "team_id")
+            .annotate(
+                total=Sum(F("gpus_total") * F("interval_s")),
+                allocated=Sum(F("gpus_allocated") * F("interval_s")),
+                busy=Sum(F("gpus_busy") * F("interval_s")),
+                pending=Sum(F("gpus_pending") * F("interval_s")),
+                covered=Sum("interval_s"),
+            )
+        )
+        rows = [
+            UsageRollup(
+                resolution=resolution, period_start=row["period"], orchestrator_id=row["orchestrator_id"],
+                team_id=row["team_id"], gpu_s_total=row["total"] or 0, gpu_s_allocated=row["allocated"] or 0,
+                gpu_s_busy=row["busy"], gpu_s_pending=row["pending"] or 0, covered_s=row["covered"] or 0,
+            )
+            for row in totals
+        ]
+        UsageRollup.objects.filter(resolution=resolution, period_start__gte=low, period_start__lt=high).delete()
+        UsageRollup.objects.bulk_create(rows, batch_size=2000)
+        written += len(rows)
+    return written
+
+
+def prune_samples(keep_days: int, now: datetime | None = None) -> int:
+    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
+    deleted, _ = UsageSample.objects.filter(taken_at__lt=cutoff).delete()
+    return deleted

@@ -1,0 +1,143 @@
+"""Quota requests: submit, decide, activate and expire, with the capacity check under a lock."""
+
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.models import CapacityLock, QuotaGrant, QuotaRequest, Team
+
+from .capacity import headroom
+
+State = QuotaRequest.State
+
+
+def _audited_save(obj, *, by, reason: str) -> None:
+    obj._history_user = by
+    obj._change_reason = reason
+    obj.save()
+
+
+def _move(request: QuotaRequest, state: str) -> None:
+    if not request.can_move_to(state):
+        raise ValidationError({"state": f"a {request.state} request cannot become {state}."})
+    request.state = state
+
+
+def create_request(*, requester, team: Team, gpus: int, starts_at: datetime, ends_at: datetime,
+                   justification: str, gpu_model: str = "", orchestrator=None, submit: bool = True) -> QuotaRequest:
+    if not requester.has_perm("scheduling.submit_quota_request", team):
+        raise PermissionDenied(f"{requester} is not a member of {team.slug}.")
+    request = QuotaRequest(
+        requester=requester, team=team, gpus=gpus, gpu_model=gpu_model, orchestrator=orchestrator,
+        starts_at=starts_at, ends_at=ends_at, justification=justification.strip(),
+    )
+    validate_request_fields(request)
+    with transaction.atomic():
+        _audited_save(request, by=requester, reason="created")
+        if submit:
+            submit_request(request, by=requester)
+    return request
+
+
+def validate_request_fields(request: QuotaRequest) -> None:
+    errors: dict[str, str] = {}
+    if request.gpus is None or request.gpus <= 0:
+        errors["gpus"] = "GPUs must be a whole number greater than 0."
+    if request.ends_at <= request.starts_at:
+        errors["ends_at"] = "the end must be after the start."
+    elif request.ends_at <= timezone.now():
+        errors["ends_at"] = "the period has already ended."
+    if not request.justification:
+        errors["justification"] = "a justification is required."
+    if errors:
+        raise ValidationError(errors)
+    request.full_clean()
+
+
+@transaction.atomic
+def submit_request(request: QuotaRequest, *, by) -> QuotaRequest:
+    _move(request, State.SUBMITTED)
+    _audited_save(request, by=by, reason="submitted")
+    return request
+
+
+@transaction.atomic
+def approve_request(request_id: int, *, by, comment: str = "", now: datetime | None = None) -> QuotaGrant:
+    """Approve and create the grant. The capacity lock serialises approvals so two admins approving at
+    once see each other's grants and cannot promise the same GPUs twice."""
+    CapacityLock.objects.get_or_create(scope="quota")
+    CapacityLock.objects.select_for_update().get(scope="quota")
+    request = QuotaRequest.objects.select_for_update().select_related("team").get(pk=request_id)
+    _require_decider(request, by)
+    _move(request, State.APPROVED)
+    free = headroom(request.gpu_model, request.starts_at, request.ends_at, exclude_request=request.pk)
+    if request.gpus > free:
+        raise ValidationError(
+            {"gpus": f"{request.gpus} GPUs exceed the unpromised {request.gpu_model or 'fleet'} capacity "
+                     f"of {max(free, 0)} GPUs between {request.starts_at:%Y-%m-%d} and {request.ends_at:%Y-%m-%d}."}
+        )
+    request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
+    _audited_save(request, by=by, reason=comment or "approved")
+    grant = QuotaGrant(
+        request=request, team=request.team, gpus=request.gpus, gpu_model=request.gpu_model,
+        orchestrator=request.orchestrator, starts_at=request.starts_at, ends_at=request.ends_at,
+    )
+    _audited_save(grant, by=by, reason=comment or "approved")
+    sync_grant_states(now=now)
+    return grant
+
+
+@transaction.atomic
+def deny_request(request_id: int, *, by, comment: str) -> QuotaRequest:
+    request = QuotaRequest.objects.select_for_update().get(pk=request_id)
+    _require_decider(request, by)
+    if not comment.strip():
+        raise ValidationError({"decision_comment": "say why the request is denied."})
+    _move(request, State.DENIED)
+    request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
+    _audited_save(request, by=by, reason=comment)
+    return request
+
+
+@transaction.atomic
+def revoke_grant(grant_id: int, *, by, reason: str) -> QuotaGrant:
+    grant = QuotaGrant.objects.select_for_update().select_related("request").get(pk=grant_id)
+    if not by.has_perm("scheduling.decide_quota_request", grant.request):
+        raise PermissionDenied("only the team's lead or an admin may revoke a grant.")
+    if grant.state not in (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE):
+        raise ValidationError({"state": f"a {grant.state} grant cannot be revoked."})
+    grant.state = QuotaGrant.State.REVOKED
+    _audited_save(grant, by=by, reason=reason)
+    _move(grant.request, State.REVOKED)
+    _audited_save(grant.request, by=by, reason=reason)
+    return grant
+
+
+def _require_decider(request: QuotaRequest, by) -> None:
+    if not by.has_perm("scheduling.decide_quota_request", request):
+        raise PermissionDenied(f"{by} may not decide requests of {request.team.slug}.")
+
+
+@transaction.atomic
+def sync_grant_states(now: datetime | None = None) -> dict[str, int]:
+    """Activate grants whose period started and expire those whose period ended (idempotent)."""
+    now = now or timezone.now()
+    counts = {"activated": 0, "expired": 0}
+    due = QuotaGrant.objects.select_for_update().select_related("request")
+    for grant in due.filter(state=QuotaGrant.State.SCHEDULED, starts_at__lte=now, ends_at__gt=now):
+        _set_grant_state(grant, QuotaGrant.State.ACTIVE, State.ACTIVE)
+        counts["activated"] += 1
+    live = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
+    for grant in due.filter(state__in=live, ends_at__lte=now):
+        _set_grant_state(grant, QuotaGrant.State.EXPIRED, State.EXPIRED)
+        counts["expired"] += 1
+    return counts
+
+
+def _set_grant_state(grant: QuotaGrant, grant_state: str, request_state: str) -> None:
+    grant.state = grant_state
+    _audited_save(grant, by=None, reason=f"period {'started' if grant_state == 'active' else 'ended'}")
+    _move(grant.request, request_state)
+    _audited_save(grant.request, by=None, reason=grant.state)

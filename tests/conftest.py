@@ -1,0 +1,68 @@
+"""The shared cast: a researcher and a lead of research/nlp, an admin, and an outsider in production."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from scheduling.models import Membership, Node, Orchestrator, Queue, Team
+
+
+@pytest.fixture
+def orchestrator(db):
+    return Orchestrator.objects.create(name="slurm-a", kind="slurm", endpoint="https://slurm.example:6820")
+
+
+@pytest.fixture
+def fleet(orchestrator):
+    """Eight 8-GPU H100 nodes (64 GPUs) on two leaf switches."""
+    return [
+        Node.objects.create(
+            orchestrator=orchestrator, name=f"dgx{i:02d}", gpu_model="H100", gpu_total=8,
+            nvlink_domain=f"nvl{i:02d}", leaf_switch=f"leaf{i // 4}", spine="spine0",
+        )
+        for i in range(8)
+    ]
+
+
+@pytest.fixture
+def teams(db):
+    research = Team.objects.create(slug="research", name="Research")
+    production = Team.objects.create(slug="production", name="Production")
+    nlp = Team.objects.create(slug="nlp", name="NLP", parent=research)
+    return {"research": research, "production": production, "nlp": nlp}
+
+
+@pytest.fixture
+def queues(teams, fleet):
+    make = lambda team, weight, guaranteed, burst: Queue.objects.create(  # noqa: E731
+        team=teams[team], weight=Decimal(weight), guaranteed=guaranteed, burst_limit=burst
+    )
+    return {
+        "research": make("research", 40, 16, 48),
+        "production": make("production", 60, 24, 64),
+        "nlp": make("nlp", 100, 8, 32),
+    }
+
+
+@pytest.fixture
+def cast(teams, django_user_model):
+    users = {
+        "researcher": django_user_model.objects.create_user("rita", password="pw"),
+        "lead": django_user_model.objects.create_user("leo", password="pw"),
+        "admin": django_user_model.objects.create_user("ada", password="pw", is_staff=True, is_superuser=True),
+        "outsider": django_user_model.objects.create_user("otto", password="pw"),
+        "nlp_lead": django_user_model.objects.create_user("nina", password="pw"),
+    }
+    Membership.objects.create(user=users["researcher"], team=teams["nlp"], role=Membership.Role.RESEARCHER)
+    Membership.objects.create(user=users["lead"], team=teams["research"], role=Membership.Role.LEAD)
+    Membership.objects.create(user=users["nlp_lead"], team=teams["nlp"], role=Membership.Role.LEAD)
+    Membership.objects.create(user=users["outsider"], team=teams["production"], role=Membership.Role.RESEARCHER)
+    return users
+
+
+@pytest.fixture
+def period():
+    start = timezone.now() + timedelta(days=1)
+    return start, start + timedelta(days=7)

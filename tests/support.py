@@ -1,0 +1,39 @@
+"""Service availability for tests: skip with a reason on a newcomer's machine, fail in CI."""
+
+import os
+import socket
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip (outside CI) or fail (CI=true) when a real service the test needs is missing."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_postgres() -> None:
+    from django.db import connection
+
+    require(connection.vendor == "postgresql", "needs PostgreSQL: set DATABASE_URL=postgres://... (make test-services)")
+
+
+def redis_url() -> str:
+    return os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def require_redis() -> None:
+    require(port_open("127.0.0.1", 6379), "needs Redis on 127.0.0.1:6379")
