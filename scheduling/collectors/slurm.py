@@ -1,0 +1,365 @@
+"""Slurm collector: slurmrestd (openapi v0.0.36-v0.0.38, Slurm 22.05) -> :class:`Snapshot`.
+
+GPU facts come from the ``gres``/``gres_used`` strings (``gpu:h100:5(IDX:0-4)``); slurmrestd 22.05 has no
+topology endpoint, so the switch tree is passed in (parse ``topology.conf`` or ``scontrol show topology``
+with :func:`parse_topology`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from scheduling.engine.types import OrchestratorKind, WorkloadKind
+
+from .errors import MalformedResponse, SourceUnavailable
+from .hostlist import count_index_list, expand_hostlist, index_list
+from .httpjson import JsonClient, require
+from .reliability import DEFAULT_RETRY, DEFAULT_TIMEOUT_S, CircuitBreaker, RetryPolicy, guarded
+from .snapshot import (
+    DEFAULT_TEAMS,
+    ObservedNode,
+    ObservedQueue,
+    ObservedWorkload,
+    Snapshot,
+    TeamMapping,
+    WorkloadState,
+)
+
+# A node carrying any of these flags takes no new work (sinfo shows it drained/failing/rebooting).
+UNSCHEDULABLE_FLAGS = frozenset(
+    {"DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN", "REBOOT_ISSUED"}
+)
+SCHEDULABLE_BASE_STATES = frozenset({"idle", "mixed", "allocated"})
+RUNNING_JOB_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING"})
+HOLD_REASONS = frozenset(
+    {"Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldAdmin", "JobHeldUser"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GresEntry:
+    name: str
+    type: str
+    count: int
+    indices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyPath:
+    leaf_switch: str
+    spine: str = ""
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split a GRES list on commas outside parentheses (``IDX:0,2-3`` has commas of its own)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += char == "("
+        depth -= char == ")"
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+_GRES = re.compile(r"^(?:gres[:/])?(?P<body>[^()]+?)(?:\((?P<extra>[^)]*)\))?$")
+
+
+def parse_gres(text: str | None) -> list[GresEntry]:
+    """``gpu:h100:5(IDX:0-4),gpu:a100:0(IDX:N/A)`` -> entries; ``N/A``/empty -> ``[]``."""
+    if not text or text in ("N/A", "(null)"):
+        return []
+    entries = []
+    for part in _split_top_level(text):
+        match = _GRES.match(part)
+        if not match:
+            raise MalformedResponse(f"slurm: unreadable GRES entry {part!r}")
+        fields = match["body"].split(":")
+        if len(fields) == 1 or not fields[-1].isdigit():
+            # "gpu" or "gpu:h100" alone means one unit (Slurm's default count).
+            fields.append("1")
+        name, count = fields[0], int(fields[-1])
+        gres_type = ":".join(fields[1:-1])
+        extra = match["extra"] or ""
+        indices = index_list(extra[4:]) if extra.startswith("IDX:") else ()
+        entries.append(GresEntry(name, gres_type, count, indices))
+    return entries
+
+
+def gpu_count(text: str | None) -> int:
+    return sum(e.count for e in parse_gres(text) if e.name == "gpu")
+
+
+def parse_topology(text: str) -> dict[str, TopologyPath]:
+    """Node -> (leaf switch, spine) from ``topology.conf`` or ``scontrol show topology`` text.
+    A leaf is a switch with ``Nodes=`` and no ``Switches=``; its spine is the switch listing it."""
+    switches: dict[str, dict[str, list[str]]] = {}
+    for line in text.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "SwitchName" in fields:
+            switches[fields["SwitchName"]] = {
+                "nodes": expand_hostlist(fields.get("Nodes")),
+                "switches": expand_hostlist(fields.get("Switches")),
+            }
+    parent = {child: name for name, s in switches.items() for child in s["switches"]}
+    paths: dict[str, TopologyPath] = {}
+    for name, switch in switches.items():
+        if switch["switches"]:
+            continue
+        for node in switch["nodes"]:
+            paths[node] = TopologyPath(leaf_switch=name, spine=parent.get(name, ""))
+    return paths
+
+
+def _node_state(raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(sinfo-like state, flags). v0.0.36 has no ``state_flags``: there a reason on a node that is not
+    down can only mean an admin drain (Slurm clears the reason on resume), so DRAIN is inferred."""
+    base = str(raw["state"]).lower()
+    if "state_flags" in raw:
+        flags = tuple(str(f).upper() for f in raw["state_flags"] or ())
+    else:
+        flags = ("DRAIN",) if raw.get("reason") and base not in ("down", "unknown") else ()
+    state = base
+    if "DRAIN" in flags and base != "down":
+        state = "draining" if base in ("mixed", "allocated") else "drained"
+    return state, flags
+
+
+def parse_node(
+    raw: dict[str, Any], *, orchestrator: str, topology: Mapping[str, TopologyPath] | None = None
+) -> ObservedNode:
+    for key in ("name", "state", "gres", "gres_used"):
+        require(raw, key, (str,), f"slurm node {raw.get('name', '?')}")
+    used = [e for e in parse_gres(raw["gres_used"]) if e.name == "gpu"]
+    configured = [e for e in parse_gres(raw["gres"]) if e.name == "gpu"]
+    state, flags = _node_state(raw)
+    path = (topology or {}).get(raw["name"])
+    return ObservedNode(
+        name=raw["name"],
+        orchestrator=orchestrator,
+        gpu_total=sum(e.count for e in configured),
+        gpu_allocated=sum(e.count for e in used),
+        gpu_model=next((e.type for e in configured if e.type), ""),
+        # One DGX/HGX board: its GPUs share NVSwitch, so the node is its NVLink domain.
+        nvlink_domain=raw["name"],
+        leaf_switch=path.leaf_switch if path else "",
+        spine=path.spine if path else "",
+        state=state,
+        state_flags=flags,
+        reason=str(raw.get("reason") or ""),
+        cordoned="DRAIN" in flags,
+        partitions=tuple(raw.get("partitions") or ()),
+        schedulable=str(raw["state"]).lower() in SCHEDULABLE_BASE_STATES
+        and not UNSCHEDULABLE_FLAGS.intersection(flags),
+        gpu_allocated_indices=tuple(i for e in used for i in e.indices),
+        cpu_total=int(raw.get("cpus") or 0),
+        address=str(raw.get("address") or ""),
+    )
+
+
+def _gpus_in_tres(text: str | None) -> int:
+    """GPUs named in a ``tres_per_*`` string such as ``gres:gpu:h100:4`` or ``gres/gpu=2``."""
+    if not text:
+        return 0
+    total = 0
+    for part in _split_top_level(text.replace("gres/", "gres:").replace("=", ":")):
+        fields = part.removeprefix("gres:").split(":")
+        if fields[0] == "gpu":
+            total += int(fields[-1]) if fields[-1].isdigit() else 1
+    return total
+
+
+def _job_gpus(raw: dict[str, Any], nodes: int, running: bool) -> int:
+    """Total GPUs of one job (one array task): allocated per node when running, else requested."""
+    detail = raw.get("gres_detail") or []
+    if running and detail:
+        return sum(gpu_count(d) for d in detail)
+    per_node = _gpus_in_tres(raw.get("tres_per_node"))
+    if per_node:
+        return per_node * nodes
+    per_task = _gpus_in_tres(raw.get("tres_per_task"))
+    if per_task:
+        return per_task * max(int(raw.get("tasks") or 1), 1)
+    return _gpus_in_tres(raw.get("tres_per_job"))
+
+
+def _job_state(raw: dict[str, Any]) -> WorkloadState | None:
+    state = str(raw["job_state"]).upper()
+    if state in RUNNING_JOB_STATES:
+        return WorkloadState.RUNNING
+    if state == "SUSPENDED":
+        return WorkloadState.SUSPENDED
+    if state in ("PENDING", "REQUEUED"):
+        held = str(raw.get("state_reason") or "") in HOLD_REASONS
+        return WorkloadState.HELD if held else WorkloadState.PENDING
+    return None  # finished, cancelled, failed...: no longer demand
+
+
+def _array_identity(raw: dict[str, Any]) -> tuple[str, str, int]:
+    """(external id, array id, instances): a pending array remainder ``5_[0-3]`` counts 4 tasks."""
+    array_job = int(raw.get("array_job_id") or 0)
+    if not array_job:
+        return str(raw["job_id"]), "", 1
+    task_string = str(raw.get("array_task_string") or "")
+    if task_string:
+        return f"{array_job}_[{task_string}]", str(array_job), max(count_index_list(task_string), 1)
+    return f"{array_job}_{raw.get('array_task_id')}", str(array_job), 1
+
+
+def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> ObservedWorkload | None:
+    """One workload for a job (or pending array remainder); ``None`` for finished jobs and jobs
+    without GPUs (they do not compete for the fleet)."""
+    require(raw, "job_id", (int,), "slurm job")
+    require(raw, "job_state", (str,), f"slurm job {raw['job_id']}")
+    state = _job_state(raw)
+    if state is None:
+        return None
+    nodes = max(int(raw.get("node_count") or 1), 1)
+    total = _job_gpus(raw, nodes, state is WorkloadState.RUNNING)
+    if total == 0:
+        return None
+    external_id, array_id, instances = _array_identity(raw)
+    reason = str(raw.get("state_reason") or "")
+    return ObservedWorkload(
+        external_id=external_id,
+        orchestrator=orchestrator,
+        team=teams.slurm_team(raw.get("account"), raw.get("user_name")),
+        user=str(raw.get("user_name") or ""),
+        name=str(raw.get("name") or ""),
+        state=state,
+        gang_size=nodes,
+        gpus_per_member=total / nodes,
+        instances=instances,
+        kind=WorkloadKind.HPO if array_id else WorkloadKind.TRAINING if nodes > 1 else WorkloadKind.BATCH,
+        priority=int(raw.get("priority") or 0),
+        submitted_at=float(raw["submit_time"]) if raw.get("submit_time") else None,
+        started_at=float(raw["start_time"])
+        if state is WorkloadState.RUNNING and raw.get("start_time")
+        else None,
+        nodes=tuple(expand_hostlist(raw.get("nodes"))) if state is WorkloadState.RUNNING else (),
+        pending_reason="" if reason == "None" or state is WorkloadState.RUNNING else reason,
+        array_id=array_id,
+        queue=str(raw.get("partition") or ""),
+    )
+
+
+def parse_partition(
+    raw: dict[str, Any], *, orchestrator: str, gpus_by_node: Mapping[str, int]
+) -> ObservedQueue:
+    require(raw, "name", (str,), "slurm partition")
+    nodes = tuple(expand_hostlist(raw.get("nodes")))
+    return ObservedQueue(
+        name=raw["name"],
+        orchestrator=orchestrator,
+        kind="slurm_partition",
+        state=str(raw.get("state") or ""),
+        priority_tier=int(raw.get("priority_tier") or 0),
+        nodes=nodes,
+        gpu_total=sum(gpus_by_node.get(n, 0) for n in nodes),
+    )
+
+
+def _items(document: Any, key: str, where: str) -> list[dict[str, Any]]:
+    """The list under ``key`` of a slurmrestd document, refusing any document that reports errors."""
+    if not isinstance(document, dict):
+        raise MalformedResponse(f"{where}: expected a JSON object")
+    errors = document.get("errors") or []
+    if errors:
+        # slurmrestd answers 200 with an errors array when slurmctld could not be queried.
+        raise SourceUnavailable(f"{where}: slurmrestd reported {errors}", retryable=True)
+    items = require(document, key, (list,), where)
+    if not all(isinstance(i, dict) for i in items):
+        raise MalformedResponse(f"{where}: {key} holds non-objects")
+    return items
+
+
+def build_snapshot(
+    name: str,
+    nodes_doc: Any,
+    jobs_doc: Any,
+    partitions_doc: Any,
+    *,
+    topology: Mapping[str, TopologyPath] | None = None,
+    teams: TeamMapping = DEFAULT_TEAMS,
+    taken_at: datetime | None = None,
+) -> Snapshot:
+    """Parse the three slurmrestd documents of one round into a snapshot (pure; used by tests)."""
+    nodes = tuple(
+        parse_node(raw, orchestrator=name, topology=topology) for raw in _items(nodes_doc, "nodes", "nodes")
+    )
+    workloads = tuple(
+        w
+        for raw in _items(jobs_doc, "jobs", "jobs")
+        if (w := parse_job(raw, orchestrator=name, teams=teams)) is not None
+    )
+    gpus_by_node = {n.name: n.gpu_total for n in nodes}
+    queues = tuple(
+        parse_partition(raw, orchestrator=name, gpus_by_node=gpus_by_node)
+        for raw in _items(partitions_doc, "partitions", "partitions")
+    )
+    missing = sorted(n.name for n in nodes if topology and n.name not in topology)
+    return Snapshot(
+        orchestrator_name=name,
+        kind=OrchestratorKind.SLURM,
+        taken_at=taken_at or datetime.now(UTC),
+        nodes=nodes,
+        workloads=workloads,
+        queues=queues,
+        pending_gpus=sum(w.gpus for w in workloads if w.state is WorkloadState.PENDING),
+        errors=(f"no topology for nodes {', '.join(missing)}",) if missing else (),
+    )
+
+
+class SlurmCollector:
+    """Reads nodes, jobs and partitions from slurmrestd with a JWT (``X-SLURM-USER-TOKEN``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        user: str,
+        api_version: str = "v0.0.38",
+        transport: httpx.BaseTransport | None = None,
+        *,
+        name: str = "slurm",
+        topology: Mapping[str, TopologyPath] | None = None,
+        teams: TeamMapping = DEFAULT_TEAMS,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        breaker: CircuitBreaker | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = name
+        self.api_version = api_version
+        self.topology = topology
+        self.teams = teams
+        self.breaker = breaker
+        self.client = JsonClient(
+            base_url,
+            name=name,
+            headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token},
+            timeout=timeout,
+            retry=retry,
+            transport=transport,
+            sleep=sleep,
+        )
+
+    def collect(self) -> Snapshot:
+        return guarded(self.breaker, self.name, self._collect)
+
+    def _collect(self) -> Snapshot:
+        taken_at = datetime.now(UTC)
+        docs = [self.client.get_json(f"/slurm/{self.api_version}/{what}") for what in self.resources()]
+        return build_snapshot(self.name, *docs, topology=self.topology, teams=self.teams, taken_at=taken_at)
+
+    @staticmethod
+    def resources() -> Iterable[str]:
+        return ("nodes", "jobs", "partitions")
