@@ -7,6 +7,7 @@ epoch the caller chooses: the engine never reads a clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -73,7 +74,7 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Demand for a gang: ``members`` × (``gpus_per_member`` whole GPUs or ``gpu_milli`` of one GPU).
+    """Demand for a gang: ``members`` x (``gpus_per_member`` whole GPUs or ``gpu_milli`` of one GPU).
 
     ``gpu_milli`` in 1..999 asks for a fractional share of a single GPU (GPU-sharing pods); then
     ``gpus_per_member`` must be 0. ``gpu_models`` empty means any model.
@@ -94,6 +95,7 @@ class Request:
     duration_estimate_s: float = 0.0
     submitted_at: float = 0.0
     orchestrator: str = ""
+    latency_sla_ms: float | None = None
 
     @property
     def gpus(self) -> float:
@@ -147,6 +149,8 @@ class RunningWorkload:
     gang_id: str = ""
     preemptible: bool = True
     kind: WorkloadKind = WorkloadKind.BATCH
+    expected_end: float | None = None
+    """When the work is expected to finish (start + time limit); None means unknown (never, for backfill)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +174,63 @@ class Entitlement:
     demand: float
     allocation: float
     reasons: tuple[str, ...] = field(default=())
+    in_use: float = 0.0
+    """GPUs the team holds now (the ``allocation`` argument of ``entitlements``), for borrowing checks."""
+
+    @property
+    def borrowed(self) -> float:
+        """GPUs held above the guaranteed floor: the part other teams may reclaim."""
+        return max(0.0, self.in_use - self.guaranteed)
+
+
+SizeMix = Mapping[float, float]
+"""Observed request sizes: GPUs per member (fractions for shared GPUs) -> relative weight."""
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """One running workload a preemption plan would stop, and why it was chosen."""
+
+    workload_id: str
+    team: str
+    gpus: float
+    priority: int
+    gang_id: str
+    work_lost_gpu_s: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class VictimPlan:
+    """A preemption decision (never executed by the engine): stop ``victims``, then start ``placement``."""
+
+    request_id: str
+    victims: tuple[Victim, ...]
+    placement: Placement
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def work_lost_gpu_s(self) -> float:
+        return sum(v.work_lost_gpu_s for v in self.victims)
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillDecision:
+    """EASY backfill outcome: what starts now, and when the blocked queue head is promised to start."""
+
+    start_now: tuple[Placement, ...]
+    head_id: str | None = None
+    head_reservation_at: float | None = None
+    head_reservation_nodes: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def started_ids(self) -> tuple[str, ...]:
+        return tuple(p.request_id for p in self.start_now)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingDecision:
+    orchestrator: str
+    reasons: tuple[str, ...] = ()
+    rule: str = ""

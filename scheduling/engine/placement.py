@@ -1,0 +1,674 @@
+"""Gang placement on a GPU fleet: first-fit, best-fit, FGD and a seeded random floor.
+
+``ClusterState`` is the fast mutable view the simulator and the engine rounds use; ``place`` is the
+one-shot convenience over a tuple of frozen nodes. Both only *decide*: committing a placement is a
+separate, checked step, so a decision can be shown ("why here?") before anything is reserved.
+
+Semantics (what Volcano / Slurm / Kueue users expect):
+
+* a gang is placed whole or not at all;
+* topology is tried tightest first: one NVLink domain, one leaf switch, one spine, then the fewest
+  switches; ``topology_required`` makes ``request.topology`` the loosest acceptable level;
+* members need whole GPUs (``gpus_per_member``) or a share of one GPU (``gpu_milli``), plus CPU and
+  memory per member where nodes track them; unschedulable nodes are never used.
+
+Speed: single-member whole-GPU requests (the bulk of any queue) never scan the fleet. Nodes are
+indexed by (model, whole free GPUs) for first/best fit, and by (model, sorted free vector) for FGD:
+nodes with the same free vector have the same fragmentation delta, so FGD evaluates one signature per
+distinct state and caches deltas until the request-size mix changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from scheduling.engine._buckets import LazyBuckets
+from scheduling.engine._topology import LEVELS, level_rank, topology_keys
+from scheduling.engine.fragmentation import member_fragment_milli
+from scheduling.engine.sizemix import SizeMixTracker, member_milli
+from scheduling.engine.types import (
+    MILLI_PER_GPU,
+    MemberAssignment,
+    Node,
+    Placement,
+    Rejection,
+    Request,
+    SizeMix,
+    TopologyLevel,
+)
+
+POLICIES = ("first-fit", "best-fit", "fgd", "random")
+FAST_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
+
+Signature = tuple[int, ...]
+_Accept = Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What one member of a request needs on a node."""
+
+    gpus: int
+    milli: int
+    cpu: int
+    memory: int
+
+    @property
+    def fractional(self) -> bool:
+        return self.milli < MILLI_PER_GPU
+
+    @classmethod
+    def of(cls, request: Request) -> Shape:
+        return cls(request.gpus_per_member if not request.gpu_milli else 0, member_milli(request),
+                   request.cpu_milli, request.memory_mib)
+
+
+def invalid_request(request: Request) -> str:
+    """Why a request is malformed, or "" when it is well formed."""
+    if request.members < 1:
+        return "a gang needs at least one member"
+    if request.gpu_milli and request.gpus_per_member:
+        return "a fractional request (gpu_milli) must ask for gpus_per_member=0"
+    if not 0 <= request.gpu_milli < MILLI_PER_GPU:
+        return "gpu_milli must be between 1 and 999 (use gpus_per_member for whole GPUs)"
+    if not request.gpu_milli and request.gpus_per_member < 1:
+        return "a member needs at least one GPU or a gpu_milli share"
+    if request.cpu_milli < 0 or request.memory_mib < 0:
+        return "CPU and memory requests cannot be negative"
+    return ""
+
+
+class ClusterState:
+    """Mutable, indexed free capacity of a fleet. Decide with ``place``, then ``commit`` / ``release``."""
+
+    def __init__(self, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> None:
+        self._static: tuple[Node, ...] = tuple(nodes)
+        self._index = {node.name: i for i, node in enumerate(self._static)}
+        if len(self._index) != len(self._static):
+            raise ValueError("node names must be unique")
+        self._free = [self._initial_free(node) for node in self._static]
+        self._whole = [0] * len(self._static)
+        self._cpu_free = [node.cpu_milli_free for node in self._static]
+        self._mem_free = [node.memory_mib_free for node in self._static]
+        self._models = sorted({node.gpu_model for node in self._static})
+        self._model_ids = {model: i for i, model in enumerate(self._models)}
+        self._model_of = [self._model_ids[node.gpu_model] for node in self._static]
+        self._whole_by_model = [0] * len(self._models)
+        topology = topology_keys(self._static)
+        self._topology = topology
+        self._nvlink_is_node = len(set(topology[TopologyLevel.NVLINK_DOMAIN])) == len(self._static)
+        self._max_gpus = max((node.gpu_total for node in self._static), default=0)
+        self._buckets: LazyBuckets[tuple[int, int]] = LazyBuckets(len(self._static))
+        self._sigs: LazyBuckets[tuple[int, Signature]] = LazyBuckets(len(self._static))
+        self._mix = SizeMixTracker(size_mix)
+        self._fragment_cache: dict[tuple[Signature, int], int] = {}
+        self._expected_cache: dict[Signature, float] = {}
+        self._delta_cache: dict[tuple[Signature, int], tuple[float, int]] = {}
+        self._cache_version = -1
+        for i in range(len(self._static)):
+            self._whole[i] = sum(1 for milli in self._free[i] if milli >= MILLI_PER_GPU)
+            self._reindex(i, previous_whole=0)
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> ClusterState:
+        return cls(nodes, size_mix)
+
+    @staticmethod
+    def _initial_free(node: Node) -> list[int]:
+        free = list(node.free_milli())
+        if len(free) != node.gpu_total or any(not 0 <= milli <= MILLI_PER_GPU for milli in free):
+            raise ValueError(f"node {node.name}: gpu_free_milli must hold gpu_total values in 0..1000")
+        return free
+
+    def copy(self) -> ClusterState:
+        """An independent state to try decisions on (what-if, backfill shadows, preemption trials)."""
+        clone = object.__new__(ClusterState)
+        for name in ("_static", "_index", "_models", "_model_ids", "_model_of", "_topology",
+                     "_nvlink_is_node", "_max_gpus", "_fragment_cache", "_cache_version"):
+            setattr(clone, name, getattr(self, name))
+        clone._free = [list(free) for free in self._free]
+        clone._whole = list(self._whole)
+        clone._cpu_free = list(self._cpu_free)
+        clone._mem_free = list(self._mem_free)
+        clone._whole_by_model = list(self._whole_by_model)
+        clone._buckets = self._buckets.copy()
+        clone._sigs = self._sigs.copy()
+        clone._mix = SizeMixTracker(self._mix.as_mix())
+        clone._expected_cache = {}
+        clone._delta_cache = {}
+        clone._cache_version = -1
+        return clone
+
+    # ----------------------------------------------------------------------------- views
+    @property
+    def gpu_total(self) -> int:
+        """GPUs in the fleet, schedulable or not."""
+        return sum(node.gpu_total for node in self._static)
+
+    @property
+    def gpu_free(self) -> int:
+        """Wholly free GPUs on schedulable nodes."""
+        return sum(self._whole_by_model)
+
+    @property
+    def gpu_allocated_milli(self) -> int:
+        """Milli-GPUs in use anywhere (fractional shares included)."""
+        capacity = sum(node.gpu_total for node in self._static) * MILLI_PER_GPU
+        return capacity - sum(sum(free) for free in self._free)
+
+    @property
+    def size_mix(self) -> dict[float, float]:
+        """The normalised request-size mix FGD currently measures against."""
+        return self._mix.as_mix()
+
+    def nodes(self) -> tuple[Node, ...]:
+        """Frozen nodes carrying the current free GPUs, CPU and memory."""
+        return tuple(
+            replace(node, gpu_free_milli=tuple(self._free[i]), cpu_milli_free=self._cpu_free[i],
+                    memory_mib_free=self._mem_free[i])
+            for i, node in enumerate(self._static)
+        )
+
+    def node(self, name: str) -> Node:
+        i = self._index[name]
+        return replace(self._static[i], gpu_free_milli=tuple(self._free[i]),
+                       cpu_milli_free=self._cpu_free[i], memory_mib_free=self._mem_free[i])
+
+    def observe_request(self, request: Request) -> None:
+        """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
+        self._mix.observe(request)
+
+    # ----------------------------------------------------------------------------- indexing
+    def _reindex(self, i: int, previous_whole: int) -> None:
+        """Keep the buckets and signatures of node ``i`` in step with its free GPUs."""
+        if not self._static[i].schedulable:
+            return
+        model = self._model_of[i]
+        whole = self._whole[i]
+        self._whole_by_model[model] += whole - previous_whole
+        self._buckets.move(i, (model, whole))
+        self._sigs.move(i, (model, tuple(sorted(self._free[i]))))
+
+    def _host_fits(self, i: int, shape: Shape, members: int = 1) -> bool:
+        """CPU and memory for ``members`` members on node ``i`` (untracked resources always fit)."""
+        node = self._static[i]
+        if shape.cpu and node.cpu_milli_total and self._cpu_free[i] < shape.cpu * members:
+            return False
+        return not (shape.memory and node.memory_mib_total and self._mem_free[i] < shape.memory * members)
+
+    def _allowed_models(self, request: Request) -> list[int]:
+        if not request.gpu_models:
+            return list(range(len(self._models)))
+        return [self._model_ids[m] for m in sorted(request.gpu_models) if m in self._model_ids]
+
+    # ----------------------------------------------------------------------------- FGD maths
+    def _sync_caches(self) -> None:
+        if self._cache_version != self._mix.version:
+            self._expected_cache = {}
+            self._delta_cache = {}
+            self._cache_version = self._mix.version
+
+    def _expected(self, sig: Signature) -> float:
+        cached = self._expected_cache.get(sig)
+        if cached is not None:
+            return cached
+        total = 0.0
+        for size, probability in self._mix.normalised:
+            fragment = self._fragment_cache.get((sig, size))
+            if fragment is None:
+                fragment = member_fragment_milli(sig, size)
+                self._fragment_cache[(sig, size)] = fragment
+            total += probability * fragment
+        self._expected_cache[sig] = total
+        return total
+
+    def fgd_choice(self, sig: Signature, milli: int) -> tuple[float, int]:
+        """(fragmentation growth in milli-GPUs, free share of the GPU to use) for one member on ``sig``.
+
+        For whole GPUs the GPU choice is irrelevant (any wholly free GPUs give the same free vector),
+        so the second value is ``MILLI_PER_GPU``. For a share, each distinct free value is tried and
+        the least growth wins, ties going to the fullest GPU (best fit inside the node).
+        """
+        self._sync_caches()
+        key = (sig, milli)
+        cached = self._delta_cache.get(key)
+        if cached is not None:
+            return cached
+        before = self._expected(sig)
+        best = (float("inf"), -1)
+        if milli >= MILLI_PER_GPU:
+            gpus = milli // MILLI_PER_GPU
+            emptied = (0,) * gpus + sig[: len(sig) - gpus]  # whole GPUs sort last in a signature
+            best = (self._expected(tuple(sorted(emptied))) - before, MILLI_PER_GPU)
+        else:
+            for value in sorted(set(sig)):
+                if value < milli:
+                    continue
+                after = list(sig)
+                after[after.index(value)] = value - milli
+                delta = self._expected(tuple(sorted(after))) - before
+                if delta < best[0]:
+                    best = (delta, value)
+        self._delta_cache[key] = best
+        return best
+
+    # ----------------------------------------------------------------------------- deciding
+    def place(self, request: Request, policy: str = "best-fit", *, seed: int = 0) -> Placement | Rejection:
+        """Decide where ``request`` would go now; nothing is reserved until ``commit``."""
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+        problem = invalid_request(request)
+        if problem:
+            return Rejection(request.id, "invalid", problem)
+        allowed = self._allowed_models(request)
+        if not allowed:
+            return self._reject(request, Shape.of(request), allowed)
+        shape = Shape.of(request)
+        if request.members == 1 and not shape.fractional and policy in FAST_POLICIES:
+            return self._place_single_whole(request, shape, allowed, policy)
+        rng = random.Random(f"{seed}:{request.id}")
+        return self._place_general(request, shape, allowed, policy, rng)
+
+    def _place_single_whole(
+        self, request: Request, shape: Shape, allowed: list[int], policy: str
+    ) -> Placement | Rejection:
+        needs_host = bool(shape.cpu or shape.memory)
+
+        def host_ok(i: int) -> bool:
+            return self._host_fits(i, shape)
+
+        accept = host_ok if needs_host else None
+        if policy == "fgd":
+            chosen = self._fgd_single_whole(shape, allowed, accept)
+        else:
+            chosen = self._fit_single_whole(shape, allowed, accept, first=policy == "first-fit")
+        if chosen is None:
+            return self._reject(request, shape, allowed)
+        node, score = chosen
+        if policy == "fgd":
+            score /= MILLI_PER_GPU  # report fragmentation growth in GPUs
+        name = self._static[node].name
+        gpus = tuple(g for g, milli in enumerate(self._free[node]) if milli >= MILLI_PER_GPU)[: shape.gpus]
+        reason = self._reason_single(policy, name, self._whole[node] - shape.gpus, score)
+        return Placement(request.id, (MemberAssignment(0, name, gpus, MILLI_PER_GPU),),
+                         TopologyLevel.NVLINK_DOMAIN, score, (reason,))
+
+    @staticmethod
+    def _reason_single(policy: str, name: str, whole_left: int, score: float) -> str:
+        if policy == "fgd":
+            return f"fgd: {name} grows expected fragmentation least (+{score:.3f} GPUs)"
+        if policy == "best-fit":
+            return f"best-fit: {name} is the fullest node that fits ({whole_left} whole GPUs left)"
+        return f"first-fit: {name} is the first node that fits"
+
+    def _fit_single_whole(
+        self, shape: Shape, allowed: list[int], accept: _Accept | None, *, first: bool
+    ) -> tuple[int, float] | None:
+        """Best fit: the bucket with the fewest free GPUs that fits; first fit: the lowest index."""
+        found: int | None = None
+        for whole in range(shape.gpus, self._max_gpus + 1):
+            for model in allowed:
+                key = (model, whole)
+                if not self._buckets.count(key):
+                    continue
+                node = self._buckets.first(key, accept)
+                if node is None:
+                    continue
+                if not first:
+                    return node, float(whole - shape.gpus)
+                found = node if found is None else min(found, node)
+        return None if found is None else (found, float(found))
+
+    def _fgd_single_whole(
+        self, shape: Shape, allowed: list[int], accept: _Accept | None
+    ) -> tuple[int, float] | None:
+        allowed_set = set(allowed)
+        candidates: list[tuple[float, int, int, Signature]] = []
+        for model, sig in self._sigs.keys():  # noqa: SIM118 (LazyBuckets is not a dict)
+            if model not in allowed_set:
+                continue
+            whole = sig.count(MILLI_PER_GPU)
+            if whole < shape.gpus:
+                continue
+            delta = self.fgd_choice(sig, shape.milli)[0]
+            candidates.append((delta, whole - shape.gpus, model, sig))
+        candidates.sort()
+        for delta, _left, model, sig in candidates:
+            node = self._sigs.first((model, sig), accept)
+            if node is not None:
+                return node, delta
+        return None
+
+    # ----------------------------------------------------------------------------- gangs
+    def _slots(self, shape: Shape, allowed: Sequence[int]) -> dict[int, int]:
+        """Members of ``shape`` each eligible node can host now (only nodes with at least one)."""
+        allowed_set = set(allowed)
+        slots: dict[int, int] = {}
+        for i, node in enumerate(self._static):
+            if not node.schedulable or self._model_of[i] not in allowed_set:
+                continue
+            count = self._gpu_slots(i, shape)
+            if count and (shape.cpu or shape.memory):
+                count = min(count, self._host_slots(i, shape))
+            if count:
+                slots[i] = count
+        return slots
+
+    def _gpu_slots(self, i: int, shape: Shape) -> int:
+        if shape.fractional:
+            return sum(milli // shape.milli for milli in self._free[i])
+        return self._whole[i] // shape.gpus
+
+    def _host_slots(self, i: int, shape: Shape, *, cpu: bool = True, memory: bool = True) -> int:
+        node = self._static[i]
+        count = 1 << 30
+        if cpu and shape.cpu and node.cpu_milli_total:
+            count = min(count, self._cpu_free[i] // shape.cpu)
+        if memory and shape.memory and node.memory_mib_total:
+            count = min(count, self._mem_free[i] // shape.memory)
+        return count
+
+    def _place_general(
+        self, request: Request, shape: Shape, allowed: list[int], policy: str, rng: random.Random
+    ) -> Placement | Rejection:
+        slots = self._slots(shape, allowed)
+        if sum(slots.values()) < request.members:
+            return self._reject(request, shape, allowed)
+        loosest = level_rank(request.topology) if request.topology_required else len(LEVELS) - 1
+        for rank in range(loosest + 1):
+            plan = self._plan_at_level(rank, slots, request.members, shape, policy, rng)
+            if plan is not None:
+                return self._build_placement(request, shape, plan, LEVELS[rank], policy)
+        level = request.topology.value.replace("_", " ")
+        return self._reject(request, shape, allowed,
+                            topology=f"the gang fits the fleet but not inside one {level} (hard constraint)")
+
+    def _plan_at_level(
+        self, rank: int, slots: dict[int, int], members: int, shape: Shape, policy: str, rng: random.Random
+    ) -> list[tuple[int, int]] | None:
+        """(node, members) pairs inside the best group of level ``LEVELS[rank]``, or None if no group fits."""
+        keys = self._topology[LEVELS[rank]]
+        groups: dict[str, list[int]] = {}
+        capacity: dict[str, int] = {}
+        for node, count in slots.items():
+            key = keys[node]
+            groups.setdefault(key, []).append(node)
+            capacity[key] = capacity.get(key, 0) + count
+        feasible = [key for key in groups if capacity[key] >= members]
+        if not feasible:
+            return None
+        if policy == "fgd" and all(len(groups[key]) == 1 for key in feasible):
+            chosen = self._fgd_pick_single_node_group(feasible, groups, members, shape)
+        elif policy == "first-fit":
+            chosen = feasible[0]
+        elif policy == "random":
+            chosen = rng.choice(feasible)
+        else:  # best fit, and FGD between multi-node groups: the tightest group that fits
+            chosen = min(feasible, key=lambda key: capacity[key])
+        group_slots = {node: slots[node] for node in groups[chosen]}
+        return self._fill(rank, group_slots, members, shape, policy, rng)
+
+    def _fgd_pick_single_node_group(
+        self, feasible: list[str], groups: dict[str, list[int]], members: int, shape: Shape
+    ) -> str:
+        """FGD across nodes: the node whose fragmentation grows least when it takes the whole gang."""
+        growth_by_sig: dict[Signature, float] = {}
+        best_key, best_score = feasible[0], (float("inf"), 0)
+        for key in feasible:
+            node = groups[key][0]
+            sig = tuple(sorted(self._free[node]))
+            growth = growth_by_sig.get(sig)
+            if growth is None:
+                growth = self._fgd_growth(sig, shape.milli, members)
+                growth_by_sig[sig] = growth
+            score = (growth, sum(self._free[node]))
+            if score < best_score:
+                best_key, best_score = key, score
+        return best_key
+
+    def _fgd_growth(self, sig: Signature, milli: int, members: int) -> float:
+        growth = 0.0
+        for _ in range(members):
+            delta, value = self.fgd_choice(sig, milli)
+            growth += delta
+            sig = _take(sig, milli, value)
+        return growth
+
+    def _fill(
+        self, rank: int, slots: dict[int, int], members: int, shape: Shape, policy: str, rng: random.Random
+    ) -> list[tuple[int, int]]:
+        """Spread ``members`` over a group using the fewest sub-groups (switches), then nodes by policy."""
+        child_rank = rank - 1
+        if child_rank < 0 or (child_rank == 0 and self._nvlink_is_node):
+            return self._fill_nodes(slots, members, shape, policy, rng)
+        keys = self._topology[LEVELS[child_rank]]
+        children: dict[str, dict[int, int]] = {}
+        for node, count in slots.items():
+            children.setdefault(keys[node], {})[node] = count
+        capacity = {key: sum(child.values()) for key, child in children.items()}
+        plan: list[tuple[int, int]] = []
+        remaining = members
+        for key in _fewest_covering(capacity, members):
+            share = min(capacity[key], remaining)
+            plan.extend(self._fill(child_rank, children[key], share, shape, policy, rng))
+            remaining -= share
+        return plan
+
+    def _fill_nodes(
+        self, slots: dict[int, int], members: int, shape: Shape, policy: str, rng: random.Random
+    ) -> list[tuple[int, int]]:
+        if policy == "fgd":
+            return self._fill_nodes_fgd(slots, members, shape)
+        nodes = list(slots)
+        if policy == "best-fit":
+            nodes.sort(key=lambda i: (sum(self._free[i]), i))  # fullest first: fill the holes
+        elif policy == "random":
+            rng.shuffle(nodes)
+        plan: list[tuple[int, int]] = []
+        remaining = members
+        for node in nodes:
+            take = min(slots[node], remaining)
+            plan.append((node, take))
+            remaining -= take
+            if not remaining:
+                break
+        return plan
+
+    def _fill_nodes_fgd(self, slots: dict[int, int], members: int, shape: Shape) -> list[tuple[int, int]]:
+        """Member by member, the node whose signature grows fragmentation least (ties: fullest)."""
+        left = dict(slots)
+        sig_of = {node: tuple(sorted(self._free[node])) for node in slots}
+        by_sig: dict[Signature, list[int]] = {}
+        for node in slots:
+            by_sig.setdefault(sig_of[node], []).append(node)
+        taken: dict[int, int] = {}
+        for _ in range(members):
+            sig = min((s for s, heap in by_sig.items() if heap),
+                      key=lambda s: (self.fgd_choice(s, shape.milli)[0], sum(s), s))
+            node = heapq.heappop(by_sig[sig])
+            taken[node] = taken.get(node, 0) + 1
+            left[node] -= 1
+            new_sig = _take(sig, shape.milli, self.fgd_choice(sig, shape.milli)[1])
+            sig_of[node] = new_sig
+            if left[node]:
+                heapq.heappush(by_sig.setdefault(new_sig, []), node)
+        return list(taken.items())
+
+    def _build_placement(
+        self, request: Request, shape: Shape, plan: list[tuple[int, int]], level: TopologyLevel, policy: str
+    ) -> Placement:
+        assignments: list[MemberAssignment] = []
+        for node, count in plan:
+            free = list(self._free[node])
+            name = self._static[node].name
+            for _ in range(count):
+                if shape.fractional:
+                    gpu = self._pick_shared_gpu(free, shape.milli, policy)
+                    free[gpu] -= shape.milli
+                    assignments.append(MemberAssignment(len(assignments), name, (gpu,), shape.milli))
+                else:
+                    gpus = tuple(g for g, milli in enumerate(free) if milli >= MILLI_PER_GPU)[: shape.gpus]
+                    for g in gpus:
+                        free[g] = 0
+                    assignments.append(MemberAssignment(len(assignments), name, gpus, MILLI_PER_GPU))
+        used = len(plan)
+        where = level.value.replace("_", " ")
+        reason = f"{policy}: {request.members} member(s) on {used} node(s) inside one {where}"
+        if level is TopologyLevel.ANY:
+            reason = f"{policy}: {request.members} member(s) on {used} node(s) across the fewest switches"
+        return Placement(request.id, tuple(assignments), level, float(used), (reason,))
+
+    def _pick_shared_gpu(self, free: list[int], milli: int, policy: str) -> int:
+        fitting = [g for g, value in enumerate(free) if value >= milli]
+        if policy == "first-fit":
+            return fitting[0]
+        if policy == "fgd":
+            value = self.fgd_choice(tuple(sorted(free)), milli)[1]
+            return next(g for g in fitting if free[g] == value)
+        return min(fitting, key=lambda g: (free[g], g))  # fullest GPU that fits
+
+    # ----------------------------------------------------------------------------- rejecting
+    def _reject(
+        self, request: Request, shape: Shape, allowed: Sequence[int], topology: str = ""
+    ) -> Rejection:
+        """Name the first constraint that fails, and how much free GPU capacity it left unusable."""
+        eligible = [i for i, node in enumerate(self._static)
+                    if node.schedulable and self._model_of[i] in set(allowed)]
+        if not eligible:
+            wanted = ", ".join(sorted(request.gpu_models)) or "any"
+            return Rejection(request.id, "gpu_model", f"no schedulable node offers GPU model {wanted}")
+        free_milli = sum(self._whole[i] * MILLI_PER_GPU if not shape.fractional else sum(self._free[i])
+                         for i in eligible)
+        free = free_milli // MILLI_PER_GPU
+        gpu_slots = [self._gpu_slots(i, shape) for i in eligible]
+        members = request.members
+        usable = min(sum(gpu_slots), members) * shape.milli // MILLI_PER_GPU
+        if sum(gpu_slots) < members:
+            return Rejection(request.id, "capacity",
+                             f"needs {members} member(s) of {shape.milli / MILLI_PER_GPU:g} GPU; only"
+                             f" {sum(gpu_slots)} fit now ({free} GPUs free, {max(0, free - usable)} of them"
+                             " unusable for this shape)",
+                             free, max(0, free - usable))
+        for constraint, cpu, memory in (("cpu", True, False), ("memory", False, True)):
+            fits = sum(min(s, self._host_slots(i, shape, cpu=cpu, memory=memory))
+                       for i, s in zip(eligible, gpu_slots, strict=True))
+            if fits < members:
+                per_member = shape.cpu if cpu else shape.memory
+                return Rejection(request.id, constraint,
+                                 f"GPUs fit but {constraint} per member ({per_member})"
+                                 f" leaves room for only {fits} of {members} member(s)",
+                                 free, max(0, free - fits * shape.milli // MILLI_PER_GPU))
+        if topology:
+            return Rejection(request.id, "topology", topology, free, max(0, free - usable))
+        return Rejection(request.id, "capacity", "no node fits CPU, memory and GPUs together",
+                         free, max(0, free - usable))
+
+    # ----------------------------------------------------------------------------- reserving
+    def commit(self, placement: Placement, request: Request) -> None:
+        """Reserve a placement's GPUs, CPU and memory; ValueError (and no change) if anything is short."""
+        gpu_need, host_need = self._demand(placement, request)
+        for (node, gpu), milli in gpu_need.items():
+            if self._free[node][gpu] < milli:
+                name = self._static[node].name
+                raise ValueError(f"{name} GPU {gpu} has {self._free[node][gpu]} milli free, needs {milli}")
+        for node, (cpu, memory) in host_need.items():
+            static = self._static[node]
+            if static.cpu_milli_total and self._cpu_free[node] < cpu:
+                raise ValueError(f"{static.name} has {self._cpu_free[node]} milli-CPU free, needs {cpu}")
+            if static.memory_mib_total and self._mem_free[node] < memory:
+                raise ValueError(f"{static.name} has {self._mem_free[node]} MiB free, needs {memory}")
+        self._apply(gpu_need, host_need, sign=-1)
+
+    def release(self, placement: Placement, request: Request) -> None:
+        """Return a committed placement's resources; ValueError (and no change) on a double release."""
+        gpu_need, host_need = self._demand(placement, request)
+        for (node, gpu), milli in gpu_need.items():
+            if self._free[node][gpu] + milli > MILLI_PER_GPU:
+                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to this placement")
+        for node, (cpu, memory) in host_need.items():
+            static = self._static[node]
+            if static.cpu_milli_total and self._cpu_free[node] + cpu > static.cpu_milli_total:
+                raise ValueError(f"{static.name}: releasing more CPU than the node has")
+            if static.memory_mib_total and self._mem_free[node] + memory > static.memory_mib_total:
+                raise ValueError(f"{static.name}: releasing more memory than the node has")
+        self._apply(gpu_need, host_need, sign=1)
+
+    def _demand(
+        self, placement: Placement, request: Request
+    ) -> tuple[dict[tuple[int, int], int], dict[int, tuple[int, int]]]:
+        if placement.request_id != request.id:
+            raise ValueError(f"placement is for {placement.request_id}, not {request.id}")
+        if len(placement.assignments) != request.members:
+            raise ValueError(f"{request.id} has {request.members} members, placement has "
+                             f"{len(placement.assignments)}")
+        gpu_need: dict[tuple[int, int], int] = {}
+        host_need: dict[int, tuple[int, int]] = {}
+        for assignment in placement.assignments:
+            node = self._index.get(assignment.node)
+            if node is None:
+                raise ValueError(f"unknown node {assignment.node}")
+            for gpu in assignment.gpu_indices:
+                if not 0 <= gpu < len(self._free[node]):
+                    raise ValueError(f"{assignment.node} has no GPU {gpu}")
+                gpu_need[(node, gpu)] = gpu_need.get((node, gpu), 0) + assignment.gpu_milli
+            cpu, memory = host_need.get(node, (0, 0))
+            host_need[node] = (cpu + request.cpu_milli, memory + request.memory_mib)
+        return gpu_need, host_need
+
+    def _apply(
+        self, gpu_need: dict[tuple[int, int], int], host_need: dict[int, tuple[int, int]], sign: int
+    ) -> None:
+        touched: dict[int, int] = {}
+        for (node, gpu), milli in gpu_need.items():
+            touched.setdefault(node, self._whole[node])
+            self._free[node][gpu] += sign * milli
+        for node, (cpu, memory) in host_need.items():
+            if self._static[node].cpu_milli_total:
+                self._cpu_free[node] += sign * cpu
+            if self._static[node].memory_mib_total:
+                self._mem_free[node] += sign * memory
+        for node, previous in touched.items():
+            self._whole[node] = sum(1 for milli in self._free[node] if milli >= MILLI_PER_GPU)
+            self._reindex(node, previous)
+
+
+def _take(sig: Signature, milli: int, value: int) -> Signature:
+    """The signature after one member of ``milli`` takes GPU(s) whose free share is ``value``."""
+    after = list(sig)
+    if milli >= MILLI_PER_GPU:
+        for _ in range(milli // MILLI_PER_GPU):
+            after[after.index(MILLI_PER_GPU)] = 0
+    else:
+        after[after.index(value)] = value - milli
+    return tuple(sorted(after))
+
+
+def _fewest_covering(capacity: dict[str, int], members: int) -> list[str]:
+    """Fewest groups whose capacity covers ``members``: largest first, then swap the last pick for the
+    smallest group that still covers the remainder (so a 2-member tail doesn't take an empty switch)."""
+    ordered = sorted(capacity, key=lambda key: -capacity[key])
+    chosen: list[str] = []
+    covered = 0
+    for key in ordered:
+        chosen.append(key)
+        covered += capacity[key]
+        if covered >= members:
+            break
+    if chosen:
+        last = chosen.pop()
+        need = members - (covered - capacity[last])
+        spare = [key for key in ordered if key not in chosen and capacity[key] >= need]
+        chosen.append(min(spare, key=lambda key: capacity[key]) if spare else last)
+    return chosen
+
+
+def place(
+    nodes: Sequence[Node], request: Request, policy: str = "best-fit", *, seed: int = 0,
+    size_mix: SizeMix | None = None,
+) -> Placement | Rejection:
+    """One-shot placement on frozen nodes (builds a ``ClusterState``; use one directly for many)."""
+    return ClusterState(nodes, size_mix).place(request, policy, seed=seed)
+

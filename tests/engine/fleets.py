@@ -1,0 +1,24 @@
+"""Small hand-built fleets for engine tests (no database, no randomness unless seeded)."""
+
+from __future__ import annotations
+
+from scheduling.engine.types import Node
+
+
+def dgx(name: str, free: int = 8, *, leaf: str = "leaf-0", spine: str = "spine-0", model: str = "H100",
+        cpu: int = 0, memory: int = 0, schedulable: bool = True) -> Node:
+    """An 8-GPU host that is its own NVLink domain, with ``free`` whole GPUs free (the first ones used)."""
+    used = 8 - free
+    return Node(
+        name=name, gpu_total=8, gpu_model=model, gpu_free_milli=(0,) * used + (1000,) * free,
+        cpu_milli_total=cpu, cpu_milli_free=cpu, memory_mib_total=memory, memory_mib_free=memory,
+        nvlink_domain=name, leaf_switch=leaf, spine=spine, schedulable=schedulable,
+    )
+
+
+def two_tier_fleet(leaves: int, nodes_per_leaf: int, leaves_per_spine: int = 4) -> list[Node]:
+    """Empty DGX nodes under leaf switches under spines, named n<leaf>-<i>."""
+    return [
+        dgx(f"n{leaf}-{i}", leaf=f"leaf-{leaf}", spine=f"spine-{leaf // leaves_per_spine}")
+        for leaf in range(leaves) for i in range(nodes_per_leaf)
+    ]
