@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import pytest
+
+from scheduling.engine.fairshare import decayed_usage, entitlements, jain_index, order_pending
+from scheduling.engine.types import Entitlement, Request, TeamSpec
+
+
+def by_team(result: tuple[Entitlement, ...]) -> dict[str, Entitlement]:
+    return {e.team: e for e in result}
+
+
+def test_idle_capacity_is_split_by_weight() -> None:
+    teams = [TeamSpec("a", weight=75), TeamSpec("b", weight=25)]
+    result = by_team(entitlements(teams, 100, {"a": 500, "b": 500}))
+    assert result["a"].allocation == pytest.approx(75)
+    assert result["b"].allocation == pytest.approx(25)
+
+
+def test_a_team_without_demand_lends_its_share_to_teams_with_demand() -> None:
+    teams = [TeamSpec("a", weight=50, guaranteed=30), TeamSpec("b", weight=50)]
+    result = by_team(entitlements(teams, 100, {"a": 0, "b": 500}))
+    assert result["a"].allocation == 0
+    assert result["b"].allocation == pytest.approx(100)
+
+
+def test_a_guaranteed_floor_is_honoured_before_weights() -> None:
+    teams = [TeamSpec("small", weight=1, guaranteed=40), TeamSpec("big", weight=99)]
+    result = by_team(entitlements(teams, 100, {"small": 60, "big": 500}))
+    assert result["small"].allocation == pytest.approx(40)
+    assert result["big"].allocation == pytest.approx(60)
+    assert any("guaranteed" in reason for reason in result["small"].reasons)
+
+
+def test_a_burst_limit_caps_borrowing() -> None:
+    teams = [TeamSpec("a", weight=50, burst_limit=30), TeamSpec("b", weight=50)]
+    result = by_team(entitlements(teams, 100, {"a": 500, "b": 10}))
+    assert result["a"].allocation == pytest.approx(30)
+    assert result["b"].allocation == pytest.approx(10)
+    assert any("burst limit" in reason for reason in result["a"].reasons)
+
+
+def test_children_share_their_parents_allocation() -> None:
+    teams = [TeamSpec("org", weight=50), TeamSpec("other", weight=50),
+             TeamSpec("org/x", parent="org", weight=80), TeamSpec("org/y", parent="org", weight=20)]
+    result = by_team(entitlements(teams, 100, {"org/x": 100, "org/y": 100, "other": 100}))
+    assert result["org"].demand == 200
+    assert result["org"].allocation == pytest.approx(50)
+    assert result["org/x"].allocation == pytest.approx(40)
+    assert result["org/y"].allocation == pytest.approx(10)
+    assert result["org/y"].fair_share == pytest.approx(10)
+
+
+def test_oversubscribed_guarantees_are_scaled_down_together() -> None:
+    teams = [TeamSpec("a", guaranteed=80), TeamSpec("b", guaranteed=40)]
+    result = by_team(entitlements(teams, 90, {"a": 80, "b": 40}))
+    assert result["a"].allocation == pytest.approx(60)
+    assert result["b"].allocation == pytest.approx(30)
+    assert any("scaled" in reason for reason in result["a"].reasons)
+
+
+def test_in_use_above_the_guarantee_is_reported_as_borrowed() -> None:
+    teams = [TeamSpec("a", weight=50, guaranteed=10)]
+    (entitlement,) = entitlements(teams, 100, {"a": 20}, {"a": 35})
+    assert entitlement.in_use == 35
+    assert entitlement.borrowed == 25
+
+
+def test_usage_halves_every_half_life() -> None:
+    assert decayed_usage([(0.0, 100.0)], now=3600.0, half_life_s=3600.0) == pytest.approx(50.0)
+    assert decayed_usage([(0.0, 100.0), (3600.0, 10.0)], now=7200.0, half_life_s=3600.0) == pytest.approx(30.0)
+
+
+def test_pending_work_of_the_least_served_team_goes_first() -> None:
+    requests = [Request("hog-urgent", team="hog", priority=100), Request("meek", team="meek"),
+                Request("meek-late", team="meek", submitted_at=5.0)]
+    ordered = order_pending(requests, {"hog": 90.0, "meek": 10.0}, {"hog": 50.0, "meek": 50.0})
+    assert [r.id for r in ordered] == ["meek", "meek-late", "hog-urgent"]
+
+
+def test_within_a_team_priority_then_submit_time_decide() -> None:
+    requests = [Request("old", team="t", submitted_at=1.0), Request("new", team="t", submitted_at=2.0),
+                Request("vip", team="t", priority=5, submitted_at=3.0)]
+    ordered = order_pending(requests, {}, {"t": 1.0})
+    assert [r.id for r in ordered] == ["vip", "old", "new"]
+
+
+def test_jain_index_is_one_when_equal_and_one_over_n_when_one_takes_all() -> None:
+    assert jain_index([2.0, 2.0, 2.0]) == pytest.approx(1.0)
+    assert jain_index([6.0, 0.0, 0.0]) == pytest.approx(1 / 3)
+    assert jain_index([]) == 1.0
