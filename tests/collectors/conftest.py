@@ -1,0 +1,167 @@
+"""Collector test fixtures: recorded samples and the live Slurm fleet.
+
+Samples come from two places: ``fixtures/`` (our own recorded responses, always present) and the
+shared sample set beside the repository (``../shared/orchestrator-samples``), which tests use when it
+is there and skip with a reason when it is not: the project never needs it to run.
+
+Live daemons: a test marked ``live`` skips with a clear reason when it cannot run here (not root, or
+the packages are missing), unless ``CI=true``: CI installs them first, so there it is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHARED_SAMPLES = REPO.parent / "shared" / "orchestrator-samples"
+
+
+def load_fixture(kind: str, name: str) -> Any:
+    return json.loads((FIXTURES / kind / name).read_text())
+
+
+def shared_dir(kind: str) -> Path:
+    path = SHARED_SAMPLES / kind
+    if not path.is_dir():
+        pytest.skip(f"shared samples not found at {path} (optional; fixtures/ covers the core parsers)")
+    return path
+
+
+def load_shared(kind: str, name: str) -> Any:
+    return json.loads((shared_dir(kind) / name).read_text())
+
+
+def require_live(what: str, binaries: list[str]) -> None:
+    """Skip (or, with CI=true, fail) when a live daemon cannot be started on this machine."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("not running as root")
+    missing = [b for b in binaries if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if not problems:
+        return
+    message = f"live {what} unavailable: {'; '.join(problems)}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message} (CI must run the install script first)")
+    pytest.skip(message)
+
+
+# ------------------------------------------------------------------------------------------ Slurm
+
+SLURM_BINARIES = ["slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch", "squeue", "sinfo"]
+# Ports apart from a developer's own fleet started by scripts/slurm/start.sh with its defaults.
+SLURM_TEST_ENV = {
+    "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-pytest",
+    "SLURMCTLD_PORT": "16917",
+    "SLURMRESTD_PORT": "16920",
+    "SLURMD_PORT_BASE": "17100",
+}
+
+
+@dataclass
+class SlurmFleet:
+    url: str
+    token: str
+    user: str
+    env: dict[str, str]
+    start_seconds: float
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} -> {done.returncode}: {done.stderr}")
+        return done.stdout
+
+    def sbatch(self, *args: str) -> str:
+        return self.run(
+            "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", *args, "--wrap", "sleep 3000"
+        ).strip()
+
+    def squeue(self) -> dict[str, tuple[str, str]]:
+        """job id -> (state, reason) for every job, array tasks one per line."""
+        out = self.run("squeue", "-h", "-r", "-o", "%i|%T|%r")
+        return {i: (s, r) for i, s, r in (line.split("|") for line in out.splitlines())}
+
+
+def _wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def slurm_fleet() -> Iterator[SlurmFleet]:
+    """A real Slurm 22.05 fleet (8 x 8 fake H100) started once per session by scripts/slurm/start.sh."""
+    require_live("Slurm", SLURM_BINARIES)
+    env = {**os.environ, **SLURM_TEST_ENV}
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts/slurm/start.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        pytest.fail(f"scripts/slurm/start.sh failed:\n{done.stdout}\n{done.stderr}")
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    env["SLURM_CONF"] = values["SLURM_CONF"]
+    fleet = SlurmFleet(values["SLURMRESTD_URL"], values["SLURM_JWT"], values["SLURM_USER"], env, elapsed)
+    try:
+        yield fleet
+    finally:
+        subprocess.run(
+            ["bash", str(REPO / "scripts/slurm/stop.sh")],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+
+@dataclass
+class SlurmJobs:
+    single: str
+    gang: str
+    too_big: str
+    array: str
+
+
+@pytest.fixture(scope="session")
+def slurm_jobs(slurm_fleet: SlurmFleet) -> SlurmJobs:
+    """Real jobs: one 3-GPU job, a 2-node x 8-GPU gang, an 8-node gang that cannot fit (pends with
+    reason Resources), and a 4-task array of 2-GPU tasks queued behind it."""
+    jobs = SlurmJobs(
+        single=slurm_fleet.sbatch("-A", "vision", "-J", "single", "--gres=gpu:h100:3"),
+        gang=slurm_fleet.sbatch("-A", "llm", "-J", "gang", "-N", "2", "--gres=gpu:8"),
+        too_big=slurm_fleet.sbatch("-A", "llm", "-J", "too-big", "-N", "8", "--gres=gpu:8"),
+        array=slurm_fleet.sbatch("-A", "hpo", "-J", "sweep", "--array=0-3", "--gres=gpu:2"),
+    )
+
+    def settled() -> bool:
+        queue = slurm_fleet.squeue()
+        return (
+            queue.get(jobs.single, ("",))[0] == "RUNNING"
+            and queue.get(jobs.gang, ("",))[0] == "RUNNING"
+            and queue.get(jobs.too_big) == ("PENDING", "Resources")
+        )
+
+    _wait_for(settled, what="jobs to start and the big gang to pend on Resources")
+    return jobs

@@ -1,0 +1,173 @@
+"""Kubernetes + Volcano parsers against recorded kube-apiserver v1.20 answers. No live apiserver binary
+is available here, so the Kubernetes collector is covered by these parser tests only."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scheduling.collectors.errors import MalformedResponse
+from scheduling.collectors.k8s import build_snapshot, epoch, pod_gpus
+from scheduling.collectors.snapshot import TeamMapping, WorkloadState
+from scheduling.engine.types import WorkloadKind
+
+from .conftest import load_fixture, load_shared, shared_dir
+
+
+def _nodes_with_cordoned_dgx08():
+    nodes = [n for n in load_fixture("k8s", "nodelist.json")["items"] if n["metadata"]["name"] != "dgx08"]
+    return [*nodes, load_fixture("k8s", "node_dgx08_cordoned_tainted.json")]
+
+
+@pytest.fixture(scope="module")
+def snapshot():
+    return build_snapshot(
+        "k8s-a",
+        nodes=_nodes_with_cordoned_dgx08(),
+        pods=load_fixture("k8s", "podlist.json")["items"],
+        queues=load_fixture("k8s", "volcano_queuelist.json")["items"],
+        podgroups=load_fixture("k8s", "volcano_podgrouplist.json")["items"],
+    )
+
+
+def test_it_reads_allocatable_gpus_and_sums_bound_pod_requests_per_node(snapshot):
+    allocated = {n.name: n.gpu_allocated for n in snapshot.nodes if n.gpu_allocated}
+    assert allocated == {"dgx04": 8, "dgx06": 1, "dgx07": 2, "dgx08": 8}
+    assert all(n.gpu_total == 8 for n in snapshot.nodes) and snapshot.gpu_total == 64
+
+
+def test_it_reads_topology_and_model_from_node_labels(snapshot):
+    dgx05 = snapshot.node("dgx05")
+    assert (dgx05.leaf_switch, dgx05.spine, dgx05.gpu_model, dgx05.nvlink_domain) == (
+        "leaf2",
+        "spine1",
+        "NVIDIA-H100-80GB-HBM3",
+        "dgx05",
+    )
+
+
+def test_a_cordoned_and_tainted_node_is_not_schedulable(snapshot):
+    dgx08 = snapshot.node("dgx08")
+    assert dgx08.cordoned and not dgx08.schedulable and dgx08.state_flags == ("cordoned",)
+    assert [(t.key, t.value, t.effect) for t in dgx08.taints] == [
+        ("portal.example.com/drain", "maint", "NoSchedule")
+    ]
+    assert snapshot.node("dgx01").schedulable and snapshot.node("dgx01").state == "ready"
+
+
+def test_only_a_gpu_device_plugin_taint_leaves_a_node_schedulable():
+    node = load_fixture("k8s", "nodelist.json")["items"][0]
+    tainted = node | {"spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}
+    (parsed,) = build_snapshot("k", nodes=[tainted], pods=[]).nodes
+    assert parsed.schedulable
+
+
+def test_pod_groups_become_gangs_with_volcano_reasons_and_queues(snapshot):
+    workloads = {w.external_id: w for w in snapshot.workloads}
+    big = workloads["ml/big-run"]
+    assert (big.state, big.gang_size, big.gpus_per_member, big.queue) == (
+        WorkloadState.PENDING,
+        4,
+        8.0,
+        "prod",
+    )
+    assert big.pending_reason == "NotEnoughResources: 4/4 tasks in gang unschedulable: pod group is not ready"
+    train = workloads["ml/llm-pretrain"]
+    assert (train.state, train.gang_size, set(train.nodes), train.kind) == (
+        WorkloadState.RUNNING,
+        2,
+        {"dgx04", "dgx08"},
+        WorkloadKind.TRAINING,
+    )
+    assert train.started_at == epoch("2026-12-02T15:32:40Z")
+    assert workloads["ml/queued"].pending_reason == "Inqueue"
+
+
+def test_a_lone_pod_keeps_its_pod_scheduled_reason(snapshot):
+    too_big = next(w for w in snapshot.workloads if w.name == "too-big-0")
+    assert (too_big.state, too_big.gpus, too_big.user) == (WorkloadState.PENDING, 16.0, "carol")
+    assert too_big.pending_reason == "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+
+
+def test_pending_gpus_are_the_unbound_pods_requests(snapshot):
+    assert snapshot.pending_gpus == 4 * 8 + 8 + 16
+    assert (
+        sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.PENDING) == snapshot.pending_gpus
+    )
+
+
+def test_teams_come_from_the_namespace_or_a_label():
+    pods = load_fixture("k8s", "podlist.json")["items"]
+    by_namespace = build_snapshot("k", nodes=[], pods=pods)
+    assert {w.team for w in by_namespace.workloads} == {"ml"}
+    by_label = build_snapshot("k", nodes=[], pods=pods, teams=TeamMapping(k8s_label="user"))
+    assert {w.team for w in by_label.workloads} == {"alice", "bob", "carol"}
+
+
+def test_volcano_queues_carry_weight_guarantee_and_capability(snapshot):
+    queues = {q.name: q for q in snapshot.queues}
+    assert (queues["prod"].weight, queues["prod"].guaranteed_gpus, queues["prod"].reclaimable) == (
+        8.0,
+        16,
+        False,
+    )
+    assert (queues["research"].capability_gpus, queues["default"].capability_gpus) == (32, None)
+
+
+def test_pod_gpus_take_requests_else_limits_and_the_largest_init_container():
+    pod = {
+        "spec": {
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}, {"resources": {}}],
+            "initContainers": [{"resources": {"requests": {"nvidia.com/gpu": "4"}}}],
+        }
+    }
+    assert pod_gpus(pod) == 4
+    with pytest.raises(MalformedResponse):
+        pod_gpus({"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "lots"}}}]}})
+
+
+def test_a_node_without_metadata_is_malformed():
+    with pytest.raises(MalformedResponse):
+        build_snapshot("k", nodes=[{"status": {}}], pods=[])
+
+
+# ------------------------------------------------------------------------ every shared k8s sample
+
+
+def test_shared_smoke_output_agrees_with_parsed_gpu_counts():
+    snapshot = build_snapshot(
+        "k",
+        nodes=load_shared("k8s", "nodelist.json")["items"],
+        pods=load_shared("k8s", "podlist.json")["items"],
+    )
+    text = (shared_dir("k8s") / "portal_smoke_output.txt").read_text()
+    for name, used, total in re.findall(r"^(dgx\d+): (\d+)/(\d+) GPUs", text, re.M):
+        node = snapshot.node(name)
+        assert (node.gpu_allocated, node.gpu_total) == (int(used), int(total)), name
+
+
+def test_shared_cordoned_node_and_volcano_lists_parse():
+    snapshot = build_snapshot(
+        "k",
+        nodes=[load_shared("k8s", "node_dgx08_cordoned_tainted.json")],
+        pods=[],
+        queues=load_shared("k8s", "volcano_queuelist.json")["items"],
+        podgroups=load_shared("k8s", "volcano_podgrouplist.json")["items"],
+    )
+    assert snapshot.node("dgx08").cordoned and len(snapshot.queues) == 3
+
+
+def test_shared_events_name_the_same_unschedulable_pod():
+    events = load_shared("k8s", "events_ml.json")["items"]
+    failed = {e["involvedObject"]["name"] for e in events if e["reason"] == "FailedScheduling"}
+    assert failed == {"too-big-0"}
+
+
+def test_shared_volcano_discovery_has_cluster_queues_and_namespaced_pod_groups():
+    resources = {
+        r["name"]: r for r in load_shared("k8s", "apis_scheduling.volcano.sh_v1beta1.json")["resources"]
+    }
+    assert not resources["queues"]["namespaced"] and resources["podgroups"]["namespaced"]
+    assert "list" in resources["podgroups"]["verbs"]
+    assert load_shared("k8s", "version.json")["gitVersion"] == "v1.20.2"
