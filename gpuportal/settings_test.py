@@ -5,7 +5,7 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-only-not-a-secret")
 os.environ.setdefault("GPUPORTAL_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
 
-from .settings import *  # noqa: E402,F403
+from .settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

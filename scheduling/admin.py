@@ -27,14 +27,16 @@ class AuditedAdmin(SimpleHistoryAdmin):
 class QueueForm(ReasonForm):
     class Meta:
         model = models.Queue
-        fields = "__all__"
+        fields = ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
 
     def clean(self):
         cleaned = super().clean()
         if self.errors:
             return cleaned
         others = [q for q in models.Queue.objects.select_related("team") if q.pk != self.instance.pk]
-        candidate = models.Queue(pk=self.instance.pk, **{f: cleaned[f] for f in ("team", "gpu_model", "weight", "guaranteed", "burst_limit")})
+        candidate = models.Queue(
+            pk=self.instance.pk, **{f: cleaned[f] for f in ("team", "gpu_model", "weight", "guaranteed", "burst_limit")}
+        )
         try:
             governance.check_tree([*others, candidate])
         except ValidationError as error:
@@ -71,14 +73,34 @@ class OrchestratorAdmin(AuditedAdmin):
 
 @admin.register(models.Node)
 class NodeAdmin(AuditedAdmin):
-    list_display = ("name", "orchestrator", "gpu_model", "gpu_total", "gpu_allocated", "state", "nvlink_domain", "leaf_switch", "pinned")
+    list_display = (
+        "name",
+        "orchestrator",
+        "gpu_model",
+        "gpu_total",
+        "gpu_allocated",
+        "state",
+        "nvlink_domain",
+        "leaf_switch",
+        "pinned",
+    )
     list_filter = ("orchestrator", "gpu_model", "state", "leaf_switch", "pinned")
     search_fields = ("name",)
 
 
 @admin.register(models.PoolPolicy)
 class PoolPolicyAdmin(AuditedAdmin):
-    list_display = ("orchestrator", "name", "weekdays", "start_time", "end_time", "floor_gpus", "ceiling_gpus", "lendable", "enabled")
+    list_display = (
+        "orchestrator",
+        "name",
+        "weekdays",
+        "start_time",
+        "end_time",
+        "floor_gpus",
+        "ceiling_gpus",
+        "lendable",
+        "enabled",
+    )
 
 
 @admin.register(models.QuotaRequest)
@@ -108,7 +130,17 @@ class RebalancePlanAdmin(SimpleHistoryAdmin):
 
 @admin.register(models.Workload)
 class WorkloadAdmin(admin.ModelAdmin):
-    list_display = ("external_id", "orchestrator", "team", "user", "kind", "gang_size", "gpus_per_member", "state", "submitted_at")
+    list_display = (
+        "external_id",
+        "orchestrator",
+        "team",
+        "user",
+        "kind",
+        "gang_size",
+        "gpus_per_member",
+        "state",
+        "submitted_at",
+    )
     list_filter = ("orchestrator", "state", "kind", "team")
     search_fields = ("external_id", "user", "name")
     date_hierarchy = "submitted_at"

@@ -35,9 +35,7 @@ def is_lead(user, obj) -> bool:
     team = _team_of(obj)
     if team is None or not user.is_authenticated:
         return False
-    return Membership.objects.filter(
-        user=user, team_id__in=_lineage_ids(team), role=Membership.Role.LEAD
-    ).exists()
+    return Membership.objects.filter(user=user, team_id__in=_lineage_ids(team), role=Membership.Role.LEAD).exists()
 
 
 @rules.predicate

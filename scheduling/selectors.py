@@ -54,12 +54,16 @@ def pools_now() -> list[PoolNow]:
     pending_totals = {row["orchestrator_id"]: row for row in pending}
     return [
         PoolNow(
-            name=o.name, kind=o.get_kind_display(), nodes=node_totals.get(o.pk, {}).get("count", 0),
+            name=o.name,
+            kind=o.get_kind_display(),
+            nodes=node_totals.get(o.pk, {}).get("count", 0),
             gpus_total=node_totals.get(o.pk, {}).get("total") or 0,
             gpus_allocated=node_totals.get(o.pk, {}).get("allocated") or 0,
             gpus_pending=pending_totals.get(o.pk, {}).get("gpus") or 0,
             workloads_pending=pending_totals.get(o.pk, {}).get("count") or 0,
-            stale=o.is_stale, last_success_at=o.last_success_at, last_error=o.last_error,
+            stale=o.is_stale,
+            last_success_at=o.last_success_at,
+            last_error=o.last_error,
         )
         for o in Orchestrator.objects.filter(enabled=True)
     ]
@@ -93,10 +97,19 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
             alloc, pend = alloc + sub_alloc, pend + sub_pend
             if allowed is None or team.pk in allowed:
                 q = queues.get(team.pk)
-                rows.insert(index, TeamNow(
-                    team.slug, team.name, depth, float(q.weight) if q else 0.0, q.guaranteed if q else 0,
-                    q.burst_limit if q else 0, alloc, pend,
-                ))
+                rows.insert(
+                    index,
+                    TeamNow(
+                        team.slug,
+                        team.name,
+                        depth,
+                        float(q.weight) if q else 0.0,
+                        q.guaranteed if q else 0,
+                        q.burst_limit if q else 0,
+                        alloc,
+                        pend,
+                    ),
+                )
             total_alloc, total_pend = total_alloc + alloc, total_pend + pend
         return total_alloc, total_pend
 
@@ -108,10 +121,15 @@ def engine_nodes() -> tuple[EngineNode, ...]:
     """The fleet as the engine sees it; a node's allocated GPUs are its lowest indices."""
     return tuple(
         EngineNode(
-            name=n.name, gpu_total=n.gpu_total, gpu_model=n.gpu_model,
+            name=n.name,
+            gpu_total=n.gpu_total,
+            gpu_model=n.gpu_model,
             gpu_free_milli=(0,) * n.gpu_allocated + (MILLI_PER_GPU,) * (n.gpu_total - n.gpu_allocated),
-            nvlink_domain=n.nvlink_domain, leaf_switch=n.leaf_switch, spine=n.spine,
-            orchestrator=n.orchestrator.name, pinned=n.pinned,
+            nvlink_domain=n.nvlink_domain,
+            leaf_switch=n.leaf_switch,
+            spine=n.spine,
+            orchestrator=n.orchestrator.name,
+            pinned=n.pinned,
             schedulable=n.state not in (Node.State.DRAINED, Node.State.DRAINING, Node.State.DOWN),
         )
         for n in Node.objects.select_related("orchestrator")

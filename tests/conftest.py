@@ -19,8 +19,13 @@ def fleet(orchestrator):
     """Eight 8-GPU H100 nodes (64 GPUs) on two leaf switches."""
     return [
         Node.objects.create(
-            orchestrator=orchestrator, name=f"dgx{i:02d}", gpu_model="H100", gpu_total=8,
-            nvlink_domain=f"nvl{i:02d}", leaf_switch=f"leaf{i // 4}", spine="spine0",
+            orchestrator=orchestrator,
+            name=f"dgx{i:02d}",
+            gpu_model="H100",
+            gpu_total=8,
+            nvlink_domain=f"nvl{i:02d}",
+            leaf_switch=f"leaf{i // 4}",
+            spine="spine0",
         )
         for i in range(8)
     ]

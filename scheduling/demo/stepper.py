@@ -87,4 +87,3 @@ def advance(state: FederationState, arrivals: list[DemoJob], now: float) -> Roun
         state.pending_reasons.pop(job_id, None)
     state.running.extend(started)
     return RoundResult(started=tuple(started), finished=finished)
-

@@ -54,7 +54,9 @@ class QuotaRequest(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.CheckConstraint(condition=models.Q(ends_at__gt=models.F("starts_at")), name="request_ends_after_start"),
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")), name="request_ends_after_start"
+            ),
             models.CheckConstraint(condition=models.Q(gpus__gt=0), name="request_asks_for_gpus"),
         ]
 

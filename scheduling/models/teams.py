@@ -69,9 +69,7 @@ class Queue(models.Model):
             models.CheckConstraint(
                 condition=models.Q(guaranteed__lte=models.F("burst_limit")), name="guaranteed_within_burst"
             ),
-            models.CheckConstraint(
-                condition=models.Q(weight__gte=0, weight__lte=100), name="weight_is_a_percentage"
-            ),
+            models.CheckConstraint(condition=models.Q(weight__gte=0, weight__lte=100), name="weight_is_a_percentage"),
         ]
 
     def __str__(self) -> str:

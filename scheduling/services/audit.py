@@ -7,7 +7,9 @@ from django.db import models
 def require_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationError({"reason": "A reason is required: every change of quota, share, policy or pool is audited."})
+        raise ValidationError(
+            {"reason": "A reason is required: every change of quota, share, policy or pool is audited."}
+        )
     return reason
 
 

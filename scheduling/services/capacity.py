@@ -4,7 +4,7 @@ from datetime import datetime
 
 from django.db.models import Sum
 
-from scheduling.models import Node, QuotaGrant, Queue
+from scheduling.models import Node, Queue, QuotaGrant
 
 LIVE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
 
@@ -44,4 +44,3 @@ def headroom(gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_req
     """GPUs of ``gpu_model`` still unpromised over the period (guarantees and grants subtracted)."""
     promised = top_level_guarantees(gpu_model) + peak_granted(gpu_model, starts_at, ends_at, exclude_request)
     return fleet_capacity(gpu_model) - promised
-

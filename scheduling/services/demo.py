@@ -53,7 +53,8 @@ def create_demo_federation() -> None:
         Node.objects.get_or_create(name=spec["name"], defaults={**spec, "orchestrator": owners[spec["orchestrator"]]})
     for slug, _name, _parent, weight, guaranteed, burst in fleet.TEAMS:
         Queue.objects.get_or_create(
-            team=teams[slug], gpu_model="",
+            team=teams[slug],
+            gpu_model="",
             defaults={"weight": Decimal(weight), "guaranteed": guaranteed, "burst_limit": burst},
         )
     _create_users(teams)
@@ -77,8 +78,14 @@ def load_state() -> FederationState:
     orchestrators = list(demo_orchestrators())
     nodes = tuple(
         EngineNode(
-            name=n.name, gpu_total=n.gpu_total, gpu_model=n.gpu_model, nvlink_domain=n.nvlink_domain,
-            leaf_switch=n.leaf_switch, spine=n.spine, orchestrator=n.orchestrator.name, pinned=n.pinned,
+            name=n.name,
+            gpu_total=n.gpu_total,
+            gpu_model=n.gpu_model,
+            nvlink_domain=n.nvlink_domain,
+            leaf_switch=n.leaf_switch,
+            spine=n.spine,
+            orchestrator=n.orchestrator.name,
+            pinned=n.pinned,
             schedulable=n.state not in (Node.State.DRAINED, Node.State.DRAINING, Node.State.DOWN),
         )
         for n in Node.objects.filter(orchestrator__in=orchestrators).select_related("orchestrator")
@@ -89,7 +96,8 @@ def load_state() -> FederationState:
         job = _job_of(row)
         if row.state == Workload.State.RUNNING:
             assignments = tuple(
-                MemberAssignment(member=i, node=a["node"], gpu_indices=tuple(a["gpus"])) for i, a in enumerate(row.nodes)
+                MemberAssignment(member=i, node=a["node"], gpu_indices=tuple(a["gpus"]))
+                for i, a in enumerate(row.nodes)
             )
             state.running.append(RunningJob(job, _epoch(row.started_at), assignments))
         else:
@@ -100,9 +108,15 @@ def load_state() -> FederationState:
 
 def _job_of(row: Workload) -> trace.DemoJob:
     return trace.DemoJob(
-        external_id=row.external_id, orchestrator=row.orchestrator.name, team=row.team.slug if row.team else "",
-        user=row.user, kind=row.kind, gang_size=row.gang_size, gpus_per_member=row.gpus_per_member,
-        submitted_at=_epoch(row.submitted_at), duration_s=float(row.duration_estimate_s),
+        external_id=row.external_id,
+        orchestrator=row.orchestrator.name,
+        team=row.team.slug if row.team else "",
+        user=row.user,
+        kind=row.kind,
+        gang_size=row.gang_size,
+        gpus_per_member=row.gpus_per_member,
+        submitted_at=_epoch(row.submitted_at),
+        duration_s=float(row.duration_estimate_s),
     )
 
 
@@ -152,16 +166,25 @@ def _persist_round(state: FederationState, result: RoundResult, arrivals, now: d
         if row.pending_reason != reason:
             row.pending_reason = reason
             changed.append(row)
-    Workload.objects.bulk_update(changed, ["state", "started_at", "finished_at", "nodes", "pending_reason"], batch_size=500)
+    Workload.objects.bulk_update(
+        changed, ["state", "started_at", "finished_at", "nodes", "pending_reason"], batch_size=500
+    )
     _update_nodes(state, now)
 
 
 def _workload_row(job: trace.DemoJob, orchestrators, teams, **extra) -> Workload:
     return Workload(
-        orchestrator=orchestrators[job.orchestrator], external_id=job.external_id, team=teams.get(job.team),
-        user=job.user, name=f"{job.kind}-{job.external_id}", kind=job.kind, gang_size=job.gang_size,
-        gpus_per_member=job.gpus_per_member, submitted_at=_aware(job.submitted_at),
-        duration_estimate_s=round(job.duration_s), **extra,
+        orchestrator=orchestrators[job.orchestrator],
+        external_id=job.external_id,
+        team=teams.get(job.team),
+        user=job.user,
+        name=f"{job.kind}-{job.external_id}",
+        kind=job.kind,
+        gang_size=job.gang_size,
+        gpus_per_member=job.gpus_per_member,
+        submitted_at=_aware(job.submitted_at),
+        duration_estimate_s=round(job.duration_s),
+        **extra,
     )
 
 
@@ -176,8 +199,11 @@ def _update_nodes(state: FederationState, now: datetime) -> None:
         node.last_seen_at = now
         if node.state not in (Node.State.DRAINING, Node.State.DRAINED, Node.State.DOWN):
             node.state = (
-                Node.State.IDLE if node.gpu_allocated == 0
-                else Node.State.ALLOCATED if node.gpu_allocated == node.gpu_total else Node.State.MIXED
+                Node.State.IDLE
+                if node.gpu_allocated == 0
+                else Node.State.ALLOCATED
+                if node.gpu_allocated == node.gpu_total
+                else Node.State.MIXED
             )
     Node.objects.bulk_update(rows, ["gpu_allocated", "state", "last_seen_at"])
 
@@ -208,8 +234,13 @@ def _record_samples(snapshots: list[tuple[datetime, float, Snapshot]], orchestra
     teams = {t.slug: t for t in Team.objects.all()}
     rows = [
         UsageSample(
-            taken_at=taken_at, interval_s=interval, orchestrator=by_name[orch], team=teams.get(team) if team else None,
-            gpus_total=total, gpus_allocated=allocated, gpus_pending=pending,
+            taken_at=taken_at,
+            interval_s=interval,
+            orchestrator=by_name[orch],
+            team=teams.get(team) if team else None,
+            gpus_total=total,
+            gpus_allocated=allocated,
+            gpus_pending=pending,
         )
         for taken_at, interval, snapshot in snapshots
         for (orch, team), (total, allocated, pending) in snapshot.items()
@@ -224,9 +255,15 @@ def _record_collector_runs(orchestrators, state: FederationState, now: datetime)
         running = [r for r in state.running if r.job.orchestrator == orch.name]
         pending = [j for j in state.pending if j.orchestrator == orch.name]
         CollectorRun.objects.create(
-            orchestrator=orch, started_at=now, ok=True, nodes=len(nodes),
-            gpus_total=sum(n.gpu_total for n in nodes), gpus_allocated=sum(r.job.gpus for r in running),
-            workloads_running=len(running), workloads_pending=len(pending), pending_gpus=sum(j.gpus for j in pending),
+            orchestrator=orch,
+            started_at=now,
+            ok=True,
+            nodes=len(nodes),
+            gpus_total=sum(n.gpu_total for n in nodes),
+            gpus_allocated=sum(r.job.gpus for r in running),
+            workloads_running=len(running),
+            workloads_pending=len(pending),
+            pending_gpus=sum(j.gpus for j in pending),
         )
         orch.last_success_at = now
         orch.save(update_fields=["last_success_at"])
@@ -264,7 +301,10 @@ def _store_history_workloads(jobs, starts, ends, state: FederationState) -> None
     rows = []
     for job_id, job in jobs.items():
         run = starts.get(job_id)
-        extra: dict[str, object] = {"state": Workload.State.PENDING, "pending_reason": state.pending_reasons.get(job_id, "")}
+        extra: dict[str, object] = {
+            "state": Workload.State.PENDING,
+            "pending_reason": state.pending_reasons.get(job_id, ""),
+        }
         if run is not None:
             extra = {
                 "state": Workload.State.COMPLETED if job_id in ends else Workload.State.RUNNING,

@@ -40,7 +40,9 @@ def check_queue(queue: Queue) -> None:
         raise _field_error(queue, "weight", "weight must be a percentage between 0 and 100.")
     if queue.guaranteed > queue.burst_limit:
         raise _field_error(
-            queue, "guaranteed", f"guaranteed ({queue.guaranteed}) must not exceed the burst limit ({queue.burst_limit})."
+            queue,
+            "guaranteed",
+            f"guaranteed ({queue.guaranteed}) must not exceed the burst limit ({queue.burst_limit}).",
         )
 
 
@@ -57,7 +59,9 @@ def check_tree(queues: list[Queue]) -> None:
         if total_weight > 100:
             names = ", ".join(f"{q.team.slug} {q.weight}%" for q in siblings)
             raise _field_error(
-                siblings[-1], "weight", f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%."
+                siblings[-1],
+                "weight",
+                f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%.",
             )
         guaranteed = sum(q.guaranteed for q in siblings)
         if parent_id is None:

@@ -9,7 +9,10 @@ from django.utils import timezone
 
 from scheduling.models import UsageRollup, UsageSample
 
-RESOLUTIONS = ((UsageRollup.Resolution.HOUR, TruncHour, timedelta(hours=1)), (UsageRollup.Resolution.DAY, TruncDay, timedelta(days=1)))
+RESOLUTIONS = (
+    (UsageRollup.Resolution.HOUR, TruncHour, timedelta(hours=1)),
+    (UsageRollup.Resolution.DAY, TruncDay, timedelta(days=1)),
+)
 
 
 def _period_floor(moment: datetime, step: timedelta) -> datetime:
@@ -39,9 +42,15 @@ def refresh_rollups(start: datetime, end: datetime) -> int:
         )
         rows = [
             UsageRollup(
-                resolution=resolution, period_start=row["period"], orchestrator_id=row["orchestrator_id"],
-                team_id=row["team_id"], gpu_s_total=row["total"] or 0, gpu_s_allocated=row["allocated"] or 0,
-                gpu_s_busy=row["busy"], gpu_s_pending=row["pending"] or 0, covered_s=row["covered"] or 0,
+                resolution=resolution,
+                period_start=row["period"],
+                orchestrator_id=row["orchestrator_id"],
+                team_id=row["team_id"],
+                gpu_s_total=row["total"] or 0,
+                gpu_s_allocated=row["allocated"] or 0,
+                gpu_s_busy=row["busy"],
+                gpu_s_pending=row["pending"] or 0,
+                covered_s=row["covered"] or 0,
             )
             for row in totals
         ]

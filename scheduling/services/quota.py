@@ -25,13 +25,29 @@ def _move(request: QuotaRequest, state: str) -> None:
     request.state = state
 
 
-def create_request(*, requester, team: Team, gpus: int, starts_at: datetime, ends_at: datetime,
-                   justification: str, gpu_model: str = "", orchestrator=None, submit: bool = True) -> QuotaRequest:
+def create_request(
+    *,
+    requester,
+    team: Team,
+    gpus: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    justification: str,
+    gpu_model: str = "",
+    orchestrator=None,
+    submit: bool = True,
+) -> QuotaRequest:
     if not requester.has_perm("scheduling.submit_quota_request", team):
         raise PermissionDenied(f"{requester} is not a member of {team.slug}.")
     request = QuotaRequest(
-        requester=requester, team=team, gpus=gpus, gpu_model=gpu_model, orchestrator=orchestrator,
-        starts_at=starts_at, ends_at=ends_at, justification=justification.strip(),
+        requester=requester,
+        team=team,
+        gpus=gpus,
+        gpu_model=gpu_model,
+        orchestrator=orchestrator,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        justification=justification.strip(),
     )
     validate_request_fields(request)
     with transaction.atomic():
@@ -69,20 +85,27 @@ def approve_request(request_id: int, *, by, comment: str = "", now: datetime | N
     once see each other's grants and cannot promise the same GPUs twice."""
     CapacityLock.objects.get_or_create(scope="quota")
     CapacityLock.objects.select_for_update().get(scope="quota")
-    request = QuotaRequest.objects.select_for_update().select_related("team").get(pk=request_id)
+    request = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team").get(pk=request_id)
     _require_decider(request, by)
     _move(request, State.APPROVED)
     free = headroom(request.gpu_model, request.starts_at, request.ends_at, exclude_request=request.pk)
     if request.gpus > free:
         raise ValidationError(
-            {"gpus": f"{request.gpus} GPUs exceed the unpromised {request.gpu_model or 'fleet'} capacity "
-                     f"of {max(free, 0)} GPUs between {request.starts_at:%Y-%m-%d} and {request.ends_at:%Y-%m-%d}."}
+            {
+                "gpus": f"{request.gpus} GPUs exceed the unpromised {request.gpu_model or 'fleet'} capacity "
+                f"of {max(free, 0)} GPUs between {request.starts_at:%Y-%m-%d} and {request.ends_at:%Y-%m-%d}."
+            }
         )
     request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
     _audited_save(request, by=by, reason=comment or "approved")
     grant = QuotaGrant(
-        request=request, team=request.team, gpus=request.gpus, gpu_model=request.gpu_model,
-        orchestrator=request.orchestrator, starts_at=request.starts_at, ends_at=request.ends_at,
+        request=request,
+        team=request.team,
+        gpus=request.gpus,
+        gpu_model=request.gpu_model,
+        orchestrator=request.orchestrator,
+        starts_at=request.starts_at,
+        ends_at=request.ends_at,
     )
     _audited_save(grant, by=by, reason=comment or "approved")
     sync_grant_states(now=now)

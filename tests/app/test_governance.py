@@ -52,8 +52,12 @@ def test_a_batch_of_changes_is_all_or_nothing(queues, teams, cast):
 
 def test_moving_shares_in_one_batch_passes_where_one_at_a_time_would_not(queues, teams, cast):
     apply_queue_changes(
-        [QueueChange(teams["research"], "", Decimal(70), 16, 48), QueueChange(teams["production"], "", Decimal(30), 24, 64)],
-        by=cast["admin"], reason="research deadline",
+        [
+            QueueChange(teams["research"], "", Decimal(70), 16, 48),
+            QueueChange(teams["production"], "", Decimal(30), 24, 64),
+        ],
+        by=cast["admin"],
+        reason="research deadline",
     )
     assert Queue.objects.get(team=teams["research"]).weight == Decimal(70)
 

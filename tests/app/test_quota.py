@@ -69,8 +69,14 @@ def test_grants_that_do_not_overlap_in_time_do_not_compete(cast, teams, queues, 
 def test_bad_input_names_the_field(cast, teams, queues, period):
     start, _ = period
     with pytest.raises(ValidationError) as error:
-        quota.create_request(requester=cast["researcher"], team=teams["nlp"], gpus=0, starts_at=start,
-                             ends_at=start - timedelta(hours=1), justification="")
+        quota.create_request(
+            requester=cast["researcher"],
+            team=teams["nlp"],
+            gpus=0,
+            starts_at=start,
+            ends_at=start - timedelta(hours=1),
+            justification="",
+        )
     assert {"gpus", "ends_at", "justification"} <= set(error.value.message_dict)
     assert not QuotaRequest.objects.exists()
 
@@ -111,6 +117,12 @@ def test_revoking_a_grant_is_audited(cast, teams, queues, period):
 def test_a_period_already_over_is_refused(cast, teams, queues):
     past = timezone.now() - timedelta(days=3)
     with pytest.raises(ValidationError) as error:
-        quota.create_request(requester=cast["researcher"], team=teams["nlp"], gpus=1, starts_at=past,
-                             ends_at=past + timedelta(days=1), justification="late")
+        quota.create_request(
+            requester=cast["researcher"],
+            team=teams["nlp"],
+            gpus=1,
+            starts_at=past,
+            ends_at=past + timedelta(days=1),
+            justification="late",
+        )
     assert "already ended" in error.value.message_dict["ends_at"][0]

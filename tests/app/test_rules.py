@@ -7,8 +7,9 @@ pytestmark = pytest.mark.django_db
 
 def test_roles_see_and_decide_what_they_should(cast, teams, queues, period):
     start, end = period
-    request = quota.create_request(requester=cast["researcher"], team=teams["nlp"], gpus=2, starts_at=start,
-                                   ends_at=end, justification="ablation")
+    request = quota.create_request(
+        requester=cast["researcher"], team=teams["nlp"], gpus=2, starts_at=start, ends_at=end, justification="ablation"
+    )
     can = lambda who, perm, obj: cast[who].has_perm(f"scheduling.{perm}", obj)  # noqa: E731
     assert can("researcher", "view_quota_request", request)
     assert can("lead", "view_quota_request", request)

@@ -1,0 +1,34 @@
+# gpuportal — the two commands: `make demo` (run the portal on the embedded default) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: demo test lint bench install install-dev clean services-up
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py demo_setup
+	DEBUG=1 PORT=$(PORT) $(PY) manage.py rundemo
+
+test: install
+	$(VENV)/bin/pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy scheduling/engine
+
+bench: install
+	@for script in benchmarks/*.py; do echo "# $$script" >&2; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf var/ .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,117 @@
+"""Real PostgreSQL and a real Celery worker on Redis (skipped with a reason outside CI when absent)."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from scheduling.models import CapacityLock, QuotaGrant, QuotaRequest
+from scheduling.services import quota
+from tests.support import redis_url, require_postgres, require_redis
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _submitted(cast, teams, gpus, period, who="researcher", team="nlp"):
+    start, end = period
+    return quota.create_request(
+        requester=cast[who], team=teams[team], gpus=gpus, starts_at=start, ends_at=end, justification="concurrency"
+    )
+
+
+def test_two_admins_approving_at_once_cannot_overcommit(cast, teams, queues, period, django_user_model, monkeypatch):
+    require_postgres()
+    real_headroom = quota.headroom
+
+    def slow_headroom(*args, **kwargs):  # widen the race window: both connections read before either writes
+        free = real_headroom(*args, **kwargs)
+        time.sleep(0.5)
+        return free
+
+    monkeypatch.setattr(quota, "headroom", slow_headroom)
+    # 64 GPUs with 40 guaranteed leave 24: each request fits alone, both together do not.
+    first = _submitted(cast, teams, 16, period)
+    second = _submitted(cast, teams, 16, period, who="outsider", team="production")  # another team: no shared row
+    second_admin = django_user_model.objects.create_user("bea", password="pw", is_staff=True, is_superuser=True)
+    CapacityLock.objects.create(scope="quota")  # as after any earlier approval: only the row lock serialises
+    barrier, outcomes = threading.Barrier(2), []
+
+    def approve(request_id, admin):
+        try:
+            barrier.wait(timeout=10)
+            quota.approve_request(request_id, by=admin)
+            outcomes.append("approved")
+        except Exception as error:
+            outcomes.append(type(error).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=approve, args=(r.pk, a)) for r, a in ((first, cast["admin"]), (second, second_admin))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(outcomes) == ["ValidationError", "approved"]
+    assert QuotaGrant.objects.count() == 1
+    assert QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).count() == 1
+
+
+@pytest.fixture
+def worker():
+    """A real `celery worker` process on Redis, reading the test database."""
+    require_redis()
+    require_postgres()
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gpuportal.settings_test",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "CELERY_BROKER_URL": redis_url(),
+        "CELERY_RESULT_BACKEND": redis_url(),
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpuportal",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    from gpuportal.celery import app
+
+    app.conf.update(broker_url=redis_url(), result_backend=redis_url(), task_always_eager=False)
+    yield app
+    process.terminate()
+    process.wait(timeout=20)
+
+
+def test_a_real_worker_activates_due_grants_end_to_end(worker, cast, teams, queues):
+    start = timezone.now() + timedelta(seconds=1)
+    request = _submitted(cast, teams, 4, (start, start + timedelta(days=2)))
+    grant = quota.approve_request(request.pk, by=cast["lead"], now=start - timedelta(seconds=1))
+    assert grant.state == QuotaGrant.State.SCHEDULED
+    from scheduling.tasks import expire_grants, ping
+
+    assert ping.delay(41).get(timeout=60) == 42
+    counts = expire_grants.delay().get(timeout=60)
+    grant.refresh_from_db()
+    assert counts["activated"] == 1 and grant.state == QuotaGrant.State.ACTIVE
