@@ -177,6 +177,24 @@ class ClusterState:
         return replace(self._static[i], gpu_free_milli=tuple(self._free[i]),
                        cpu_milli_free=self._cpu_free[i], memory_mib_free=self._mem_free[i])
 
+    def index_of(self, name: str) -> int:
+        """Position of node ``name`` (KeyError if unknown): the key the fast helpers below take."""
+        return self._index[name]
+
+    def node_name(self, i: int) -> str:
+        return self._static[i].name
+
+    def free_vector(self, i: int) -> list[int]:
+        """A copy of node ``i``'s free milli-GPUs per GPU."""
+        return list(self._free[i])
+
+    def can_host(self, i: int, request: Request) -> bool:
+        """Whether node ``i`` is schedulable, of an allowed model, with CPU and memory for one member."""
+        node = self._static[i]
+        if not node.schedulable or (request.gpu_models and node.gpu_model not in request.gpu_models):
+            return False
+        return self._host_fits(i, Shape.of(request))
+
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
         self._mix.observe(request)

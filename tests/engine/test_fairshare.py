@@ -68,7 +68,8 @@ def test_in_use_above_the_guarantee_is_reported_as_borrowed() -> None:
 
 def test_usage_halves_every_half_life() -> None:
     assert decayed_usage([(0.0, 100.0)], now=3600.0, half_life_s=3600.0) == pytest.approx(50.0)
-    assert decayed_usage([(0.0, 100.0), (3600.0, 10.0)], now=7200.0, half_life_s=3600.0) == pytest.approx(30.0)
+    samples = [(0.0, 100.0), (3600.0, 10.0)]
+    assert decayed_usage(samples, now=7200.0, half_life_s=3600.0) == pytest.approx(30.0)
 
 
 def test_pending_work_of_the_least_served_team_goes_first() -> None:

@@ -86,7 +86,9 @@ def test_a_rejected_gang_leaves_the_state_untouched(nodes: list[Node], request: 
 
 @FAST
 @given(fleets(), st.dictionaries(st.sampled_from((0.25, 0.5, 1, 2, 4, 8)), st.floats(0.1, 10), min_size=1))
-def test_fragmentation_is_zero_on_empty_and_on_full_fleets(nodes: list[Node], mix: dict[float, float]) -> None:
+def test_fragmentation_is_zero_on_empty_and_on_full_fleets(
+    nodes: list[Node], mix: dict[float, float]
+) -> None:
     empty = [Node(n.name, n.gpu_total, n.gpu_model) for n in nodes]
     full = [Node(n.name, n.gpu_total, n.gpu_model, gpu_free_milli=(0,) * n.gpu_total) for n in nodes]
     assert fragmented_gpus(empty, mix) == 0.0

@@ -1,0 +1,382 @@
+"""Preemption: which running gangs to stop so a request can start, and why each one.
+
+Rules (Kueue's reclaim-within-cohort and priority preemption, KAI's reclaim, Slurm's QOS preemption):
+
+* only *borrowed* capacity is taken from another team: a victim's team must stay at or above its
+  guaranteed floor after the plan (guaranteed floors are never preempted);
+* a team reclaiming its own entitlement (its usage plus the request stays within
+  ``max(guaranteed, allocation)``) may take borrowed capacity whatever the borrower's priority;
+  otherwise only strictly lower-priority work is eligible; inside one team, lower priority only;
+* whole gangs only; non-preemptible work and work younger than ``min_runtime_s`` are never victims;
+* cheapest first: lowest priority, then newest (least work lost); and among the nodes that could host
+  the request, the one whose most expensive needed victim is cheapest wins (a bottleneck choice), after
+  which victims that turn out unnecessary are dropped.
+
+The result is a decision (``VictimPlan`` with a reason per victim, or a ``Rejection``); nothing is
+executed here.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduling.engine.placement import ClusterState, Shape
+from scheduling.engine.types import (
+    MILLI_PER_GPU,
+    Entitlement,
+    MemberAssignment,
+    Node,
+    Placement,
+    Rejection,
+    Request,
+    RunningWorkload,
+    TopologyLevel,
+    Victim,
+    VictimPlan,
+)
+
+
+@dataclass(slots=True)
+class _Gang:
+    key: str
+    team: str
+    members: list[str] = field(default_factory=list)
+    gpus: float = 0.0
+    priority: int = 0
+    started_at: float = 0.0
+
+    @property
+    def order(self) -> tuple[int, float, str]:
+        """Cheapest victim first: lowest priority, then the newest (least work lost)."""
+        return (self.priority, -self.started_at, self.key)
+
+
+class RunningSet:
+    """Running workloads indexed for preemption: by id, by gang (in victim order) and per team.
+
+    Build one and keep it in step with ``add`` / ``remove`` so that each decision costs only the
+    victims it examines, not a pass over everything running.
+    """
+
+    def __init__(self, workloads: Iterable[RunningWorkload] = ()) -> None:
+        self._workloads: dict[str, RunningWorkload] = {}
+        self._gangs: dict[str, _Gang] = {}
+        self._order: list[tuple[int, float, str]] = []
+        self._team_gpus: dict[str, float] = {}
+        for workload in workloads:
+            self.add(workload)
+
+    def __len__(self) -> int:
+        return len(self._workloads)
+
+    def __iter__(self) -> Iterator[RunningWorkload]:
+        return iter(self._workloads.values())
+
+    def get(self, workload_id: str) -> RunningWorkload:
+        return self._workloads[workload_id]
+
+    def gpus_by_team(self) -> dict[str, float]:
+        return dict(self._team_gpus)
+
+    def add(self, workload: RunningWorkload) -> None:
+        if workload.id in self._workloads:
+            raise ValueError(f"workload {workload.id} is already running")
+        self._workloads[workload.id] = workload
+        self._team_gpus[workload.team] = self._team_gpus.get(workload.team, 0.0) + workload.gpus
+        key = workload.gang_id or workload.id
+        gang = self._gangs.get(key)
+        if gang is None:
+            gang = _Gang(key, workload.team, priority=workload.priority, started_at=workload.started_at)
+            self._gangs[key] = gang
+        else:
+            self._unlist(gang)
+        gang.members.append(workload.id)
+        gang.gpus += workload.gpus
+        gang.priority = max(gang.priority, workload.priority)
+        gang.started_at = min(gang.started_at, workload.started_at)
+        bisect.insort(self._order, gang.order)
+
+    def remove(self, workload_id: str) -> RunningWorkload:
+        workload = self._workloads.pop(workload_id)
+        self._team_gpus[workload.team] -= workload.gpus
+        key = workload.gang_id or workload.id
+        gang = self._gangs[key]
+        self._unlist(gang)
+        gang.members.remove(workload_id)
+        gang.gpus -= workload.gpus
+        if gang.members:
+            bisect.insort(self._order, gang.order)
+        else:
+            del self._gangs[key]
+        return workload
+
+    def _unlist(self, gang: _Gang) -> None:
+        at = bisect.bisect_left(self._order, gang.order)
+        del self._order[at]
+
+    def gangs_in_victim_order(self) -> Iterator[_Gang]:
+        for _priority, _start, key in self._order:
+            yield self._gangs[key]
+
+    def members(self, gang: _Gang) -> list[RunningWorkload]:
+        return [self._workloads[member] for member in gang.members]
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """Team positions during one decision: what each holds, its floor, and what the plan takes."""
+
+    held: dict[str, float]
+    floor: dict[str, float]
+    entitled: dict[str, float]
+    taken: dict[str, float] = field(default_factory=dict)
+
+    def borrowed_after(self, team: str, gpus: float) -> float:
+        return self.held.get(team, 0.0) - self.taken.get(team, 0.0) - gpus - self.floor.get(team, 0.0)
+
+
+def _entitlement_map(entitlements: Sequence[Entitlement] | Mapping[str, Entitlement]) -> dict[str, Entitlement]:
+    if isinstance(entitlements, Mapping):
+        return dict(entitlements)
+    return {entitlement.team: entitlement for entitlement in entitlements}
+
+
+def select_victims(
+    state_nodes: ClusterState | Sequence[Node],
+    running: RunningSet | Sequence[RunningWorkload],
+    request: Request,
+    entitlements: Sequence[Entitlement] | Mapping[str, Entitlement],
+    *,
+    now: float,
+    min_runtime_s: float,
+) -> VictimPlan | Rejection:
+    """The cheapest explainable set of whole gangs to stop so ``request`` can start (see module doc).
+
+    When the request already fits, the plan has no victims. Pass a ``ClusterState`` and a
+    ``RunningSet`` kept up to date to make repeated decisions cheap; plain sequences are indexed first.
+    """
+    state = state_nodes if isinstance(state_nodes, ClusterState) else ClusterState(state_nodes)
+    index = running if isinstance(running, RunningSet) else RunningSet(running)
+    direct = state.place(request, "best-fit")
+    if isinstance(direct, Placement):
+        return VictimPlan(request.id, (), direct, ("fits without preemption",))
+    by_team = _entitlement_map(entitlements)
+    ledger = _Ledger(
+        held=index.gpus_by_team(),
+        floor={team: e.guaranteed for team, e in by_team.items()},
+        entitled={team: max(e.guaranteed, e.allocation) for team, e in by_team.items()},
+    )
+    reclaiming = ledger.held.get(request.team, 0.0) + request.gpus <= ledger.entitled.get(request.team, 0.0)
+    search = _Search(state, index, request, ledger, reclaiming, now, min_runtime_s)
+    return search.run()
+
+
+class _Search:
+    """One victim search: walk gangs cheapest first until some node (or the gang) can host the request."""
+
+    def __init__(self, state: ClusterState, index: RunningSet, request: Request, ledger: _Ledger,
+                 reclaiming: bool, now: float, min_runtime_s: float) -> None:
+        self.state = state
+        self.index = index
+        self.request = request
+        self.ledger = ledger
+        self.reclaiming = reclaiming
+        self.now = now
+        self.min_runtime_s = min_runtime_s
+        self.shape = Shape.of(request)
+        self.single = request.members == 1
+        self.chosen: list[tuple[_Gang, str]] = []
+        self.skipped: dict[str, int] = {}
+        self.scratch: dict[int, list[int]] = {}
+        self.gangs_on: dict[int, list[int]] = {}  # node -> positions in self.chosen
+
+    def run(self) -> VictimPlan | Rejection:
+        freed = 0.0
+        next_trial = self.request.gpus - self.state.gpu_free
+        for gang in self.index.gangs_in_victim_order():
+            if gang.priority >= self.request.priority and not self.reclaiming:
+                break  # victims are ordered by priority: nothing further is eligible
+            reason = self._eligibility(gang)
+            if not reason:
+                continue
+            self.chosen.append((gang, reason))
+            self.ledger.taken[gang.team] = self.ledger.taken.get(gang.team, 0.0) + gang.gpus
+            freed += gang.gpus
+            if self.single:
+                node = self._free_on_nodes(gang, len(self.chosen) - 1)
+                if node is not None:
+                    return self._plan_on_node(node)
+            elif freed >= next_trial:
+                plan = self._trial_gang()
+                if plan is not None:
+                    return plan
+                next_trial = max(freed * 2, next_trial + 1)
+        if not self.single and self.chosen:
+            plan = self._trial_gang()
+            if plan is not None:
+                return plan
+        return self._rejection()
+
+    # ------------------------------------------------------------------ eligibility
+    def _eligibility(self, gang: _Gang) -> str:
+        """The reason this gang may be preempted, or "" (and a tally of why not)."""
+        members = self.index.members(gang)
+        if not all(member.preemptible for member in members):
+            return self._skip("not preemptible")
+        youngest = max(member.started_at for member in members)
+        if self.now - youngest < self.min_runtime_s:
+            return self._skip("inside its minimum runtime")
+        lost = sum(m.gpus * max(0.0, self.now - m.started_at) for m in members)
+        ran = f"ran {self.now - gang.started_at:.0f}s ({lost:.0f} GPU-s lost)"
+        priority = f"priority {gang.priority} < {self.request.priority}"
+        if gang.team == self.request.team:
+            if gang.priority >= self.request.priority:
+                return self._skip("same team, not lower priority")
+            return f"same team {gang.team}, {priority}; {ran}"
+        if self.ledger.borrowed_after(gang.team, gang.gpus) < -1e-9:
+            return self._skip("would take its team below the guaranteed floor")
+        borrowed = self.ledger.held.get(gang.team, 0.0) - self.ledger.floor.get(gang.team, 0.0)
+        why = f"team {gang.team} borrows {borrowed:g} GPUs above its guarantee"
+        if self.reclaiming:
+            return f"{why}; reclaimed for {self.request.team}, which is under its entitlement; {ran}"
+        if gang.priority < self.request.priority:
+            return f"{why}; {priority}; {ran}"
+        return self._skip("not lower priority and the requester is not reclaiming")
+
+    def _skip(self, why: str) -> str:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+        return ""
+
+    # ------------------------------------------------------------------ single-member requests
+    def _free_on_nodes(self, gang: _Gang, position: int) -> int | None:
+        """Add the gang's GPUs to the scratch free vectors; return a node that now hosts the request."""
+        touched: set[int] = set()
+        for member in self.index.members(gang):
+            for assignment in member.assignments:
+                node = self.state.index_of(assignment.node)
+                free = self.scratch.get(node)
+                if free is None:
+                    free = self.scratch[node] = self.state.free_vector(node)
+                for gpu in assignment.gpu_indices:
+                    free[gpu] = min(MILLI_PER_GPU, free[gpu] + assignment.gpu_milli)
+                touched.add(node)
+        for node in sorted(touched):
+            self.gangs_on.setdefault(node, []).append(position)
+        for node in sorted(touched):
+            if self.state.can_host(node, self.request) and _fits(self.scratch[node], self.shape):
+                return node
+        return None
+
+    def _plan_on_node(self, node: int) -> VictimPlan:
+        positions = self._prune(node, self.gangs_on[node])
+        victims = [self.chosen[p] for p in positions]
+        free = self.state.free_vector(node)
+        for gang, _reason in victims:
+            _release_into(free, self.index.members(gang), self.state.node_name(node))
+        assignment = _member_on(free, self.shape, self.state.node_name(node))
+        placement = Placement(self.request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, float(len(victims)),
+                              (f"preempt {len(victims)} gang(s) on {assignment.node}",))
+        return self._plan(victims, placement)
+
+    def _prune(self, node: int, positions: list[int]) -> list[int]:
+        """Drop victims (cheapest first) that the request does not need after all."""
+        kept = list(positions)
+        for position in positions:
+            trial = [p for p in kept if p != position]
+            free = self.state.free_vector(node)
+            for p in trial:
+                _release_into(free, self.index.members(self.chosen[p][0]), self.state.node_name(node))
+            if _fits(free, self.shape):
+                kept = trial
+        return kept
+
+    # ------------------------------------------------------------------ gangs
+    def _trial_gang(self) -> VictimPlan | None:
+        trial = self._state_without(self.chosen)
+        placement = trial.place(self.request, "best-fit")
+        if not isinstance(placement, Placement):
+            return None
+        used = set(placement.nodes)
+        needed = [(g, r) for g, r in self.chosen if self._gang_nodes(g) & used]
+        if len(needed) < len(self.chosen):
+            narrower = self._state_without(needed).place(self.request, "best-fit")
+            if isinstance(narrower, Placement):
+                return self._plan(needed, narrower)
+        return self._plan(self.chosen, placement)
+
+    def _state_without(self, victims: Sequence[tuple[_Gang, str]]) -> ClusterState:
+        trial = self.state.copy()
+        for gang, _reason in victims:
+            for member in self.index.members(gang):
+                trial.release(*running_placement(member))
+        return trial
+
+    def _gang_nodes(self, gang: _Gang) -> set[str]:
+        return {a.node for member in self.index.members(gang) for a in member.assignments}
+
+    # ------------------------------------------------------------------ results
+    def _plan(self, victims: Sequence[tuple[_Gang, str]], placement: Placement) -> VictimPlan:
+        listed: list[Victim] = []
+        for gang, reason in victims:
+            for member in self.index.members(gang):
+                lost = member.gpus * max(0.0, self.now - member.started_at)
+                listed.append(Victim(member.id, member.team, member.gpus, member.priority, gang.key, lost, reason))
+        mode = "reclaiming its entitlement" if self.reclaiming else "by priority"
+        return VictimPlan(self.request.id, tuple(listed), placement,
+                          (f"{self.request.team or 'request'} preempts {mode}: {len(victims)} gang(s)",))
+
+    def _rejection(self) -> Rejection:
+        why = "; ".join(f"{count} gang(s) {reason}" for reason, count in sorted(self.skipped.items()))
+        return Rejection(self.request.id, "preemption",
+                         f"no eligible victims free enough room{': ' + why if why else ''}",
+                         self.state.gpu_free, self.state.gpu_free)
+
+
+def _fits(free: Sequence[int], shape: Shape) -> bool:
+    if shape.fractional:
+        return any(milli >= shape.milli for milli in free)
+    return sum(1 for milli in free if milli >= MILLI_PER_GPU) >= shape.gpus
+
+
+def _release_into(free: list[int], members: Iterable[RunningWorkload], node_name: str) -> None:
+    for member in members:
+        for assignment in member.assignments:
+            if assignment.node == node_name:
+                for gpu in assignment.gpu_indices:
+                    free[gpu] = min(MILLI_PER_GPU, free[gpu] + assignment.gpu_milli)
+
+
+def _member_on(free: list[int], shape: Shape, node_name: str) -> MemberAssignment:
+    if shape.fractional:
+        gpu = min((g for g, milli in enumerate(free) if milli >= shape.milli), key=lambda g: (free[g], g))
+        return MemberAssignment(0, node_name, (gpu,), shape.milli)
+    gpus = tuple(g for g, milli in enumerate(free) if milli >= MILLI_PER_GPU)[: shape.gpus]
+    return MemberAssignment(0, node_name, gpus, MILLI_PER_GPU)
+
+
+def running_placement(workload: RunningWorkload) -> tuple[Placement, Request]:
+    """A running workload as the (placement, request) pair ``ClusterState.release`` understands."""
+    first = workload.assignments[0] if workload.assignments else None
+    fractional = first is not None and first.gpu_milli < MILLI_PER_GPU
+    request = Request(workload.id, members=max(1, len(workload.assignments)),
+                      gpus_per_member=0 if fractional else (len(first.gpu_indices) if first else 1),
+                      gpu_milli=first.gpu_milli if fractional and first else 0)
+    return Placement(workload.id, workload.assignments, TopologyLevel.ANY), request
+
+
+def apply_victim_plan(
+    state: ClusterState, running: RunningSet, plan: VictimPlan, request: Request, *, now: float
+) -> RunningWorkload:
+    """Carry a plan out on the in-memory model (simulator, what-if): stop the victims, start the request.
+
+    This changes only ``state`` and ``running``; stopping real work is the actuators' job.
+    """
+    for victim in plan.victims:
+        state.release(*running_placement(running.remove(victim.workload_id)))
+    state.commit(plan.placement, request)
+    started = RunningWorkload(request.id, request.team, request.gpus, plan.placement.assignments,
+                              priority=request.priority, started_at=now, kind=request.kind)
+    running.add(started)
+    return started
