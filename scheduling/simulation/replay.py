@@ -1,0 +1,243 @@
+"""Replay mode: a discrete-event simulation of timed arrivals and completions with queues.
+
+Events are arrivals, completions, and periodic cycles (sampling; for the federated policy also fair
+share, preemption and rebalancing). Events at the same instant are handled completions first, then
+arrivals, then cycles, and only then does each pool whose state changed run one scheduling pass, so
+a pass sees everything that happened at that instant. Every placement is decided by the engine
+(``ClusterState.place``); this module only decides *which* pending job is tried next and *when*.
+
+Deterministic: no clock (only ``perf_counter`` for the reported wall time), no global random; ties are
+broken by job index; the engine receives a seed derived from the run seed and the job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from scheduling.engine.placement import ClusterState
+from scheduling.engine.sizemix import size_mix_of
+from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request
+from scheduling.simulation.accounting import Integrals, Samples
+from scheduling.simulation.federation import Federation
+from scheduling.simulation.pools import Pool, PoolSpec
+from scheduling.simulation.progress import ProgressCallback, Throttle
+from scheduling.simulation.results import ReplayResult, build_result
+from scheduling.simulation.scenario import Scenario
+from scheduling.traces.records import TraceJob
+
+COMPLETE, ARRIVE, CYCLE = 0, 1, 2
+SAMPLE_INTERVAL_S = 3600.0
+
+
+@dataclass
+class JobRun:
+    """Mutable bookkeeping of one job during a run (the trace job itself stays frozen)."""
+
+    index: int
+    job: TraceJob
+    orchestrator: str
+    pool: str = ""
+    alloc: Request | None = None  # what was placed (an exclusive Slurm job asks for whole nodes)
+    placement: Placement | None = None
+    first_start: float | None = None
+    start: float | None = None
+    end: float | None = None
+    remaining_s: float = 0.0
+    preemptions: int = 0
+    rejected: str = ""
+    epoch: int = 0  # bumped on preemption so the stale completion event is ignored
+
+    @property
+    def team(self) -> str:
+        return self.job.request.team
+
+    @property
+    def gpus(self) -> float:
+        return self.job.request.gpus
+
+    @property
+    def allocated_gpus(self) -> float:
+        return self.alloc.gpus if self.alloc is not None else 0.0
+
+
+class Replay:
+    """One run. Build with pools and a scenario; call :meth:`run` once."""
+
+    def __init__(
+        self,
+        jobs: Sequence[TraceJob],
+        pools: Sequence[PoolSpec],
+        scenario: Scenario,
+        *,
+        policy: str,
+        seed: int,
+        federation: Federation | None = None,
+        sample_interval_s: float = SAMPLE_INTERVAL_S,
+        horizon_s: float | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.policy = policy
+        self.seed = seed
+        self.scenario = scenario
+        self.federation = federation
+        self.sample_interval_s = sample_interval_s
+        self.horizon_s = horizon_s
+        self.progress = progress
+        mix = size_mix_of(job.request for job in jobs)
+        self.pools = {spec.name: Pool(spec, ClusterState.from_nodes(spec.nodes, size_mix=mix), mix) for spec in pools}
+        self.runs = [
+            JobRun(i, job, scenario.orchestrator_for(job), remaining_s=job.duration_s or 0.0)
+            for i, job in enumerate(jobs)
+        ]
+        submits = [job.submit_s for job in jobs] or [0.0]
+        self.acct = Integrals(window_start=min(submits), window_end=max(submits), last_time=min(submits))
+        self.samples = Samples()
+        self.capacity_gpus = sum(pool.capacity_gpus for pool in self.pools.values())
+        self.events: list[tuple[float, int, int, int, int]] = []
+        self.now = min(submits)
+        self.dirty: set[str] = set()
+
+    # -- events -----------------------------------------------------------------------------------
+    def push(self, when: float, kind: int, index: int, epoch: int = 0) -> None:
+        heapq.heappush(self.events, (when, kind, index, epoch, len(self.events)))
+
+    def run(self) -> ReplayResult:
+        started = time.perf_counter()
+        for run in self.runs:
+            self.push(run.job.submit_s, ARRIVE, run.index)
+        self.push(self.now, CYCLE, 0)
+        tick = Throttle(self.progress, 2 * len(self.runs))
+        handled = 0
+        while self.events:
+            when = self.events[0][0]
+            if self.horizon_s is not None and when > self.horizon_s:
+                break
+            self.acct.advance(when)
+            self.now = when
+            while self.events and self.events[0][0] == when:
+                _, kind, index, epoch, _ = heapq.heappop(self.events)
+                if kind == CYCLE:
+                    self.cycle()
+                    continue
+                handled += 1
+                self.complete(index, epoch) if kind == COMPLETE else self.arrive(index)
+            self.schedule_dirty()
+            tick(handled)
+        self.acct.advance(self.acct.window_end)
+        return build_result(self, wall_time_s=time.perf_counter() - started)
+
+    def arrive(self, index: int) -> None:
+        run = self.runs[index]
+        pool = self.pools[self.pool_for(run)]
+        run.pool = pool.name
+        reason = pool.never_fits(run.job.request)
+        if reason:
+            run.rejected = reason
+            return
+        pool.enqueue(run)
+        self.dirty.add(pool.name)
+
+    def complete(self, index: int, epoch: int) -> None:
+        run = self.runs[index]
+        if epoch != run.epoch or run.end is not None or run.placement is None:
+            return  # a completion scheduled before the job was preempted
+        if self.federation is not None:
+            self.federation.on_stop(run)
+        self.stop(run)
+        run.end = self.now
+        run.remaining_s = 0.0
+
+    def cycle(self) -> None:
+        if self.federation is not None:
+            self.federation.cycle(self)
+        self.sample()
+        if self.has_future_work():
+            self.push(self.now + self.sample_interval_s, CYCLE, 0)
+
+    def has_future_work(self) -> bool:
+        return any(kind != CYCLE for _, kind, *_ in self.events) or any(p.pending for p in self.pools.values())
+
+    # -- placement --------------------------------------------------------------------------------
+    def pool_for(self, run: JobRun) -> str:
+        if len(self.pools) == 1:
+            return next(iter(self.pools))
+        return run.orchestrator if run.orchestrator in self.pools else next(iter(self.pools))
+
+    def schedule_dirty(self) -> None:
+        for name in sorted(self.dirty):
+            pool = self.pools[name]
+            order = self.federation.order(self, pool) if self.federation is not None else None
+            for run in pool.schedule(self.now, self.seed, order):
+                self.started(run, pool)
+        self.dirty.clear()
+
+    def started(self, run: JobRun, pool: Pool) -> None:
+        if run.first_start is None:
+            run.first_start = self.now
+        run.start = self.now
+        self.acct.start(run.team, run.allocated_gpus, run.gpus)
+        if self.federation is not None:
+            self.federation.on_start(self, run)
+        self.push(self.now + run.remaining_s, COMPLETE, run.index, run.epoch)
+
+    def stop(self, run: JobRun) -> None:
+        pool = self.pools[run.pool]
+        pool.release(run)
+        self.acct.stop(run.team, run.allocated_gpus, run.gpus)
+        self.dirty.add(pool.name)
+
+    def preempt(self, run: JobRun) -> None:
+        """Stop ``run`` and put it back in its queue; it restarts from the beginning (no checkpoint)."""
+        self.stop(run)
+        run.preemptions += 1
+        run.epoch += 1
+        run.remaining_s = run.job.duration_s or 0.0
+        run.placement = None
+        run.start = None
+        self.pools[run.pool].enqueue(run, front=True)
+
+    # -- samples ----------------------------------------------------------------------------------
+    def sample(self) -> None:
+        samples = self.samples
+        samples.times_s.append(self.now)
+        samples.allocated_gpus.append(self.acct.allocated)
+        samples.pending_gpus.append(sum(r.gpus for p in self.pools.values() for r in p.pending))
+        samples.fragmented_gpus.append(sum(pool.fragmented_gpus() for pool in self.pools.values()))
+        demand, held = self.team_demand()
+        for team, wanted in demand.items():
+            if wanted <= 0:
+                continue
+            samples.demanding[team] += 1
+            guaranteed = self.scenario.guarantee(team)
+            if held.get(team, 0.0) + 1e-9 < min(wanted, guaranteed):
+                samples.below_guarantee[team] += 1
+        samples.jain.append(self.scenario.jain(demand, held, self.capacity_gpus))
+
+    def team_demand(self) -> tuple[dict[str, float], dict[str, float]]:
+        """GPUs each team wants (running + queued) and holds now."""
+        demand: dict[str, float] = {}
+        held: dict[str, float] = {}
+        for pool in self.pools.values():
+            for run in pool.pending:
+                demand[run.team] = demand.get(run.team, 0.0) + run.gpus
+            for run in pool.running.values():
+                demand[run.team] = demand.get(run.team, 0.0) + run.gpus
+                held[run.team] = held.get(run.team, 0.0) + run.gpus
+        return demand, held
+
+
+def exclusive_request(request: Request, gpus_per_node: int) -> Request:
+    """The whole-node request an exclusive (Slurm ``--exclusive``) job really holds."""
+    if request.gpus_per_member >= gpus_per_node or not request.gpus:
+        return request
+    return replace(request, gpus_per_member=gpus_per_node, gpu_milli=0)
+
+
+def gpu_capacity(nodes: Sequence[Node]) -> int:
+    return sum(node.gpu_total for node in nodes)
+
+
+__all__ = ["MILLI_PER_GPU", "JobRun", "Replay", "exclusive_request", "gpu_capacity"]

@@ -1,0 +1,106 @@
+"""The replay report: plain data (JSON-ready) computed from a finished run."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduling.simulation.stats import SIZE_BUCKETS, size_bucket, summary
+
+if TYPE_CHECKING:
+    from scheduling.simulation.replay import Replay
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    figures: dict[str, object]
+
+    def __getitem__(self, key: str) -> object:
+        return self.figures[key]
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.figures)
+
+
+def build_result(replay: Replay, *, wall_time_s: float) -> ReplayResult:
+    runs = replay.runs
+    completed = [run for run in runs if run.end is not None]
+    started = [run for run in runs if run.first_start is not None]
+    running = [run for run in runs if run.end is None and run.placement is not None]
+    rejected = [run for run in runs if run.rejected]
+    queued = [run for run in runs if not run.rejected and run.first_start is None]
+    window = max(replay.acct.window_end - replay.acct.window_start, 1e-9)
+    capacity_gpu_s = replay.capacity_gpus * window
+    federation = replay.federation
+    figures: dict[str, object] = {
+        "mode": "replay",
+        "policy": replay.policy,
+        "seed": replay.seed,
+        "capacity_gpus": replay.capacity_gpus,
+        "pools": {
+            name: {
+                "gpus": pool.capacity_gpus,
+                "discipline": pool.spec.discipline,
+                "placement_policy": pool.spec.placement_policy,
+                "exclusive": pool.spec.exclusive,
+            }
+            for name, pool in replay.pools.items()
+        },
+        "window_hours": window / HOUR,
+        "jobs": {
+            "arrived": len(runs),
+            "completed": len(completed),
+            "running_at_end": len(running),
+            "queued_at_end": len(queued),
+            "rejected": len(rejected),
+            "rejection_reasons": _count(run.rejected for run in rejected),
+        },
+        "allocation": replay.acct.allocated_gpu_s / capacity_gpu_s,
+        "utilisation": replay.acct.used_gpu_s / capacity_gpu_s,
+        "max_allocated_gpus": replay.acct.max_allocated,
+        "wait_hours": _by_size([(run.gpus, (run.first_start - run.job.submit_s) / HOUR) for run in started]),
+        "jct_hours": _by_size([(run.gpus, (run.end - run.job.submit_s) / HOUR) for run in completed if run.end]),
+        "fragmentation": {
+            "times_h": [t / HOUR for t in replay.samples.times_s],
+            "fragmented_gpus": replay.samples.fragmented_gpus,
+            "allocated_gpus": replay.samples.allocated_gpus,
+            "pending_gpus": replay.samples.pending_gpus,
+            "mean_fragmented_gpus": _mean(replay.samples.fragmented_gpus),
+        },
+        "jain_fairness": _mean(replay.samples.jain),
+        "below_guarantee_share": replay.samples.below_guarantee_share(),
+        "utilisation_by_team": {
+            team: used / capacity_gpu_s for team, used in sorted(replay.acct.used_gpu_s_by_team.items())
+        },
+        "preemptions": federation.preemptions if federation else 0,
+        "preempted_gpu_hours_lost": (federation.lost_gpu_s / HOUR) if federation else 0.0,
+        "node_moves": federation.node_moves if federation else 0,
+        "shared_node_starts": federation.shared_node_starts if federation else 0,
+        "scenario": replay.scenario.as_dict(),
+        "wall_time_s": wall_time_s,
+    }
+    return ReplayResult(figures)
+
+
+def _by_size(pairs: list[tuple[float, float]]) -> dict[str, dict[str, float | int | None]]:
+    buckets: dict[str, list[float]] = defaultdict(list)
+    for gpus, value in pairs:
+        buckets[size_bucket(gpus)].append(value)
+    table = {"all": summary([value for _, value in pairs])}
+    for name, _, _ in SIZE_BUCKETS:
+        table[name] = summary(buckets.get(name, []))
+    return table
+
+
+def _count(reasons: object) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for reason in reasons:  # type: ignore[attr-defined]
+        counts[str(reason)] += 1
+    return dict(counts)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
