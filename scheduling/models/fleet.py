@@ -25,7 +25,16 @@ class Orchestrator(models.Model):
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
-    history = HistoricalRecords(excluded_fields=["last_success_at", "last_error", "last_error_at"])
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Source settings, e.g. {"api_version": "v0.0.38", "user": "slurm", "team_field": "account"}',
+    )
+    breaker_state = models.JSONField(default=dict, blank=True, editable=False)
+    lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    history = HistoricalRecords(
+        excluded_fields=["last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until"]
+    )
 
     class Meta:
         ordering = ["name"]

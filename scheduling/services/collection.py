@@ -1,0 +1,154 @@
+"""One scrape of one orchestrator: lease, circuit breaker (persisted), collect, ingest or mark stale.
+
+Nothing lives in a worker's memory between rounds: the breaker's state and the scrape lease are
+columns of the Orchestrator row, so any worker may run the next scrape and two never run at once.
+"""
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduling.collectors import (
+    BreakerState,
+    CircuitBreaker,
+    CollectorError,
+    KubernetesCollector,
+    RayCollector,
+    SlurmCollector,
+    TeamMapping,
+)
+from scheduling.models import CollectorRun, Orchestrator
+
+from .ingest import ingest_snapshot, record_failure
+
+LEASE = timedelta(minutes=5)
+
+
+class CredentialError(CollectorError):
+    """The credentials reference cannot be resolved (unset variable, unreadable file)."""
+
+
+def resolve_secret(reference: str) -> str:
+    """``env:NAME`` or ``file:/path``: where the secret lives; the database never holds it."""
+    if not reference:
+        return ""
+    kind, _, target = reference.partition(":")
+    if kind == "env":
+        if target not in os.environ:
+            raise CredentialError(f"credentials_ref: environment variable {target} is not set")
+        return os.environ[target].strip()
+    if kind == "file":
+        try:
+            return Path(target).read_text().strip()
+        except OSError as error:
+            raise CredentialError(f"credentials_ref: cannot read {target}: {error.strerror}") from error
+    raise CredentialError(f"credentials_ref must be env:NAME or file:/path, not {reference!r}")
+
+
+def team_mapping(options: dict) -> TeamMapping:
+    return TeamMapping(
+        slurm_field=options.get("team_field", "account"),
+        k8s_label=options.get("team_label", ""),
+        aliases=dict(options.get("team_aliases", {})),
+    )
+
+
+def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
+    options = orchestrator.options or {}
+    common = {"name": orchestrator.name, "teams": team_mapping(options), "breaker": breaker}
+    if orchestrator.kind == Orchestrator.Kind.SLURM:
+        return SlurmCollector(
+            orchestrator.endpoint,
+            resolve_secret(orchestrator.credentials_ref),
+            options.get("user", "slurm"),
+            options.get("api_version", "v0.0.38"),
+            **common,
+        )
+    if orchestrator.kind == Orchestrator.Kind.RAY:
+        return RayCollector(orchestrator.endpoint, **common)
+    return KubernetesCollector(kubernetes_api(orchestrator), volcano=options.get("volcano", True), **common)
+
+
+def kubernetes_api(orchestrator: Orchestrator):
+    """An ApiClient from the in-cluster service account or a kubeconfig (``options.kubeconfig``)."""
+    from kubernetes import client, config
+
+    options = orchestrator.options or {}
+    try:
+        if options.get("in_cluster"):
+            config.load_incluster_config()
+            return client.ApiClient()
+        return config.new_client_from_config(config_file=options.get("kubeconfig") or None)
+    except (config.ConfigException, OSError) as error:
+        raise CredentialError(f"kubeconfig: {error}") from error
+
+
+def acquire_lease(orchestrator_id: int) -> bool:
+    now = timezone.now()
+    free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    return Orchestrator.objects.filter(Q(pk=orchestrator_id) & free).update(lease_until=now + LEASE) == 1
+
+
+def release_lease(orchestrator_id: int) -> None:
+    Orchestrator.objects.filter(pk=orchestrator_id).update(lease_until=None)
+
+
+@dataclass(frozen=True)
+class ScrapeOutcome:
+    orchestrator: str
+    run: CollectorRun | None
+    skipped: str = ""
+
+
+def scrape(orchestrator_id: int) -> ScrapeOutcome:
+    """Scrape one orchestrator unless another worker holds its lease."""
+    orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
+    if not acquire_lease(orchestrator_id):
+        return ScrapeOutcome(orchestrator.name, None, skipped="another scrape holds the lease")
+    breaker = CircuitBreaker(BreakerState.from_dict(orchestrator.breaker_state or {}))
+    started = time.perf_counter()
+    try:
+        snapshot = build_collector(orchestrator, breaker).collect()
+        run = ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
+    except CollectorError as error:
+        run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
+    finally:
+        Orchestrator.objects.filter(pk=orchestrator_id).update(breaker_state=breaker.state.to_dict(), lease_until=None)
+    return ScrapeOutcome(orchestrator.name, run)
+
+
+def _ms_since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
+
+
+def real_orchestrators():
+    from .demo import DEMO_PREFIX
+
+    return Orchestrator.objects.filter(enabled=True).exclude(endpoint__startswith=DEMO_PREFIX)
+
+
+def register_orchestrator(
+    *,
+    kind: str,
+    name: str,
+    url: str,
+    credentials_ref: str = "",
+    options: dict | None = None,
+    by=None,
+    reason: str = "registered from the command line",
+) -> tuple[Orchestrator, bool]:
+    orchestrator = Orchestrator.objects.filter(name=name).first() or Orchestrator(name=name)
+    created = orchestrator.pk is None
+    orchestrator.kind, orchestrator.endpoint = kind, url
+    orchestrator.credentials_ref = credentials_ref or orchestrator.credentials_ref
+    orchestrator.options = {**(orchestrator.options or {}), **(options or {})}
+    orchestrator._history_user = by  # type: ignore[attr-defined]
+    orchestrator._change_reason = reason  # type: ignore[attr-defined]
+    orchestrator.full_clean()
+    orchestrator.save()
+    return orchestrator, created
