@@ -22,12 +22,9 @@ class Command(BaseCommand):
                 raise CommandError(f"--name: no enabled orchestrator called {name!r}")
         if any(o.endpoint.startswith(demo.DEMO_PREFIX) for o in orchestrators):
             demo.run_demo_round()
-        rows = []
         for orchestrator in orchestrators.exclude(endpoint__startswith=demo.DEMO_PREFIX):
             collection.scrape(orchestrator.pk)
-        for orchestrator in orchestrators.order_by("name"):
-            rows.append(_summary(orchestrator))
-        for row in rows:
+        for row in (_summary(o) for o in orchestrators.order_by("name")):
             self.stdout.write(_dumps(row) if json else _line(row))
 
 
@@ -54,7 +51,6 @@ def _dumps(row: dict) -> str:
 
 def _line(row: dict) -> str:
     state = f"STALE ({row['error']})" if row["stale"] else "fresh"
-    return (
-        f"{row['name']} [{row['kind']}]: {row['nodes']} nodes, {row['gpus_allocated']}/{row['gpus_total']} GPUs allocated, "
-        f"{row['workloads_running']} running, {row['workloads_pending']} pending ({row['pending_gpus']} GPUs) - {state}"
-    )
+    gpus = f"{row['gpus_allocated']}/{row['gpus_total']} GPUs allocated"
+    work = f"{row['workloads_running']} running, {row['workloads_pending']} pending ({row['pending_gpus']} GPUs)"
+    return f"{row['name']} [{row['kind']}]: {row['nodes']} nodes, {gpus}, {work} - {state}"
