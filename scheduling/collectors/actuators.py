@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .errors import SourceUnavailable
 from .httpjson import JsonClient, check_status
+from .slurm import jwt_headers
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -91,7 +92,7 @@ class SlurmActuator:
                 name="slurm",
                 transport=transport,
                 timeout=timeout,
-                headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token},
+                headers=jwt_headers(user, token),
             )
             if base_url
             else None
@@ -199,9 +200,7 @@ class KubernetesActuator:
     def label(self, node: str, key: str, value: str | None) -> ActionResult:
         """Set ``key=value`` (``None`` removes the label)."""
         patch = {"metadata": {"labels": {key: value}}}
-        return self._patch(
-            "label", node, patch, lambda raw: (raw["metadata"].get("labels") or {}).get(key) == value
-        )
+        return self._patch("label", node, patch, lambda raw: (raw["metadata"].get("labels") or {}).get(key) == value)
 
     def cordon(self, node: str) -> ActionResult:
         return self._patch(

@@ -70,9 +70,7 @@ def check_status(name: str, response: httpx.Response) -> None:
     # 5xx and 429 are the server's momentary trouble; 4xx (401 bad token, 404, 405 verb not supported)
     # will answer the same on a retry.
     retryable = status >= 500 or status == 429
-    raise SourceUnavailable(
-        f"{where} -> HTTP {status}: {response.text[:200]}", retryable=retryable, status=status
-    )
+    raise SourceUnavailable(f"{where} -> HTTP {status}: {response.text[:200]}", retryable=retryable, status=status)
 
 
 def decode_json(name: str, response: httpx.Response) -> Any:

@@ -100,19 +100,13 @@ def parse_node(
     status = require(raw, "status", (dict,), f"node {name}")
     spec = raw.get("spec") or {}
     labels = metadata.get("labels") or {}
-    taints = tuple(
-        Taint(t["key"], t.get("value") or "", t.get("effect") or "") for t in spec.get("taints") or ()
-    )
+    taints = tuple(Taint(t["key"], t.get("value") or "", t.get("effect") or "") for t in spec.get("taints") or ())
     ready = _condition(raw, "Ready")
     cordoned = bool(spec.get("unschedulable"))
     pressures = tuple(
-        c["type"]
-        for c in status.get("conditions") or ()
-        if c.get("type") != "Ready" and c.get("status") == "True"
+        c["type"] for c in status.get("conditions") or () if c.get("type") != "Ready" and c.get("status") == "True"
     )
-    blocking = [
-        t for t in taints if t.effect in ("NoSchedule", "NoExecute") and t.key not in TOLERATED_TAINTS
-    ]
+    blocking = [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and t.key not in TOLERATED_TAINTS]
     is_ready = ready.get("status") == "True"
     return ObservedNode(
         name=name,
@@ -222,8 +216,7 @@ def _workload(
         nodes=tuple(dict.fromkeys(n for p in live if (n := (p.get("spec") or {}).get("nodeName")))),
         pending_reason="" if state is WorkloadState.RUNNING else _pending_reason(live, podgroup),
         queue=str(
-            ((podgroup or {}).get("spec") or {}).get("queue")
-            or annotations.get("scheduling.volcano.sh/queue-name", "")
+            ((podgroup or {}).get("spec") or {}).get("queue") or annotations.get("scheduling.volcano.sh/queue-name", "")
         ),
     )
 
@@ -257,18 +250,12 @@ def build_snapshot(
         else:
             pending += gpus
         group = (metadata.get("annotations") or {}).get(GROUP_ANNOTATION)
-        key = (
-            f"{metadata.get('namespace')}/{group}"
-            if group
-            else f"{metadata.get('namespace')}/pod/{metadata['name']}"
-        )
+        key = f"{metadata.get('namespace')}/{group}" if group else f"{metadata.get('namespace')}/pod/{metadata['name']}"
         groups[key].append(pod)
     by_group = {f"{g['metadata'].get('namespace')}/{g['metadata']['name']}": g for g in podgroups}
     context = {"orchestrator": name, "teams": teams, "resource": resource}
     workloads = tuple(
-        w
-        for key, members in groups.items()
-        if (w := _workload(key, members, by_group.get(key), **context)) is not None
+        w for key, members in groups.items() if (w := _workload(key, members, by_group.get(key), **context)) is not None
     )
     observed_nodes = tuple(
         parse_node(
@@ -344,9 +331,7 @@ class KubernetesCollector:
         if self.volcano:
             try:
                 queues = self.list_all("queues", self.custom.list_cluster_custom_object, *VOLCANO, "queues")
-                podgroups = self.list_all(
-                    "podgroups", self.custom.list_cluster_custom_object, *VOLCANO, "podgroups"
-                )
+                podgroups = self.list_all("podgroups", self.custom.list_cluster_custom_object, *VOLCANO, "podgroups")
             except SourceUnavailable as exc:
                 if exc.status != 404:
                     raise
@@ -364,9 +349,7 @@ class KubernetesCollector:
             taken_at=taken_at,
         )
 
-    def list_all(
-        self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> list[dict[str, Any]]:
+    def list_all(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """Every item of a list call, all pages or nothing (retried from the first page)."""
         return with_retries(lambda: self._pages(what, call, *args, **kwargs), self.retry, self.sleep)
 

@@ -175,9 +175,7 @@ def parse_placement_group(
         gpus_per_member=max(gpus),
         kind=WorkloadKind.TRAINING if len(bundles) > 1 else WorkloadKind.BATCH,
         submitted_at=int(created_ns) / 1e9 if created_ns else None,
-        nodes=tuple(
-            dict.fromkeys(node_names.get(b["node_id"], b["node_id"]) for b in bundles if b.get("node_id"))
-        ),
+        nodes=tuple(dict.fromkeys(node_names.get(b["node_id"], b["node_id"]) for b in bundles if b.get("node_id"))),
         pending_reason=str(stats.get("scheduling_state") or "") if state is WorkloadState.PENDING else "",
     )
 
@@ -253,8 +251,7 @@ def build_snapshot(
     report = load_report(status_doc)
     raw_nodes = state_api_items(nodes_doc, "nodes")
     nodes = tuple(
-        parse_node(r, report["usageByNode"], orchestrator=name, labels_config=labels_config)
-        for r in raw_nodes
+        parse_node(r, report["usageByNode"], orchestrator=name, labels_config=labels_config) for r in raw_nodes
     )
     node_names = {r["node_id"]: n.name for r, n in zip(raw_nodes, nodes, strict=True)}
     jobs = _JobIndex(jobs_doc, teams)
@@ -307,9 +304,7 @@ class RayCollector:
         self.breaker = breaker
         self.limit = limit
         self.include_tasks = include_tasks
-        self.client = JsonClient(
-            base_url, name=name, timeout=timeout, retry=retry, transport=transport, sleep=sleep
-        )
+        self.client = JsonClient(base_url, name=name, timeout=timeout, retry=retry, transport=transport, sleep=sleep)
 
     def collect(self) -> Snapshot:
         return guarded(self.breaker, self.name, self._collect)

@@ -38,9 +38,7 @@ UNSCHEDULABLE_FLAGS = frozenset(
 )
 SCHEDULABLE_BASE_STATES = frozenset({"idle", "mixed", "allocated"})
 RUNNING_JOB_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING"})
-HOLD_REASONS = frozenset(
-    {"Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldAdmin", "JobHeldUser"}
-)
+HOLD_REASONS = frozenset({"Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldAdmin", "JobHeldUser"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,9 +239,7 @@ def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> 
         kind=WorkloadKind.HPO if array_id else WorkloadKind.TRAINING if nodes > 1 else WorkloadKind.BATCH,
         priority=int(raw.get("priority") or 0),
         submitted_at=float(raw["submit_time"]) if raw.get("submit_time") else None,
-        started_at=float(raw["start_time"])
-        if state is WorkloadState.RUNNING and raw.get("start_time")
-        else None,
+        started_at=float(raw["start_time"]) if state is WorkloadState.RUNNING and raw.get("start_time") else None,
         nodes=tuple(expand_hostlist(raw.get("nodes"))) if state is WorkloadState.RUNNING else (),
         pending_reason="" if reason == "None" or state is WorkloadState.RUNNING else reason,
         array_id=array_id,
@@ -251,9 +247,7 @@ def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> 
     )
 
 
-def parse_partition(
-    raw: dict[str, Any], *, orchestrator: str, gpus_by_node: Mapping[str, int]
-) -> ObservedQueue:
+def parse_partition(raw: dict[str, Any], *, orchestrator: str, gpus_by_node: Mapping[str, int]) -> ObservedQueue:
     require(raw, "name", (str,), "slurm partition")
     nodes = tuple(expand_hostlist(raw.get("nodes")))
     return ObservedQueue(
@@ -292,9 +286,7 @@ def build_snapshot(
     taken_at: datetime | None = None,
 ) -> Snapshot:
     """Parse the three slurmrestd documents of one round into a snapshot (pure; used by tests)."""
-    nodes = tuple(
-        parse_node(raw, orchestrator=name, topology=topology) for raw in _items(nodes_doc, "nodes", "nodes")
-    )
+    nodes = tuple(parse_node(raw, orchestrator=name, topology=topology) for raw in _items(nodes_doc, "nodes", "nodes"))
     workloads = tuple(
         w
         for raw in _items(jobs_doc, "jobs", "jobs")
@@ -316,6 +308,12 @@ def build_snapshot(
         pending_gpus=sum(w.gpus for w in workloads if w.state is WorkloadState.PENDING),
         errors=(f"no topology for nodes {', '.join(missing)}",) if missing else (),
     )
+
+
+def jwt_headers(user: str, token: str) -> dict[str, str]:
+    """slurmrestd's JWT headers; none at all without a token (an empty header is a 500 in 22.05,
+    no header a clean 401, and a local-auth slurmrestd needs none)."""
+    return {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token} if token else {}
 
 
 class SlurmCollector:
@@ -345,7 +343,7 @@ class SlurmCollector:
         self.client = JsonClient(
             base_url,
             name=name,
-            headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token},
+            headers=jwt_headers(user, token),
             timeout=timeout,
             retry=retry,
             transport=transport,

@@ -126,7 +126,11 @@ done
 scontrol ping >/dev/null 2>&1 || die "slurmctld did not answer; see $STATE/log/slurmctld.log"
 
 for n in $(seq 1 "$NODES"); do
-    /usr/sbin/slurmd -N "$(printf "dgx%02d" "$n")"
+    node=$(printf "dgx%02d" "$n")
+    # slurmd does not create its spool dir; without it slurmstepd has no socket, the node cannot
+    # account for its running steps and jobs end early or report from the wrong node.
+    mkdir -p "$STATE/spool/slurmd/$node"
+    /usr/sbin/slurmd -N "$node"
 done
 
 # slurmrestd refuses root; SLURM_JWT=daemon makes it authenticate clients by their JWT over TCP.

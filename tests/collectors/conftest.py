@@ -95,7 +95,7 @@ class SlurmFleet:
         return {i: (s, r) for i, s, r in (line.split("|") for line in out.splitlines())}
 
 
-def _wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
+def wait_for(condition, timeout: float = 20.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
@@ -163,5 +163,5 @@ def slurm_jobs(slurm_fleet: SlurmFleet) -> SlurmJobs:
             and queue.get(jobs.too_big) == ("PENDING", "Resources")
         )
 
-    _wait_for(settled, what="jobs to start and the big gang to pend on Resources")
+    wait_for(settled, what="jobs to start and the big gang to pend on Resources")
     return jobs

@@ -50,9 +50,7 @@ def test_it_reads_topology_and_model_from_node_labels(snapshot):
 def test_a_cordoned_and_tainted_node_is_not_schedulable(snapshot):
     dgx08 = snapshot.node("dgx08")
     assert dgx08.cordoned and not dgx08.schedulable and dgx08.state_flags == ("cordoned",)
-    assert [(t.key, t.value, t.effect) for t in dgx08.taints] == [
-        ("portal.example.com/drain", "maint", "NoSchedule")
-    ]
+    assert [(t.key, t.value, t.effect) for t in dgx08.taints] == [("portal.example.com/drain", "maint", "NoSchedule")]
     assert snapshot.node("dgx01").schedulable and snapshot.node("dgx01").state == "ready"
 
 
@@ -92,9 +90,7 @@ def test_a_lone_pod_keeps_its_pod_scheduled_reason(snapshot):
 
 def test_pending_gpus_are_the_unbound_pods_requests(snapshot):
     assert snapshot.pending_gpus == 4 * 8 + 8 + 16
-    assert (
-        sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.PENDING) == snapshot.pending_gpus
-    )
+    assert sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.PENDING) == snapshot.pending_gpus
 
 
 def test_teams_come_from_the_namespace_or_a_label():
@@ -165,9 +161,7 @@ def test_shared_events_name_the_same_unschedulable_pod():
 
 
 def test_shared_volcano_discovery_has_cluster_queues_and_namespaced_pod_groups():
-    resources = {
-        r["name"]: r for r in load_shared("k8s", "apis_scheduling.volcano.sh_v1beta1.json")["resources"]
-    }
+    resources = {r["name"]: r for r in load_shared("k8s", "apis_scheduling.volcano.sh_v1beta1.json")["resources"]}
     assert not resources["queues"]["namespaced"] and resources["podgroups"]["namespaced"]
     assert "list" in resources["podgroups"]["verbs"]
     assert load_shared("k8s", "version.json")["gitVersion"] == "v1.20.2"

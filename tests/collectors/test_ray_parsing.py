@@ -71,15 +71,11 @@ def test_placement_groups_are_gangs_and_gpu_tasks_and_actors_single_members(snap
 
 
 def test_running_work_accounts_for_every_used_gpu(snapshot):
-    assert (
-        sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.RUNNING) == snapshot.gpu_allocated
-    )
+    assert sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.RUNNING) == snapshot.gpu_allocated
 
 
 def test_pending_workloads_add_up_to_the_autoscaler_demand(snapshot):
-    assert (
-        sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.PENDING) == snapshot.pending_gpus
-    )
+    assert sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.PENDING) == snapshot.pending_gpus
 
 
 def test_teams_come_from_job_metadata_then_the_entrypoint(snapshot):
@@ -91,14 +87,10 @@ def test_teams_come_from_job_metadata_then_the_entrypoint(snapshot):
 
 def test_a_truncated_or_partial_listing_is_refused_whole():
     nodes = load_fixture("ray", "api_v0_nodes_detail_true.json")
-    truncated = nodes | {
-        "data": {"result": nodes["data"]["result"] | {"total": 4000, "num_after_truncation": 3}}
-    }
+    truncated = nodes | {"data": {"result": nodes["data"]["result"] | {"total": 4000, "num_after_truncation": 3}}}
     with pytest.raises(MalformedResponse, match="truncated"):
         build_snapshot("r", **_documents(nodes_doc=truncated))
-    partial = nodes | {
-        "data": {"result": nodes["data"]["result"] | {"partial_failure_warning": "1 node down"}}
-    }
+    partial = nodes | {"data": {"result": nodes["data"]["result"] | {"partial_failure_warning": "1 node down"}}}
     with pytest.raises(MalformedResponse, match="partial"):
         build_snapshot("r", **_documents(nodes_doc=partial))
     with pytest.raises(SourceUnavailable):
@@ -108,12 +100,9 @@ def test_a_truncated_or_partial_listing_is_refused_whole():
 def test_a_status_without_usage_for_a_live_gpu_node_is_malformed():
     status = load_fixture("ray", "api_cluster_status.json")
     report = status["data"]["clusterStatus"]["loadMetricsReport"]
-    report = report | {
-        "usageByNode": {k: v for k, v in report["usageByNode"].items() if not k.startswith("886")}
-    }
+    report = report | {"usageByNode": {k: v for k, v in report["usageByNode"].items() if not k.startswith("886")}}
     status = status | {
-        "data": status["data"]
-        | {"clusterStatus": status["data"]["clusterStatus"] | {"loadMetricsReport": report}}
+        "data": status["data"] | {"clusterStatus": status["data"]["clusterStatus"] | {"loadMetricsReport": report}}
     }
     with pytest.raises(MalformedResponse, match="no GPU usage"):
         build_snapshot("r", **_documents(status_doc=status))
@@ -140,9 +129,7 @@ def test_shared_non_detail_nodes_and_single_job_parse_the_same():
 
 def test_shared_formatted_status_agrees_used_plus_reserved_gpus():
     text = load_shared("ray", "api_cluster_status_format_1.json")["data"]["clusterStatus"]
-    used, total, reserved = re.search(
-        r"([\d.]+)/([\d.]+) GPU \(0\.0 used of ([\d.]+) reserved", text
-    ).groups()
+    used, total, reserved = re.search(r"([\d.]+)/([\d.]+) GPU \(0\.0 used of ([\d.]+) reserved", text).groups()
     assert float(total) == 24 and float(used) + float(reserved) == 24  # usageByNode counts reservations
     assert "3+ pending tasks/actors" in text and "STRICT_SPREAD" in text
 
@@ -152,9 +139,7 @@ def test_shared_task_summary_counts_the_same_pending_tasks():
     counts = summary["node_id_to_summary"]["cluster"]["summary"]
     pending = sum(f["state_counts"].get("PENDING_NODE_ASSIGNMENT", 0) for f in counts.values())
     tasks = build_snapshot("r", **_documents()).workloads
-    assert pending == sum(
-        1 for w in tasks if w.external_id.startswith("task:") and w.state is WorkloadState.PENDING
-    )
+    assert pending == sum(1 for w in tasks if w.external_id.startswith("task:") and w.state is WorkloadState.PENDING)
 
 
 def test_shared_prometheus_and_node_summary_agree_with_head_usage():

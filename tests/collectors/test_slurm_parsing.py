@@ -198,10 +198,7 @@ def test_shared_topology_conf_and_scontrol_topology_agree():
 
 
 def test_shared_sinfo_states_match_the_parsed_nodes():
-    nodes = {
-        n["name"]: parse_node(n, orchestrator="s")
-        for n in load_shared("slurm", "v0.0.38_nodes.json")["nodes"]
-    }
+    nodes = {n["name"]: parse_node(n, orchestrator="s") for n in load_shared("slurm", "v0.0.38_nodes.json")["nodes"]}
     lines = (shared_dir("slurm") / "sinfo_N_l.txt").read_text().splitlines()[2:]
     for line in lines:
         name, _count, _partition, state = line.split()[:4]
@@ -228,15 +225,10 @@ def test_shared_squeue_states_and_reasons_match_the_parsed_jobs():
 
 
 def test_shared_single_job_partition_and_submit_request_parse():
-    job = parse_job(
-        load_shared("slurm", "v0.0.38_job_1.json")["jobs"][0], orchestrator="s", teams=TeamMapping()
-    )
+    job = parse_job(load_shared("slurm", "v0.0.38_job_1.json")["jobs"][0], orchestrator="s", teams=TeamMapping())
     assert (job.external_id, job.gang_size, job.gpus) == ("1", 2, 16.0)
     gpu = load_shared("slurm", "v0.0.38_partition_gpu.json")["partitions"][0]
-    assert (
-        parse_partition(gpu, orchestrator="s", gpus_by_node={f"dgx0{i}": 8 for i in range(1, 9)}).gpu_total
-        == 64
-    )
+    assert parse_partition(gpu, orchestrator="s", gpus_by_node={f"dgx0{i}": 8 for i in range(1, 9)}).gpu_total == 64
     assert gpu_count(load_shared("slurm", "v0.0.38_job_submit_request.json")["job"]["gres"]) == 2
 
 
