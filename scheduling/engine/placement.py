@@ -177,6 +177,10 @@ class ClusterState:
         return replace(self._static[i], gpu_free_milli=tuple(self._free[i]),
                        cpu_milli_free=self._cpu_free[i], memory_mib_free=self._mem_free[i])
 
+    @property
+    def node_count(self) -> int:
+        return len(self._static)
+
     def index_of(self, name: str) -> int:
         """Position of node ``name`` (KeyError if unknown): the key the fast helpers below take."""
         return self._index[name]
@@ -304,7 +308,9 @@ class ClusterState:
         else:
             chosen = self._fit_single_whole(shape, allowed, accept, first=policy == "first-fit")
         if chosen is None:
-            return self._reject(request, shape, allowed)
+            if not self._any_node_with_whole(shape.gpus, allowed):
+                return self._quick_capacity_rejection(request, shape, allowed)
+            return self._reject(request, shape, allowed)  # GPUs exist but CPU/memory do not: say which
         node, score = chosen
         if policy == "fgd":
             score /= MILLI_PER_GPU  # report fragmentation growth in GPUs
@@ -313,6 +319,18 @@ class ClusterState:
         reason = self._reason_single(policy, name, self._whole[node] - shape.gpus, score)
         return Placement(request.id, (MemberAssignment(0, name, gpus, MILLI_PER_GPU),),
                          TopologyLevel.NVLINK_DOMAIN, score, (reason,))
+
+    def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
+        return any(self._buckets.count((model, whole))
+                   for whole in range(gpus, self._max_gpus + 1) for model in allowed)
+
+    def _quick_capacity_rejection(self, request: Request, shape: Shape, allowed: list[int]) -> Rejection:
+        """No node has enough whole GPUs: every free GPU of the allowed models is unusable to this request.
+        Answered from the per-model counters, because a full fleet rejects most of what it sees."""
+        free = sum(self._whole_by_model[model] for model in allowed)
+        return Rejection(request.id, "capacity",
+                         f"needs {shape.gpus} whole GPU(s) on one node; no node has that many free"
+                         f" ({free} GPUs free, scattered)", free, free)
 
     @staticmethod
     def _reason_single(policy: str, name: str, whole_left: int, score: float) -> str:

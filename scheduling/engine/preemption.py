@@ -19,6 +19,7 @@ executed here.
 from __future__ import annotations
 
 import bisect
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -40,12 +41,28 @@ from scheduling.engine.types import (
 
 @dataclass(slots=True)
 class _Gang:
+    """A gang as a victim candidate, with what stopping it frees cached per node."""
+
     key: str
     team: str
     members: list[str] = field(default_factory=list)
     gpus: float = 0.0
     priority: int = 0
     started_at: float = 0.0
+    youngest_start: float = 0.0
+    preemptible: bool = True
+    parts: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def absorb(self, workload: RunningWorkload) -> None:
+        self.members.append(workload.id)
+        self.gpus += workload.gpus
+        self.priority = max(self.priority, workload.priority)
+        self.started_at = min(self.started_at, workload.started_at)
+        self.youngest_start = max(self.youngest_start, workload.started_at)
+        self.preemptible = self.preemptible and workload.preemptible
+        for assignment in workload.assignments:
+            part = self.parts.setdefault(assignment.node, [])
+            part.extend((gpu, assignment.gpu_milli) for gpu in assignment.gpu_indices)
 
     @property
     def order(self) -> tuple[int, float, str]:
@@ -65,6 +82,7 @@ class RunningSet:
         self._gangs: dict[str, _Gang] = {}
         self._order: list[tuple[int, float, str]] = []
         self._team_gpus: dict[str, float] = {}
+        self._node_gangs: dict[str, set[str]] = {}
         for workload in workloads:
             self.add(workload)
 
@@ -88,28 +106,33 @@ class RunningSet:
         key = workload.gang_id or workload.id
         gang = self._gangs.get(key)
         if gang is None:
-            gang = _Gang(key, workload.team, priority=workload.priority, started_at=workload.started_at)
+            gang = _Gang(key, workload.team, priority=workload.priority, started_at=workload.started_at,
+                         youngest_start=workload.started_at)
             self._gangs[key] = gang
         else:
             self._unlist(gang)
-        gang.members.append(workload.id)
-        gang.gpus += workload.gpus
-        gang.priority = max(gang.priority, workload.priority)
-        gang.started_at = min(gang.started_at, workload.started_at)
+        gang.absorb(workload)
         bisect.insort(self._order, gang.order)
+        for assignment in workload.assignments:
+            self._node_gangs.setdefault(assignment.node, set()).add(key)
 
     def remove(self, workload_id: str) -> RunningWorkload:
         workload = self._workloads.pop(workload_id)
         self._team_gpus[workload.team] -= workload.gpus
         key = workload.gang_id or workload.id
-        gang = self._gangs[key]
+        gang = self._gangs.pop(key)
         self._unlist(gang)
-        gang.members.remove(workload_id)
-        gang.gpus -= workload.gpus
-        if gang.members:
-            bisect.insort(self._order, gang.order)
-        else:
-            del self._gangs[key]
+        rest = [self._workloads[member] for member in gang.members if member != workload_id]
+        if rest:  # rebuild the survivors' gang so its cached figures stay exact
+            rebuilt = _Gang(key, rest[0].team, priority=rest[0].priority, started_at=rest[0].started_at,
+                            youngest_start=rest[0].started_at)
+            for member in rest:
+                rebuilt.absorb(member)
+            self._gangs[key] = rebuilt
+            bisect.insort(self._order, rebuilt.order)
+        for name in gang.parts:
+            if key not in self._gangs or name not in self._gangs[key].parts:
+                self._node_gangs[name].discard(key)
         return workload
 
     def _unlist(self, gang: _Gang) -> None:
@@ -119,6 +142,10 @@ class RunningSet:
     def gangs_in_victim_order(self) -> Iterator[_Gang]:
         for _priority, _start, key in self._order:
             yield self._gangs[key]
+
+    def gangs_on_node(self, name: str) -> list[_Gang]:
+        """Gangs holding GPUs on node ``name``, cheapest victim first."""
+        return sorted((self._gangs[key] for key in self._node_gangs.get(name, ())), key=lambda g: g.order)
 
     def members(self, gang: _Gang) -> list[RunningWorkload]:
         return [self._workloads[member] for member in gang.members]
@@ -131,10 +158,9 @@ class _Ledger:
     held: dict[str, float]
     floor: dict[str, float]
     entitled: dict[str, float]
-    taken: dict[str, float] = field(default_factory=dict)
 
-    def borrowed_after(self, team: str, gpus: float) -> float:
-        return self.held.get(team, 0.0) - self.taken.get(team, 0.0) - gpus - self.floor.get(team, 0.0)
+    def borrowed_after(self, team: str, gpus: float, taken: dict[str, float]) -> float:
+        return self.held.get(team, 0.0) - taken.get(team, 0.0) - gpus - self.floor.get(team, 0.0)
 
 
 def _entitlement_map(entitlements: Sequence[Entitlement] | Mapping[str, Entitlement]) -> dict[str, Entitlement]:
@@ -173,6 +199,14 @@ def select_victims(
     return search.run()
 
 
+WALK_BUDGET = 32  # exact cheapest-first victims tried before switching to the node scan
+SCAN_CANDIDATES = 16  # feasible nodes compared by the node scan (kube-scheduler samples similarly)
+
+SAME_TEAM = "same-team"
+RECLAIM = "reclaim"
+BORROWED_LOWER_PRIORITY = "borrowed-lower-priority"
+
+
 class _Search:
     """One victim search: walk gangs cheapest first until some node (or the gang) can host the request."""
 
@@ -191,23 +225,27 @@ class _Search:
         self.skipped: dict[str, int] = {}
         self.scratch: dict[int, list[int]] = {}
         self.gangs_on: dict[int, list[int]] = {}  # node -> positions in self.chosen
+        self.host_ok: dict[int, bool] = {}
 
     def run(self) -> VictimPlan | Rejection:
         freed = 0.0
         next_trial = self.request.gpus - self.state.gpu_free
+        taken: dict[str, float] = {}
         for gang in self.index.gangs_in_victim_order():
             if gang.priority >= self.request.priority and not self.reclaiming:
                 break  # victims are ordered by priority: nothing further is eligible
-            reason = self._eligibility(gang)
-            if not reason:
+            rule = self._eligibility(gang, taken)
+            if not rule:
                 continue
-            self.chosen.append((gang, reason))
-            self.ledger.taken[gang.team] = self.ledger.taken.get(gang.team, 0.0) + gang.gpus
+            self.chosen.append((gang, rule))
+            taken[gang.team] = taken.get(gang.team, 0.0) + gang.gpus
             freed += gang.gpus
             if self.single:
                 node = self._free_on_nodes(gang, len(self.chosen) - 1)
                 if node is not None:
                     return self._plan_on_node(node)
+                if len(self.chosen) >= WALK_BUDGET:
+                    return self._scan_nodes()
             elif freed >= next_trial:
                 plan = self._trial_gang()
                 if plan is not None:
@@ -220,30 +258,38 @@ class _Search:
         return self._rejection()
 
     # ------------------------------------------------------------------ eligibility
-    def _eligibility(self, gang: _Gang) -> str:
-        """The reason this gang may be preempted, or "" (and a tally of why not)."""
-        members = self.index.members(gang)
-        if not all(member.preemptible for member in members):
+    def _eligibility(self, gang: _Gang, taken: dict[str, float]) -> str:
+        """Which rule lets this gang be preempted ("" if none; the refusal is tallied for the rejection).
+
+        Kept free of string formatting: it runs for every gang the walk passes.
+        """
+        if not gang.preemptible:
             return self._skip("not preemptible")
-        youngest = max(member.started_at for member in members)
-        if self.now - youngest < self.min_runtime_s:
+        if self.now - gang.youngest_start < self.min_runtime_s:
             return self._skip("inside its minimum runtime")
-        lost = sum(m.gpus * max(0.0, self.now - m.started_at) for m in members)
-        ran = f"ran {self.now - gang.started_at:.0f}s ({lost:.0f} GPU-s lost)"
-        priority = f"priority {gang.priority} < {self.request.priority}"
         if gang.team == self.request.team:
             if gang.priority >= self.request.priority:
                 return self._skip("same team, not lower priority")
-            return f"same team {gang.team}, {priority}; {ran}"
-        if self.ledger.borrowed_after(gang.team, gang.gpus) < -1e-9:
+            return SAME_TEAM
+        if self.ledger.borrowed_after(gang.team, gang.gpus, taken) < -1e-9:
             return self._skip("would take its team below the guaranteed floor")
+        if self.reclaiming:
+            return RECLAIM
+        if gang.priority < self.request.priority:
+            return BORROWED_LOWER_PRIORITY
+        return self._skip("not lower priority and the requester is not reclaiming")
+
+    def _explain(self, gang: _Gang, rule: str) -> str:
+        lost = sum(m.gpus * max(0.0, self.now - m.started_at) for m in self.index.members(gang))
+        ran = f"ran {self.now - gang.started_at:.0f}s ({lost:.0f} GPU-s lost)"
+        priority = f"priority {gang.priority} < {self.request.priority}"
+        if rule == SAME_TEAM:
+            return f"same team {gang.team}, {priority}; {ran}"
         borrowed = self.ledger.held.get(gang.team, 0.0) - self.ledger.floor.get(gang.team, 0.0)
         why = f"team {gang.team} borrows {borrowed:g} GPUs above its guarantee"
-        if self.reclaiming:
+        if rule == RECLAIM:
             return f"{why}; reclaimed for {self.request.team}, which is under its entitlement; {ran}"
-        if gang.priority < self.request.priority:
-            return f"{why}; {priority}; {ran}"
-        return self._skip("not lower priority and the requester is not reclaiming")
+        return f"{why}; {priority}; {ran}"
 
     def _skip(self, why: str) -> str:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -252,42 +298,98 @@ class _Search:
     # ------------------------------------------------------------------ single-member requests
     def _free_on_nodes(self, gang: _Gang, position: int) -> int | None:
         """Add the gang's GPUs to the scratch free vectors; return a node that now hosts the request."""
-        touched: set[int] = set()
-        for member in self.index.members(gang):
-            for assignment in member.assignments:
-                node = self.state.index_of(assignment.node)
-                free = self.scratch.get(node)
-                if free is None:
-                    free = self.scratch[node] = self.state.free_vector(node)
-                for gpu in assignment.gpu_indices:
-                    free[gpu] = min(MILLI_PER_GPU, free[gpu] + assignment.gpu_milli)
-                touched.add(node)
-        for node in sorted(touched):
+        found: int | None = None
+        for name, gpus in gang.parts.items():
+            node = self.state.index_of(name)
+            free = self.scratch.get(node)
+            if free is None:
+                free = self.scratch[node] = self.state.free_vector(node)
+            for gpu, milli in gpus:
+                free[gpu] = min(MILLI_PER_GPU, free[gpu] + milli)
             self.gangs_on.setdefault(node, []).append(position)
-        for node in sorted(touched):
-            if self.state.can_host(node, self.request) and _fits(self.scratch[node], self.shape):
-                return node
+            if found is None and self._host_ok(node) and _fits(free, self.shape):
+                found = node
+        return found
+
+    def _scan_nodes(self) -> VictimPlan | Rejection:
+        """Node by node (from a start fixed by the request id), the cheapest victims that make room;
+        the best of the first ``SCAN_CANDIDATES`` feasible nodes wins, like kube-scheduler's sampling.
+
+        Used when the exact cheapest-first walk would be long: a 4- or 8-GPU request on a fleet of
+        2-GPU jobs needs several victims on one node, which a global walk reaches only after
+        thousands of steps.
+        """
+        self.chosen = []
+        count = self.state.node_count
+        start = zlib.crc32(self.request.id.encode()) % max(1, count)
+        best: tuple[tuple[tuple[int, float, str], int, float], int, list[tuple[_Gang, str]]] | None = None
+        found = 0
+        for step in range(count):
+            node = (start + step) % count
+            if not self._host_ok(node):
+                continue
+            victims = self._victims_on(node)
+            if victims is None:
+                continue
+            cost = (max(g.order for g, _ in victims), len(victims), sum(g.gpus for g, _ in victims))
+            if best is None or cost < best[0]:
+                best = (cost, node, victims)
+            found += 1
+            if found >= SCAN_CANDIDATES:
+                break
+        if best is None:
+            return self._rejection()
+        _cost, node, victims = best
+        self.chosen = victims
+        self.gangs_on = {node: list(range(len(victims)))}
+        return self._plan_on_node(node)
+
+    def _victims_on(self, node: int) -> list[tuple[_Gang, str]] | None:
+        """Cheapest eligible gangs on ``node`` that together make room, or None if they cannot."""
+        name = self.state.node_name(node)
+        free = self.state.free_vector(node)
+        taken: dict[str, float] = {}
+        victims: list[tuple[_Gang, str]] = []
+        for gang in self.index.gangs_on_node(name):
+            if gang.priority >= self.request.priority and not self.reclaiming:
+                break
+            rule = self._eligibility(gang, taken)
+            if not rule:
+                continue
+            victims.append((gang, rule))
+            taken[gang.team] = taken.get(gang.team, 0.0) + gang.gpus
+            _release_into(free, gang, name)
+            if _fits(free, self.shape):
+                return victims
         return None
+
+    def _host_ok(self, node: int) -> bool:
+        ok = self.host_ok.get(node)
+        if ok is None:
+            ok = self.host_ok[node] = self.state.can_host(node, self.request)
+        return ok
 
     def _plan_on_node(self, node: int) -> VictimPlan:
         positions = self._prune(node, self.gangs_on[node])
         victims = [self.chosen[p] for p in positions]
+        name = self.state.node_name(node)
         free = self.state.free_vector(node)
-        for gang, _reason in victims:
-            _release_into(free, self.index.members(gang), self.state.node_name(node))
-        assignment = _member_on(free, self.shape, self.state.node_name(node))
+        for gang, _rule in victims:
+            _release_into(free, gang, name)
+        assignment = _member_on(free, self.shape, name)
         placement = Placement(self.request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, float(len(victims)),
-                              (f"preempt {len(victims)} gang(s) on {assignment.node}",))
+                              (f"preempt {len(victims)} gang(s) on {name}",))
         return self._plan(victims, placement)
 
     def _prune(self, node: int, positions: list[int]) -> list[int]:
         """Drop victims (cheapest first) that the request does not need after all."""
+        name = self.state.node_name(node)
         kept = list(positions)
         for position in positions:
             trial = [p for p in kept if p != position]
             free = self.state.free_vector(node)
             for p in trial:
-                _release_into(free, self.index.members(self.chosen[p][0]), self.state.node_name(node))
+                _release_into(free, self.chosen[p][0], name)
             if _fits(free, self.shape):
                 kept = trial
         return kept
@@ -313,13 +415,15 @@ class _Search:
                 trial.release(*running_placement(member))
         return trial
 
-    def _gang_nodes(self, gang: _Gang) -> set[str]:
-        return {a.node for member in self.index.members(gang) for a in member.assignments}
+    @staticmethod
+    def _gang_nodes(gang: _Gang) -> set[str]:
+        return set(gang.parts)
 
     # ------------------------------------------------------------------ results
     def _plan(self, victims: Sequence[tuple[_Gang, str]], placement: Placement) -> VictimPlan:
         listed: list[Victim] = []
-        for gang, reason in victims:
+        for gang, rule in victims:
+            reason = self._explain(gang, rule)
             for member in self.index.members(gang):
                 lost = member.gpus * max(0.0, self.now - member.started_at)
                 listed.append(Victim(member.id, member.team, member.gpus, member.priority, gang.key, lost, reason))
@@ -334,18 +438,15 @@ class _Search:
                          self.state.gpu_free, self.state.gpu_free)
 
 
-def _fits(free: Sequence[int], shape: Shape) -> bool:
+def _fits(free: list[int], shape: Shape) -> bool:
     if shape.fractional:
         return any(milli >= shape.milli for milli in free)
-    return sum(1 for milli in free if milli >= MILLI_PER_GPU) >= shape.gpus
+    return free.count(MILLI_PER_GPU) >= shape.gpus  # free shares never exceed a whole GPU
 
 
-def _release_into(free: list[int], members: Iterable[RunningWorkload], node_name: str) -> None:
-    for member in members:
-        for assignment in member.assignments:
-            if assignment.node == node_name:
-                for gpu in assignment.gpu_indices:
-                    free[gpu] = min(MILLI_PER_GPU, free[gpu] + assignment.gpu_milli)
+def _release_into(free: list[int], gang: _Gang, node_name: str) -> None:
+    for gpu, milli in gang.parts.get(node_name, ()):
+        free[gpu] = min(MILLI_PER_GPU, free[gpu] + milli)
 
 
 def _member_on(free: list[int], shape: Shape, node_name: str) -> MemberAssignment:
