@@ -41,7 +41,7 @@ class Federation:
     def order(self, replay: Replay, pool: Pool) -> list[JobRun]:
         if len(pool.pending) < 2:
             return pool.pending
-        _, held = replay.team_demand()
+        held = replay.acct.used_by_team  # GPUs each team holds now, kept current by the event loop
         weight = replay.scenario.weight
         return sorted(pool.pending, key=lambda run: (held.get(run.team, 0.0) / weight(run.team), run.index))
 
