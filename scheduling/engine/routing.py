@@ -1,0 +1,75 @@
+"""Routing: which orchestrator should run a workload, by explainable rules (first match wins).
+
+1. an explicit orchestrator on the request (an annotation) wins when that orchestrator is available;
+2. inference or a latency SLA -> Kubernetes (services, HPA), else Ray (Serve), else Slurm;
+3. a multi-node gang (more GPUs than one node holds) or a run longer than ``LONG_RUN_S`` -> Slurm
+   (gang scheduling, topology, backfill), else Kubernetes with Volcano gangs, else Ray;
+4. hyperparameter trials, or a single short GPU task -> Ray (thousands of short elastic tasks),
+   else Kubernetes, else Slurm;
+5. otherwise training -> Slurm, then Kubernetes; batch -> Kubernetes, then Slurm; Ray last.
+
+Inference is tested before duration because a service runs "forever" and still belongs on Kubernetes.
+Every decision lists the rule and each fallback taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+
+from scheduling.engine.types import OrchestratorKind, Request, RoutingDecision, WorkloadKind
+
+GPUS_PER_NODE = 8
+LONG_RUN_S = 4 * 3600.0
+SHORT_TASK_S = 3600.0
+
+SLURM = OrchestratorKind.SLURM.value
+KUBERNETES = OrchestratorKind.KUBERNETES.value
+RAY = OrchestratorKind.RAY.value
+
+
+def route(workload: Request, *, available: Set[str]) -> RoutingDecision:
+    """The orchestrator for ``workload`` among ``available`` ("" when none is available), with reasons."""
+    if not available:
+        return RoutingDecision("", ("no orchestrator is available",), "none")
+    notes: list[str] = []
+    if workload.orchestrator:
+        if workload.orchestrator in available:
+            return RoutingDecision(workload.orchestrator,
+                                   (f"explicitly requested {workload.orchestrator}",), "explicit")
+        notes.append(f"requested {workload.orchestrator} is not available; routing by rules")
+    rule, why, preference = _rule_for(workload)
+    return _first_available(rule, [*notes, why], preference, available)
+
+
+def _rule_for(workload: Request) -> tuple[str, str, Sequence[str]]:
+    gpus = workload.gpus
+    duration = workload.duration_estimate_s
+    if workload.kind is WorkloadKind.INFERENCE or workload.latency_sla_ms is not None:
+        sla = f" (latency SLA {workload.latency_sla_ms:g} ms)" if workload.latency_sla_ms is not None else ""
+        return "serving", f"inference{sla} belongs on a service platform", (KUBERNETES, RAY, SLURM)
+    if gpus > GPUS_PER_NODE or workload.gpus_per_member > GPUS_PER_NODE:
+        return "multi-node", f"a {gpus:g}-GPU gang spans nodes: needs gang and topology scheduling", (
+            SLURM, KUBERNETES, RAY)
+    if duration > LONG_RUN_S:
+        return "long-run", f"runs {duration / 3600:.1f} h (> {LONG_RUN_S / 3600:g} h): batch scheduler with backfill", (
+            SLURM, KUBERNETES, RAY)
+    if workload.kind is WorkloadKind.HPO:
+        return "trials", "hyperparameter trials are many short elastic tasks", (RAY, KUBERNETES, SLURM)
+    if gpus <= 1 and 0 < duration <= SHORT_TASK_S:
+        return "short-task", f"a single-GPU task of {duration / 60:.0f} min suits Ray's task scheduling", (
+            RAY, KUBERNETES, SLURM)
+    if workload.kind is WorkloadKind.TRAINING:
+        return "training", "training that fits one node: batch scheduler first", (SLURM, KUBERNETES, RAY)
+    return "batch", "batch work that fits one node: Kubernetes batch first", (KUBERNETES, SLURM, RAY)
+
+
+def _first_available(rule: str, reasons: list[str], preference: Sequence[str], available: Set[str]) -> RoutingDecision:
+    for rank, orchestrator in enumerate(preference):
+        if orchestrator in available:
+            if rank:
+                skipped = ", ".join(preference[:rank])
+                reasons.append(f"{skipped} unavailable: falling back to {orchestrator}")
+            return RoutingDecision(orchestrator, tuple(reasons), rule)
+    other = sorted(available)[0]
+    reasons.append(f"none of {', '.join(preference)} is available: using {other}")
+    return RoutingDecision(other, tuple(reasons), rule)
