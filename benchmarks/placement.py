@@ -104,7 +104,7 @@ def bench_single_node(policy: str, quick: bool) -> dict[str, object]:
     return figures(f"single-node/{policy}", node_count, job_count, latencies, placed=placed)
 
 
-def bench_gang_burst(quick: bool) -> dict[str, object]:
+def bench_gang_burst(policy: str, quick: bool) -> dict[str, object]:
     node_count, big, small = (512, 5, 400) if quick else (2_048, 20, 1_500)
     rng = random.Random(2)
     state = ClusterState(fleet(node_count))
@@ -117,7 +117,8 @@ def bench_gang_burst(quick: bool) -> dict[str, object]:
     placed_big = 0
     for request in gangs:
         started = time.perf_counter()
-        result = state.place(request, "best-fit")
+        state.observe_request(request)
+        result = state.place(request, policy)
         if isinstance(result, Placement):
             state.commit(result, request)
         elapsed = time.perf_counter() - started
@@ -125,7 +126,7 @@ def bench_gang_burst(quick: bool) -> dict[str, object]:
         if request.members == 500:
             big_latencies.append(elapsed)
             placed_big += isinstance(result, Placement)
-    return figures("gang-burst/best-fit", node_count, len(gangs), latencies,
+    return figures(f"gang-burst/{policy}", node_count, len(gangs), latencies,
                    big_gang_max_ms=round(max(big_latencies) * 1000, 3),
                    big_gang_p50_ms=round(percentile(big_latencies, 0.5) * 1000, 3),
                    big_gangs_placed=placed_big, gpu_free_after=state.gpu_free)
@@ -189,7 +190,7 @@ def bench_preemption(quick: bool) -> dict[str, object]:
 
 SCENARIOS: dict[str, Callable[[bool], Iterator[dict[str, object]]]] = {
     "single-node": lambda quick: (bench_single_node(policy, quick) for policy in ("best-fit", "fgd", "first-fit")),
-    "gang-burst": lambda quick: iter([bench_gang_burst(quick)]),
+    "gang-burst": lambda quick: (bench_gang_burst(policy, quick) for policy in ("best-fit", "fgd")),
     "fair-share": lambda quick: iter([bench_fair_share(quick)]),
     "preemption": lambda quick: iter([bench_preemption(quick)]),
 }

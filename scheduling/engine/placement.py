@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from scheduling.engine._buckets import LazyBuckets
+from scheduling.engine._fgd import FgdScorer, Signature, take
 from scheduling.engine._topology import LEVELS, level_rank, topology_keys
-from scheduling.engine.fragmentation import member_fragment_milli
 from scheduling.engine.sizemix import SizeMixTracker, member_milli
 from scheduling.engine.types import (
     MILLI_PER_GPU,
@@ -43,7 +43,6 @@ from scheduling.engine.types import (
 POLICIES = ("first-fit", "best-fit", "fgd", "random")
 FAST_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
 
-Signature = tuple[int, ...]
 _Accept = Callable[[int], bool]
 
 
@@ -103,11 +102,7 @@ class ClusterState:
         self._max_gpus = max((node.gpu_total for node in self._static), default=0)
         self._buckets: LazyBuckets[tuple[int, int]] = LazyBuckets(len(self._static))
         self._sigs: LazyBuckets[tuple[int, Signature]] = LazyBuckets(len(self._static))
-        self._mix = SizeMixTracker(size_mix)
-        self._fragment_cache: dict[tuple[Signature, int], int] = {}
-        self._expected_cache: dict[Signature, float] = {}
-        self._delta_cache: dict[tuple[Signature, int], tuple[float, int]] = {}
-        self._cache_version = -1
+        self._fgd = FgdScorer(SizeMixTracker(size_mix))
         for i in range(len(self._static)):
             self._whole[i] = sum(1 for milli in self._free[i] if milli >= MILLI_PER_GPU)
             self._reindex(i, previous_whole=0)
@@ -127,7 +122,7 @@ class ClusterState:
         """An independent state to try decisions on (what-if, backfill shadows, preemption trials)."""
         clone = object.__new__(ClusterState)
         for name in ("_static", "_index", "_models", "_model_ids", "_model_of", "_topology",
-                     "_nvlink_is_node", "_max_gpus", "_fragment_cache", "_cache_version"):
+                     "_nvlink_is_node", "_max_gpus"):
             setattr(clone, name, getattr(self, name))
         clone._free = [list(free) for free in self._free]
         clone._whole = list(self._whole)
@@ -136,10 +131,7 @@ class ClusterState:
         clone._whole_by_model = list(self._whole_by_model)
         clone._buckets = self._buckets.copy()
         clone._sigs = self._sigs.copy()
-        clone._mix = SizeMixTracker(self._mix.as_mix())
-        clone._expected_cache = {}
-        clone._delta_cache = {}
-        clone._cache_version = -1
+        clone._fgd = self._fgd.copy()
         return clone
 
     # ----------------------------------------------------------------------------- views
@@ -162,7 +154,7 @@ class ClusterState:
     @property
     def size_mix(self) -> dict[float, float]:
         """The normalised request-size mix FGD currently measures against."""
-        return self._mix.as_mix()
+        return self._fgd.mix.as_mix()
 
     def nodes(self) -> tuple[Node, ...]:
         """Frozen nodes carrying the current free GPUs, CPU and memory."""
@@ -201,7 +193,7 @@ class ClusterState:
 
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
-        self._mix.observe(request)
+        self._fgd.mix.observe(request)
 
     # ----------------------------------------------------------------------------- indexing
     def _reindex(self, i: int, previous_whole: int) -> None:
@@ -225,57 +217,6 @@ class ClusterState:
         if not request.gpu_models:
             return list(range(len(self._models)))
         return [self._model_ids[m] for m in sorted(request.gpu_models) if m in self._model_ids]
-
-    # ----------------------------------------------------------------------------- FGD maths
-    def _sync_caches(self) -> None:
-        if self._cache_version != self._mix.version:
-            self._expected_cache = {}
-            self._delta_cache = {}
-            self._cache_version = self._mix.version
-
-    def _expected(self, sig: Signature) -> float:
-        cached = self._expected_cache.get(sig)
-        if cached is not None:
-            return cached
-        total = 0.0
-        for size, probability in self._mix.normalised:
-            fragment = self._fragment_cache.get((sig, size))
-            if fragment is None:
-                fragment = member_fragment_milli(sig, size)
-                self._fragment_cache[(sig, size)] = fragment
-            total += probability * fragment
-        self._expected_cache[sig] = total
-        return total
-
-    def fgd_choice(self, sig: Signature, milli: int) -> tuple[float, int]:
-        """(fragmentation growth in milli-GPUs, free share of the GPU to use) for one member on ``sig``.
-
-        For whole GPUs the GPU choice is irrelevant (any wholly free GPUs give the same free vector),
-        so the second value is ``MILLI_PER_GPU``. For a share, each distinct free value is tried and
-        the least growth wins, ties going to the fullest GPU (best fit inside the node).
-        """
-        self._sync_caches()
-        key = (sig, milli)
-        cached = self._delta_cache.get(key)
-        if cached is not None:
-            return cached
-        before = self._expected(sig)
-        best = (float("inf"), -1)
-        if milli >= MILLI_PER_GPU:
-            gpus = milli // MILLI_PER_GPU
-            emptied = (0,) * gpus + sig[: len(sig) - gpus]  # whole GPUs sort last in a signature
-            best = (self._expected(tuple(sorted(emptied))) - before, MILLI_PER_GPU)
-        else:
-            for value in sorted(set(sig)):
-                if value < milli:
-                    continue
-                after = list(sig)
-                after[after.index(value)] = value - milli
-                delta = self._expected(tuple(sorted(after))) - before
-                if delta < best[0]:
-                    best = (delta, value)
-        self._delta_cache[key] = best
-        return best
 
     # ----------------------------------------------------------------------------- deciding
     def place(self, request: Request, policy: str = "best-fit", *, seed: int = 0) -> Placement | Rejection:
@@ -369,7 +310,7 @@ class ClusterState:
             whole = sig.count(MILLI_PER_GPU)
             if whole < shape.gpus:
                 continue
-            delta = self.fgd_choice(sig, shape.milli)[0]
+            delta = self._fgd.choice(sig, shape.milli)[0]
             candidates.append((delta, whole - shape.gpus, model, sig))
         candidates.sort()
         for delta, _left, model, sig in candidates:
@@ -458,20 +399,12 @@ class ClusterState:
             sig = tuple(sorted(self._free[node]))
             growth = growth_by_sig.get(sig)
             if growth is None:
-                growth = self._fgd_growth(sig, shape.milli, members)
+                growth = self._fgd.growth(sig, shape.milli, members)
                 growth_by_sig[sig] = growth
             score = (growth, sum(self._free[node]))
             if score < best_score:
                 best_key, best_score = key, score
         return best_key
-
-    def _fgd_growth(self, sig: Signature, milli: int, members: int) -> float:
-        growth = 0.0
-        for _ in range(members):
-            delta, value = self.fgd_choice(sig, milli)
-            growth += delta
-            sig = _take(sig, milli, value)
-        return growth
 
     def _fill(
         self, rank: int, slots: dict[int, int], members: int, shape: Shape, policy: str, rng: random.Random
@@ -523,11 +456,11 @@ class ClusterState:
         taken: dict[int, int] = {}
         for _ in range(members):
             sig = min((s for s, heap in by_sig.items() if heap),
-                      key=lambda s: (self.fgd_choice(s, shape.milli)[0], sum(s), s))
+                      key=lambda s: (self._fgd.choice(s, shape.milli)[0], sum(s), s))
             node = heapq.heappop(by_sig[sig])
             taken[node] = taken.get(node, 0) + 1
             left[node] -= 1
-            new_sig = _take(sig, shape.milli, self.fgd_choice(sig, shape.milli)[1])
+            new_sig = take(sig, shape.milli, self._fgd.choice(sig, shape.milli)[1])
             sig_of[node] = new_sig
             if left[node]:
                 heapq.heappush(by_sig.setdefault(new_sig, []), node)
@@ -562,7 +495,7 @@ class ClusterState:
         if policy == "first-fit":
             return fitting[0]
         if policy == "fgd":
-            value = self.fgd_choice(tuple(sorted(free)), milli)[1]
+            value = self._fgd.choice(tuple(sorted(free)), milli)[1]
             return next(g for g in fitting if free[g] == value)
         return min(fitting, key=lambda g: (free[g], g))  # fullest GPU that fits
 
@@ -571,8 +504,9 @@ class ClusterState:
         self, request: Request, shape: Shape, allowed: Sequence[int], topology: str = ""
     ) -> Rejection:
         """Name the first constraint that fails, and how much free GPU capacity it left unusable."""
+        allowed_set = set(allowed)
         eligible = [i for i, node in enumerate(self._static)
-                    if node.schedulable and self._model_of[i] in set(allowed)]
+                    if node.schedulable and self._model_of[i] in allowed_set]
         if not eligible:
             wanted = ", ".join(sorted(request.gpu_models)) or "any"
             return Rejection(request.id, "gpu_model", f"no schedulable node offers GPU model {wanted}")
@@ -669,17 +603,6 @@ class ClusterState:
         for node, previous in touched.items():
             self._whole[node] = sum(1 for milli in self._free[node] if milli >= MILLI_PER_GPU)
             self._reindex(node, previous)
-
-
-def _take(sig: Signature, milli: int, value: int) -> Signature:
-    """The signature after one member of ``milli`` takes GPU(s) whose free share is ``value``."""
-    after = list(sig)
-    if milli >= MILLI_PER_GPU:
-        for _ in range(milli // MILLI_PER_GPU):
-            after[after.index(MILLI_PER_GPU)] = 0
-    else:
-        after[after.index(value)] = value - milli
-    return tuple(sorted(after))
 
 
 def _fewest_covering(capacity: dict[str, int], members: int) -> list[str]:

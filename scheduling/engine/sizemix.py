@@ -76,5 +76,9 @@ class SizeMixTracker:
     def normalised(self) -> tuple[tuple[int, float], ...]:
         return self._normalised
 
+    def counts(self) -> dict[float, float]:
+        """The raw weights (prior plus observations), to seed an independent tracker."""
+        return {milli / MILLI_PER_GPU: weight for milli, weight in self._counts.items()}
+
     def as_mix(self) -> dict[float, float]:
         return {milli / MILLI_PER_GPU: weight for milli, weight in self._normalised}

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.engine.placement import POLICIES, ClusterState, place
-from scheduling.engine.types import Placement, Rejection, Request, TopologyLevel
+from scheduling.engine.types import Node, Placement, Rejection, Request, TopologyLevel
 
 from .fleets import dgx, two_tier_fleet
 
@@ -186,3 +186,33 @@ def test_the_frozen_view_reports_current_free_gpus() -> None:
     (node,) = state.nodes()
     assert sorted(node.gpu_free_milli) == [750] + [1000] * 7
     assert node.gpu_free_whole == 7
+
+
+def test_a_gang_fits_inside_one_multi_node_nvlink_domain_when_it_can() -> None:
+    rack = [Node(f"r{i}", 4, "GB200", nvlink_domain="nvl72-a", leaf_switch="leaf-0") for i in range(4)]
+    loose = [Node(f"x{i}", 4, "GB200", nvlink_domain=f"x{i}", leaf_switch="leaf-0") for i in range(4)]
+    request = Request("gang", members=4, gpus_per_member=4, topology=TopologyLevel.NVLINK_DOMAIN,
+                      topology_required=True)
+    result = placed(place(loose + rack, request))
+    assert result.topology is TopologyLevel.NVLINK_DOMAIN
+    assert set(result.nodes) == {"r0", "r1", "r2", "r3"}
+
+
+def test_observed_requests_steer_fgd() -> None:
+    # Seeing only 4-GPU work, FGD keeps the 4-GPU hole intact and takes from the 6-GPU node; seeing
+    # only 1-GPU work, every choice is equally harmless, so its tie-break (best fit) decides.
+    nodes = [dgx("four", free=4), dgx("six", free=6)]
+    learned = ClusterState(nodes)
+    for i in range(10):
+        learned.observe_request(Request(f"seen{i}", gpus_per_member=4))
+    assert placed(learned.place(Request("r", gpus_per_member=2), "fgd")).nodes == ("six",)
+    assert learned.size_mix == {4.0: 1.0}
+    indifferent = ClusterState(nodes, size_mix={1: 1})
+    assert placed(indifferent.place(Request("r", gpus_per_member=2), "fgd")).nodes == ("four",)
+
+
+def test_a_fleet_that_cannot_fit_a_whole_gpu_request_rejects_quickly_with_counts() -> None:
+    state = ClusterState([dgx("a", free=3), dgx("b", free=2)])
+    rejection = rejected(state.place(Request("r", gpus_per_member=4)))
+    assert rejection.constraint == "capacity"
+    assert (rejection.free_gpus, rejection.unusable_free_gpus) == (5, 5)
