@@ -235,13 +235,14 @@ def order_pending(
     """Pending work in fair-share order (Slurm Fair Tree, KAI): teams with the least usage per share
     first, then higher priority, then earlier submission, then id (so the order is total).
 
-    ``entitlement_by_team`` gives each team's share, as an Entitlement (its ``fair_share``) or a number;
-    a team without a share goes after every team that has one.
+    ``entitlement_by_team`` gives each team's share, as an Entitlement (the larger of its ``fair_share``
+    and ``guaranteed``) or a number; a team without a share goes after every team that has one.
     """
     ratio: dict[str, float] = {}
     for team in {request.team for request in requests}:
         entry = entitlement_by_team.get(team)
-        share = entry.fair_share if isinstance(entry, Entitlement) else float(entry or 0.0)
+        # A guarantee is a share too: a weightless team with a floor still ranks by usage against it.
+        share = max(entry.fair_share, entry.guaranteed) if isinstance(entry, Entitlement) else float(entry or 0.0)
         ratio[team] = usage_ratio(usage_by_team.get(team, 0.0), share)
     return tuple(sorted(requests, key=lambda r: (ratio[r.team], -r.priority, r.submitted_at, r.id)))
 

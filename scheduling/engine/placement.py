@@ -230,7 +230,9 @@ class ClusterState:
         if not allowed:
             return self._reject(request, Shape.of(request), allowed)
         shape = Shape.of(request)
-        if request.members == 1 and not shape.fractional and policy in FAST_POLICIES:
+        if request.members == 1 and policy in FAST_POLICIES:
+            if shape.fractional:
+                return self._place_single_shared(request, shape, allowed, policy)
             return self._place_single_whole(request, shape, allowed, policy)
         rng = random.Random(f"{seed}:{request.id}")
         return self._place_general(request, shape, allowed, policy, rng)
@@ -261,6 +263,39 @@ class ClusterState:
         return Placement(request.id, (MemberAssignment(0, name, gpus, MILLI_PER_GPU),),
                          TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
+    def _place_single_shared(
+        self, request: Request, shape: Shape, allowed: list[int], policy: str
+    ) -> Placement | Rejection:
+        """One share of one GPU, chosen among distinct node signatures rather than among nodes.
+
+        fgd: least fragmentation growth; best-fit: the fullest GPU that fits; first-fit: the lowest node.
+        """
+        accept = (lambda i: self._host_fits(i, shape)) if shape.cpu or shape.memory else None
+        allowed_set = set(allowed)
+        ranked: list[tuple[float, int, int, Signature]] = []
+        for model, sig in self._sigs.keys():  # noqa: SIM118 (LazyBuckets is not a dict)
+            if model not in allowed_set or sig[-1] < shape.milli:  # signatures sort ascending
+                continue
+            if policy == "fgd":
+                delta, value = self._fgd.choice(sig, shape.milli)
+                ranked.append((delta, value, model, sig))
+            else:
+                value = min(v for v in sig if v >= shape.milli)
+                first = self._sigs.first((model, sig)) if policy == "first-fit" else 0
+                ranked.append((float(first or 0), value, model, sig))
+        ranked.sort()
+        for score, value, model, sig in ranked:
+            node = self._sigs.first((model, sig), accept)
+            if node is None:
+                continue
+            name = self._static[node].name
+            gpu = self._pick_shared_gpu(self.free_vector(node), shape.milli, policy)
+            reason = f"{policy}: GPU {gpu} of {name} ({value} milli free before)"
+            return Placement(request.id, (MemberAssignment(0, name, (gpu,), shape.milli),),
+                             TopologyLevel.NVLINK_DOMAIN, score / MILLI_PER_GPU if policy == "fgd" else score,
+                             (reason,))
+        return self._reject(request, shape, allowed)
+
     def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
         return any(self._buckets.count((model, whole))
                    for whole in range(gpus, self._max_gpus + 1) for model in allowed)
@@ -269,9 +304,9 @@ class ClusterState:
         """No node has enough whole GPUs: every free GPU of the allowed models is unusable to this request.
         Answered from the per-model counters, because a full fleet rejects most of what it sees."""
         free = sum(self._whole_by_model[model] for model in allowed)
+        where = f"{free} GPUs free, none {shape.gpus} together" if free else "no GPU is free"
         return Rejection(request.id, "capacity",
-                         f"needs {shape.gpus} whole GPU(s) on one node; no node has that many free"
-                         f" ({free} GPUs free, scattered)", free, free)
+                         f"needs {shape.gpus} whole GPU(s) on one node; {where}", free, free)
 
     @staticmethod
     def _reason_single(policy: str, name: str, whole_left: int, score: float) -> str:

@@ -216,3 +216,11 @@ def test_a_fleet_that_cannot_fit_a_whole_gpu_request_rejects_quickly_with_counts
     rejection = rejected(state.place(Request("r", gpus_per_member=4)))
     assert rejection.constraint == "capacity"
     assert (rejection.free_gpus, rejection.unusable_free_gpus) == (5, 5)
+
+
+def test_best_fit_puts_a_gpu_share_on_the_fullest_gpu_that_still_fits() -> None:
+    roomy = Node("roomy", 2, gpu_free_milli=(700, 1000))
+    tight = Node("tight", 2, gpu_free_milli=(1000, 350))
+    too_small = Node("too-small", 2, gpu_free_milli=(200, 0))
+    result = placed(place([roomy, tight, too_small], Request("r", gpus_per_member=0, gpu_milli=300)))
+    assert (result.nodes, result.assignments[0].gpu_indices) == (("tight",), (1,))
