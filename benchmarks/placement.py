@@ -17,6 +17,7 @@ Numbers are wall-clock on whatever machine runs this; they are figures, never te
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import resource
@@ -56,6 +57,13 @@ def fleet(count: int, model: str = "H100") -> list[Node]:
 _SCENARIO_CPU = [0.0]
 
 
+def settle_heap() -> None:
+    """Collect, then freeze the set-up objects out of the cyclic GC (what a long-lived engine worker
+    would do after loading its fleet), so pauses measure decisions rather than fixture size."""
+    gc.collect()
+    gc.freeze()
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -92,6 +100,7 @@ def bench_single_node(policy: str, quick: bool) -> dict[str, object]:
     requests = single_node_requests(job_count, random.Random(1))
     running: deque[tuple[Placement, Request]] = deque()
     low_water = state.gpu_total // 20  # completions keep ~5-10% of the fleet free, like a busy cluster
+    settle_heap()
     latencies: list[float] = []
     placed = 0
     for request in requests:
@@ -118,6 +127,7 @@ def bench_gang_burst(policy: str, quick: bool) -> dict[str, object]:
     gangs += [Request(f"g{i}", members=rng.randint(2, 8), gpus_per_member=rng.choice((1, 2, 4, 8)))
               for i in range(small)]
     rng.shuffle(gangs)
+    settle_heap()
     latencies: list[float] = []
     big_latencies: list[float] = []
     placed_big = 0
@@ -179,6 +189,7 @@ def bench_preemption(quick: bool) -> dict[str, object]:
                                     started_at=rng.uniform(0, 3_000)))
     demand = {f"team{t}": float(gpus) for t in range(10)}
     ents = entitlements(teams, gpus, demand, running.gpus_by_team())
+    settle_heap()
     latencies: list[float] = []
     preempted = 0
     victims_total = 0

@@ -8,9 +8,15 @@ Rules (Kueue's reclaim-within-cohort and priority preemption, KAI's reclaim, Slu
   ``max(guaranteed, allocation)``) may take borrowed capacity whatever the borrower's priority;
   otherwise only strictly lower-priority work is eligible; inside one team, lower priority only;
 * whole gangs only; non-preemptible work and work younger than ``min_runtime_s`` are never victims;
-* cheapest first: lowest priority, then newest (least work lost); and among the nodes that could host
-  the request, the one whose most expensive needed victim is cheapest wins (a bottleneck choice), after
-  which victims that turn out unnecessary are dropped.
+* cheapest first: lowest priority, then newest (least work lost). For a single-member request the
+  search walks gangs in that order and stops at the first node that has room (so that node's most
+  expensive victim is the cheapest possible); when that walk grows long (several victims needed on
+  one node), it switches to a node scan that compares the cheapest sufficient victim sets of the first
+  ``SCAN_CANDIDATES`` feasible nodes, as kube-scheduler samples candidate nodes. Victims that turn
+  out unnecessary are then dropped. Gangs (multi-member requests) use the walk with trial placements.
+
+CPU and memory of victims are not modelled (``RunningWorkload`` carries GPUs only), so a node whose
+CPU is exhausted stays unusable even after preemption.
 
 The result is a decision (``VictimPlan`` with a reason per victim, or a ``Rejection``); nothing is
 executed here.
@@ -199,7 +205,7 @@ def select_victims(
     return search.run()
 
 
-WALK_BUDGET = 32  # exact cheapest-first victims tried before switching to the node scan
+WALK_BUDGET = 64  # gangs the exact cheapest-first walk visits before switching to the node scan
 SCAN_CANDIDATES = 16  # feasible nodes compared by the node scan (kube-scheduler samples similarly)
 
 SAME_TEAM = "same-team"
@@ -231,9 +237,11 @@ class _Search:
         freed = 0.0
         next_trial = self.request.gpus - self.state.gpu_free
         taken: dict[str, float] = {}
-        for gang in self.index.gangs_in_victim_order():
+        for visited, gang in enumerate(self.index.gangs_in_victim_order()):
             if gang.priority >= self.request.priority and not self.reclaiming:
                 break  # victims are ordered by priority: nothing further is eligible
+            if self.single and visited >= WALK_BUDGET:
+                return self._scan_nodes()
             rule = self._eligibility(gang, taken)
             if not rule:
                 continue
@@ -244,8 +252,6 @@ class _Search:
                 node = self._free_on_nodes(gang, len(self.chosen) - 1)
                 if node is not None:
                     return self._plan_on_node(node)
-                if len(self.chosen) >= WALK_BUDGET:
-                    return self._scan_nodes()
             elif freed >= next_trial:
                 plan = self._trial_gang()
                 if plan is not None:

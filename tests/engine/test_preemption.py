@@ -141,3 +141,19 @@ def test_applying_a_plan_frees_the_victims_and_starts_the_request() -> None:
     apply_victim_plan(state, index, decided, request, now=NOW)
     assert [w.id for w in index] == ["new"]
     assert state.gpu_free == 0
+
+
+def test_a_request_needing_many_victims_on_one_node_still_finds_that_node() -> None:
+    # 20 nodes of eight 1-GPU jobs; only n7 holds nothing but low-priority work, and its jobs are the
+    # oldest, so the cheapest-first walk gives up and the node scan has to find it.
+    running = []
+    for n in range(20):
+        for gpu in range(8):
+            high = n != 7 and gpu == 0
+            running.append(job(f"n{n}-{gpu}", "t", f"n{n}", (gpu,), priority=9 if high else 0,
+                               started_at=10.0 if n == 7 else 5_000.0 + n))
+    state = full_state(running, nodes=20)
+    result = plan(select_victims(state, running, Request("new", gpus_per_member=8, team="t", priority=5),
+                                 ents({"t": 0}, running, capacity=160), now=NOW, min_runtime_s=0))
+    assert result.placement.nodes == ("n7",)
+    assert len(result.victims) == 8
