@@ -4,6 +4,7 @@ The embedded default needs no service: SQLite under var/ and Celery on a filesys
 sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis); see README.md.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -41,6 +42,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "knox",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_filters",
     "django_tables2",
     "simple_history",
@@ -114,6 +118,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Serve straight from the app and plotly wheel folders: no collectstatic step for the demo or tests.
 WHITENOISE_USE_FINDERS = True
 # plotly.min.js comes from the installed plotly wheel, so pages chart offline with the matching version.
@@ -139,12 +144,43 @@ if not DEBUG:
     X_FRAME_OPTIONS = "DENY"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "scheduling.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env.str("API_THROTTLE_USER", default="3000/min"),
+        "anon": env.str("API_THROTTLE_ANON", default="60/min"),
+    },
 }
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=30)),
+    "TOKEN_LIMIT_PER_USER": 20,
+    "AUTO_REFRESH": False,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "gpuportal API",
+    "DESCRIPTION": "Federation plane for one GPU fleet shared by Slurm, Kubernetes (Volcano) and Ray.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 # Celery: the embedded default is a filesystem broker under var/ so the demo's worker and web server
 # share a queue without Redis. Production: CELERY_BROKER_URL=redis://...

@@ -1,0 +1,29 @@
+"""Which teams a user may see: admins all; others their teams and everything below them."""
+
+from django.db.models import QuerySet
+
+from scheduling.models import Membership, Team
+
+
+def visible_team_ids(user) -> set[int] | None:
+    """``None`` means every team (admins)."""
+    if user.is_staff:
+        return None
+    if not user.is_authenticated:
+        return set()
+    children: dict[int | None, list[int]] = {}
+    for team_id, parent_id in Team.objects.values_list("pk", "parent_id"):
+        children.setdefault(parent_id, []).append(team_id)
+    frontier = list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+    seen: set[int] = set()
+    while frontier:
+        team_id = frontier.pop()
+        if team_id not in seen:
+            seen.add(team_id)
+            frontier.extend(children.get(team_id, ()))
+    return seen
+
+
+def only_visible(queryset: QuerySet, user, field: str = "team_id") -> QuerySet:
+    ids = visible_team_ids(user)
+    return queryset if ids is None else queryset.filter(**{f"{field}__in": ids})

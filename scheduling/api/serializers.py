@@ -1,0 +1,268 @@
+from decimal import Decimal
+
+from rest_framework import serializers
+
+from scheduling.models import (
+    CollectorRun,
+    Node,
+    NodeMove,
+    Orchestrator,
+    Queue,
+    QuotaGrant,
+    QuotaRequest,
+    RebalancePlan,
+    Team,
+    UsageRollup,
+    UsageSample,
+    Workload,
+)
+
+SLUG = serializers.SlugRelatedField
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    parent = SLUG(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Team
+        fields = ["id", "slug", "name", "parent", "description"]
+
+
+class QueueSerializer(serializers.ModelSerializer):
+    team = SLUG(slug_field="slug", queryset=Team.objects.all())
+    weight = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=Decimal(0), max_value=Decimal(100))
+    reason = serializers.CharField(write_only=True, help_text="Why: recorded with your name in the history.")
+
+    class Meta:
+        model = Queue
+        fields = ["id", "team", "gpu_model", "weight", "guaranteed", "burst_limit", "reason"]
+        validators = []  # the tree rules in services.governance decide, naming the field
+
+
+class QueueHistorySerializer(serializers.Serializer):
+    history_date = serializers.DateTimeField()
+    history_user = serializers.CharField(source="history_user.username", default=None)
+    history_change_reason = serializers.CharField(allow_null=True)
+    history_type = serializers.CharField()
+    weight = serializers.DecimalField(max_digits=5, decimal_places=2)
+    guaranteed = serializers.IntegerField()
+    burst_limit = serializers.IntegerField()
+
+
+class OrchestratorSerializer(serializers.ModelSerializer):
+    credentials_ref = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, help_text="env:NAME or file:/path; never returned"
+    )
+    stale = serializers.BooleanField(source="is_stale", read_only=True)
+    has_credentials = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Orchestrator
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "endpoint",
+            "credentials_ref",
+            "has_credentials",
+            "enabled",
+            "options",
+            "last_success_at",
+            "last_error",
+            "last_error_at",
+            "stale",
+        ]
+        read_only_fields = ["last_success_at", "last_error", "last_error_at"]
+
+    def get_has_credentials(self, obj) -> bool:
+        return bool(obj.credentials_ref)
+
+    def validate_credentials_ref(self, value: str) -> str:
+        if value and not value.startswith(("env:", "file:")):
+            raise serializers.ValidationError("must be env:NAME or file:/path (the secret itself is never stored)")
+        return value
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "name",
+            "orchestrator",
+            "gpu_model",
+            "gpu_total",
+            "gpu_allocated",
+            "cpu_total",
+            "memory_mib",
+            "nvlink_domain",
+            "leaf_switch",
+            "spine",
+            "state",
+            "pinned",
+            "labels",
+            "last_seen_at",
+        ]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", read_only=True)
+    team = SLUG(slug_field="slug", read_only=True)
+    gpus = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "external_id",
+            "orchestrator",
+            "team",
+            "user",
+            "name",
+            "kind",
+            "gang_size",
+            "gpus_per_member",
+            "gpus",
+            "state",
+            "priority",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "pending_reason",
+            "nodes",
+        ]
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    team = SLUG(slug_field="slug", queryset=Team.objects.all())
+    orchestrator = SLUG(slug_field="name", queryset=Orchestrator.objects.all(), required=False, allow_null=True)
+    requester = serializers.CharField(source="requester.username", read_only=True)
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None)
+    gpus = serializers.IntegerField(min_value=1, max_value=1_000_000)
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "team",
+            "requester",
+            "gpus",
+            "gpu_model",
+            "orchestrator",
+            "starts_at",
+            "ends_at",
+            "justification",
+            "state",
+            "decided_by",
+            "decided_at",
+            "decision_comment",
+            "created_at",
+        ]
+        read_only_fields = ["state", "decided_at", "decision_comment", "created_at"]
+        validators = []
+
+
+class DecisionSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+class QuotaGrantSerializer(serializers.ModelSerializer):
+    team = SLUG(slug_field="slug", read_only=True)
+    orchestrator = SLUG(slug_field="name", read_only=True)
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["id", "request", "team", "gpus", "gpu_model", "orchestrator", "starts_at", "ends_at", "state"]
+
+
+class UsageSampleSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", read_only=True)
+    team = SLUG(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = UsageSample
+        fields = [
+            "taken_at",
+            "orchestrator",
+            "team",
+            "gpus_total",
+            "gpus_allocated",
+            "gpus_busy",
+            "gpus_pending",
+            "interval_s",
+        ]
+
+
+class UsageRollupSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", read_only=True)
+    team = SLUG(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = UsageRollup
+        fields = [
+            "resolution",
+            "period_start",
+            "orchestrator",
+            "team",
+            "gpu_s_total",
+            "gpu_s_allocated",
+            "gpu_s_busy",
+            "gpu_s_pending",
+            "covered_s",
+        ]
+
+
+class CollectorRunSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", read_only=True)
+
+    class Meta:
+        model = CollectorRun
+        fields = [
+            "id",
+            "orchestrator",
+            "started_at",
+            "duration_ms",
+            "ok",
+            "error",
+            "nodes",
+            "gpus_total",
+            "gpus_allocated",
+            "workloads_running",
+            "workloads_pending",
+            "pending_gpus",
+        ]
+
+
+class NodeMoveSerializer(serializers.ModelSerializer):
+    node = SLUG(slug_field="name", read_only=True)
+    source = SLUG(slug_field="name", read_only=True)
+    target = SLUG(slug_field="name", read_only=True)
+
+    class Meta:
+        model = NodeMove
+        fields = ["node", "source", "target", "drain_cost_gpu_s", "reason", "state"]
+
+
+class RebalancePlanSerializer(serializers.ModelSerializer):
+    moves = NodeMoveSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = RebalancePlan
+        fields = ["id", "created_at", "state", "dry_run", "reason", "expected_effect", "decided_at", "error", "moves"]
+
+
+class FragmentationSerializer(serializers.Serializer):
+    largest_placeable = serializers.DictField(child=serializers.IntegerField(), help_text="GPU count -> gangs")
+    gpus_free = serializers.IntegerField()
+    gpus_total = serializers.IntegerField()
+
+
+class TokenSerializer(serializers.Serializer):
+    expiry = serializers.DateTimeField()
+    token = serializers.CharField(help_text="Send as 'Authorization: Token <token>'; shown only once.")

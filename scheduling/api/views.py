@@ -1,0 +1,313 @@
+"""Viewsets: queryset + serializer + filterset; writes go through the services."""
+
+from django.db import connection
+from django.http import JsonResponse
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from knox import views as knox_views
+from rest_framework import mixins, status, viewsets
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduling import selectors
+from scheduling.models import (
+    CollectorRun,
+    Node,
+    Orchestrator,
+    Queue,
+    QuotaGrant,
+    QuotaRequest,
+    RebalancePlan,
+    Team,
+    UsageRollup,
+    UsageSample,
+    Workload,
+)
+from scheduling.services import collection, governance, quota
+
+from . import filters, serializers
+from .access import only_visible
+from .permissions import ReadOrAdminWrite
+
+
+class TeamViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Team.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.TeamSerializer
+    lookup_field = "slug"
+    filterset_fields = ["parent"]
+
+    def get_queryset(self):
+        return only_visible(Team.objects.select_related("parent"), self.request.user, "pk")
+
+
+class QueueViewSet(viewsets.ModelViewSet):
+    """Entitlements. Writes are admin-only, validated over the whole team tree, and need a ``reason``."""
+
+    queryset = Queue.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.QueueSerializer
+    permission_classes = [ReadOrAdminWrite]
+    write_permission = "scheduling.edit_entitlements"
+    filterset_fields = ["gpu_model"]
+    http_method_names = ["get", "post", "put", "patch", "head", "options"]
+
+    def get_queryset(self):
+        return only_visible(Queue.objects.select_related("team"), self.request.user)
+
+    def perform_create(self, serializer):
+        serializer.instance = self._apply(serializer.validated_data)
+
+    def perform_update(self, serializer):
+        data = {
+            **{
+                f: getattr(serializer.instance, f) for f in ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
+            },
+            **serializer.validated_data,
+        }
+        serializer.instance = self._apply(data)
+
+    def _apply(self, data):
+        change = governance.QueueChange(
+            data["team"],
+            data.get("gpu_model", ""),
+            data["weight"],
+            data.get("guaranteed", 0),
+            data.get("burst_limit", 0),
+        )
+        return governance.apply_queue_changes([change], by=self.request.user, reason=data.get("reason", ""))[0]
+
+    @extend_schema(responses=serializers.QueueHistorySerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def history(self, request, pk=None):
+        rows = self.get_object().history.select_related("history_user")[:200]
+        return Response(serializers.QueueHistorySerializer(rows, many=True).data)
+
+
+class OrchestratorViewSet(viewsets.ModelViewSet):
+    """Endpoints. Credentials are a write-only reference (``env:`` / ``file:``); the secret is never stored."""
+
+    queryset = Orchestrator.objects.all()
+    serializer_class = serializers.OrchestratorSerializer
+    permission_classes = [ReadOrAdminWrite]
+    write_permission = "scheduling.edit_orchestrators"
+    filterset_fields = ["kind", "enabled"]
+    http_method_names = ["get", "post", "put", "patch", "head", "options"]
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance, _ = collection.register_orchestrator(
+            kind=data["kind"],
+            name=data["name"],
+            url=data["endpoint"],
+            credentials_ref=data.get("credentials_ref", ""),
+            options=data.get("options"),
+            by=self.request.user,
+            reason="registered through the API",
+        )
+
+    def perform_update(self, serializer):
+        instance = serializer.instance
+        instance._history_user = self.request.user
+        instance._change_reason = "changed through the API"
+        serializer.save()
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Node.objects.select_related("orchestrator")
+    serializer_class = serializers.NodeSerializer
+    filterset_class = filters.NodeFilter
+
+
+class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Workload.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.WorkloadSerializer
+    filterset_class = filters.WorkloadFilter
+
+    def get_queryset(self):
+        return only_visible(Workload.objects.select_related("orchestrator", "team"), self.request.user)
+
+
+class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Quota requests of the teams you can see; create submits one; leads and admins decide."""
+
+    queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.QuotaRequestSerializer
+    filterset_class = filters.QuotaRequestFilter
+
+    def get_queryset(self):
+        queryset = QuotaRequest.objects.select_related("team", "requester", "decided_by", "orchestrator")
+        return only_visible(queryset, self.request.user)
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = quota.create_request(
+            requester=self.request.user,
+            team=data["team"],
+            gpus=data["gpus"],
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+            justification=data["justification"],
+            gpu_model=data.get("gpu_model", ""),
+            orchestrator=data.get("orchestrator"),
+        )
+
+    @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaGrantSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        comment = self._comment(request)
+        grant = quota.approve_request(self.get_object().pk, by=request.user, comment=comment)
+        return Response(serializers.QuotaGrantSerializer(grant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def deny(self, request, pk=None):
+        denied = quota.deny_request(self.get_object().pk, by=request.user, comment=self._comment(request))
+        return Response(serializers.QuotaRequestSerializer(denied).data)
+
+    @staticmethod
+    def _comment(request) -> str:
+        decision = serializers.DecisionSerializer(data=request.data)
+        decision.is_valid(raise_exception=True)
+        return decision.validated_data["comment"]
+
+
+class QuotaGrantViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = QuotaGrant.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.QuotaGrantSerializer
+    filterset_fields = ["state"]
+
+    def get_queryset(self):
+        return only_visible(QuotaGrant.objects.select_related("team", "orchestrator"), self.request.user)
+
+    @extend_schema(request=serializers.ReasonSerializer, responses=serializers.QuotaGrantSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        body = serializers.ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        grant = quota.revoke_grant(self.get_object().pk, by=request.user, reason=body.validated_data["reason"])
+        return Response(serializers.QuotaGrantSerializer(grant).data)
+
+
+class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
+    """Raw per-round samples (recent days); rows with no team are an orchestrator's whole pool."""
+
+    queryset = UsageSample.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.UsageSampleSerializer
+    filterset_class = filters.UsageSampleFilter
+
+    def get_queryset(self):
+        rows = UsageSample.objects.select_related("orchestrator", "team").order_by("-taken_at")
+        return _pool_or_visible(rows, self.request.user)
+
+
+class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
+    """Hourly and daily GPU-seconds: averages are gpu_s_* / covered_s."""
+
+    queryset = UsageRollup.objects.all()  # narrowed per user in get_queryset
+    serializer_class = serializers.UsageRollupSerializer
+    filterset_class = filters.UsageRollupFilter
+
+    def get_queryset(self):
+        rows = UsageRollup.objects.select_related("orchestrator", "team").order_by("-period_start")
+        return _pool_or_visible(rows, self.request.user)
+
+
+def _pool_or_visible(queryset, user):
+    from django.db.models import Q
+
+    from .access import visible_team_ids
+
+    ids = visible_team_ids(user)
+    return queryset if ids is None else queryset.filter(Q(team__isnull=True) | Q(team_id__in=ids))
+
+
+class CollectorRunViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = CollectorRun.objects.select_related("orchestrator")
+    serializer_class = serializers.CollectorRunSerializer
+    filterset_class = filters.CollectorRunFilter
+
+
+class RebalancePlanViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = RebalancePlan.objects.prefetch_related("moves__node", "moves__source", "moves__target")
+    serializer_class = serializers.RebalancePlanSerializer
+    filterset_fields = ["state"]
+
+
+class FragmentationView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=serializers.FragmentationSerializer)
+    def get(self, request):
+        pools = selectors.pools_now()
+        total = sum(p.gpus_total for p in pools)
+        data = {
+            "largest_placeable": {str(k): v for k, v in selectors.largest_gangs_now().items()},
+            "gpus_total": total,
+            "gpus_free": total - sum(p.gpus_allocated for p in pools),
+        }
+        return Response(serializers.FragmentationSerializer(data).data)
+
+
+def health(request):
+    """Database, broker and each orchestrator's freshness; 503 when the database or broker is down."""
+    checks: dict[str, object] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as error:
+        checks["database"] = f"error: {error}"
+    checks["broker"] = _broker_status()
+    checks["orchestrators"] = (
+        {
+            o.name: {"stale": o.is_stale, "last_success_at": o.last_success_at, "last_error": o.last_error}
+            for o in Orchestrator.objects.filter(enabled=True)
+        }
+        if checks["database"] == "ok"
+        else {}
+    )
+    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
+    return JsonResponse(
+        {"status": "ok" if healthy else "error", "checks": checks, "time": timezone.now()},
+        status=200 if healthy else 503,
+    )
+
+
+def _broker_status() -> str:
+    from gpuportal.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return "ok"
+    except Exception as error:
+        return f"error: {error}"
+
+
+class TokenCreateView(knox_views.LoginView):
+    """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once."""
+
+    authentication_classes = [BasicAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses=serializers.TokenSerializer)
+    def post(self, request, format=None):
+        return super().post(request, format=format)
+
+
+class TokenLogoutView(knox_views.LogoutView):
+    """Revoke the token this request was made with."""
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request, format=None):
+        return super().post(request, format=format)
+
+
+class TokenLogoutAllView(knox_views.LogoutAllView):
+    """Revoke every token of the calling user."""
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request, format=None):
+        return super().post(request, format=format)

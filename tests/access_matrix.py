@@ -1,0 +1,37 @@
+"""Who may do what, in one place: (method, path template) -> roles allowed. Used by the API role tests.
+
+Paths take ``{request}`` (a request of nlp, filed by the researcher), ``{queue}`` (research's queue) and
+``{orchestrator}``. "Allowed" means 2xx; a denied signed-in user gets 403 (or 404 where the object is
+hidden from them); anonymous gets 401/403.
+"""
+
+ROLES = ("anonymous", "outsider", "researcher", "lead", "admin")
+SIGNED_IN = ("outsider", "researcher", "lead", "admin")
+
+READS = {
+    "/api/v1/teams/": SIGNED_IN,
+    "/api/v1/teams/nlp/": ("researcher", "lead", "admin"),
+    "/api/v1/queues/": SIGNED_IN,
+    "/api/v1/queues/{queue}/history/": ("lead", "admin"),
+    "/api/v1/orchestrators/": SIGNED_IN,
+    "/api/v1/nodes/": SIGNED_IN,
+    "/api/v1/workloads/": SIGNED_IN,
+    "/api/v1/quota-requests/": SIGNED_IN,
+    "/api/v1/quota-requests/{request}/": ("researcher", "lead", "admin"),
+    "/api/v1/grants/": SIGNED_IN,
+    "/api/v1/usage/samples/": SIGNED_IN,
+    "/api/v1/usage/rollups/": SIGNED_IN,
+    "/api/v1/collector-runs/": SIGNED_IN,
+    "/api/v1/rebalance-plans/": SIGNED_IN,
+    "/api/v1/fragmentation/": SIGNED_IN,
+}
+
+WRITES = {
+    ("post", "/api/v1/queues/"): ("admin",),
+    ("patch", "/api/v1/queues/{queue}/"): ("admin",),
+    ("post", "/api/v1/orchestrators/"): ("admin",),
+    ("patch", "/api/v1/orchestrators/{orchestrator}/"): ("admin",),
+    ("post", "/api/v1/quota-requests/"): ("researcher", "lead", "admin"),
+    ("post", "/api/v1/quota-requests/{request}/approve/"): ("lead", "admin"),
+    ("post", "/api/v1/quota-requests/{request}/deny/"): ("lead", "admin"),
+}

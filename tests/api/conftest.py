@@ -1,0 +1,40 @@
+from datetime import timedelta
+
+import pytest
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from scheduling.services import quota
+
+
+@pytest.fixture
+def api(cast):
+    """An API client per role, authenticated with a real knox token (anonymous has none)."""
+
+    def client_for(role: str) -> APIClient:
+        client = APIClient()
+        if role != "anonymous":
+            _, token = AuthToken.objects.create(cast[role])
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def nlp_request(cast, teams, queues, period):
+    start, end = period
+    return quota.create_request(
+        requester=cast["researcher"],
+        team=teams["nlp"],
+        gpus=4,
+        starts_at=start,
+        ends_at=end,
+        justification="ablation study",
+    )
+
+
+@pytest.fixture
+def iso_period(period):
+    start, end = period
+    return start.isoformat(), end.isoformat(), (start - timedelta(days=2)).isoformat()
