@@ -54,9 +54,6 @@ def fleet(count: int, model: str = "H100") -> list[Node]:
     ]
 
 
-_SCENARIO_CPU = [0.0]
-
-
 def settle_heap() -> None:
     """Collect, then freeze the set-up objects out of the cyclic GC (what a long-lived engine worker
     would do after loading its fleet), so pauses measure decisions rather than fixture size."""
@@ -73,18 +70,38 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
-def figures(scenario: str, nodes: int, jobs: int, latencies_s: list[float], **extra: object) -> dict[str, object]:
-    """Wall-clock figures per decision; ``cpu_s`` (process CPU for the whole scenario, set-up included)
-    shows how much of the wall clock was this process when the machine is shared."""
-    total = sum(latencies_s)
+class Laps:
+    """Per-decision wall-clock and thread CPU time. On a shared machine the CPU figures show what the
+    engine costs; the wall figures include time the OS gave to other processes."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self._wall = 0.0
+        self._cpu = 0.0
+
+    def start(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.thread_time()
+
+    def stop(self) -> float:
+        elapsed = time.perf_counter() - self._wall
+        self.cpu.append(time.thread_time() - self._cpu)
+        self.wall.append(elapsed)
+        return elapsed
+
+
+def figures(scenario: str, nodes: int, jobs: int, laps: Laps, **extra: object) -> dict[str, object]:
+    wall, cpu = sum(laps.wall), sum(laps.cpu)
     return {
         "scenario": scenario, "nodes": nodes, "jobs": jobs,
-        "decisions_per_s": round(len(latencies_s) / total, 1) if total else None,
-        "p50_ms": round(percentile(latencies_s, 0.50) * 1000, 3),
-        "p99_ms": round(percentile(latencies_s, 0.99) * 1000, 3),
-        "max_ms": round(max(latencies_s, default=0.0) * 1000, 3),
+        "decisions_per_s": round(len(laps.wall) / wall, 1) if wall else None,
+        "p50_ms": round(percentile(laps.wall, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(laps.wall, 0.99) * 1000, 3),
+        "max_ms": round(max(laps.wall, default=0.0) * 1000, 3),
+        "cpu_decisions_per_s": round(len(laps.cpu) / cpu, 1) if cpu else None,
+        "cpu_p99_ms": round(percentile(laps.cpu, 0.99) * 1000, 3),
         **extra,
-        "cpu_s": round(time.process_time() - _SCENARIO_CPU[0], 2),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
@@ -101,22 +118,22 @@ def bench_single_node(policy: str, quick: bool) -> dict[str, object]:
     running: deque[tuple[Placement, Request]] = deque()
     low_water = state.gpu_total // 20  # completions keep ~5-10% of the fleet free, like a busy cluster
     settle_heap()
-    latencies: list[float] = []
+    laps = Laps()
     placed = 0
     for request in requests:
         while state.gpu_free < low_water and running:
             for _ in range(max(1, len(running) // 20)):
                 state.release(*running.popleft())
-        started = time.perf_counter()
+        laps.start()
         state.observe_request(request)
         result = state.place(request, policy)
         if isinstance(result, Placement):
             state.commit(result, request)
-        latencies.append(time.perf_counter() - started)
+        laps.stop()
         if isinstance(result, Placement):
             running.append((result, request))
             placed += 1
-    return figures(f"single-node/{policy}", node_count, job_count, latencies, placed=placed)
+    return figures(f"single-node/{policy}", node_count, job_count, laps, placed=placed)
 
 
 def bench_gang_burst(policy: str, quick: bool) -> dict[str, object]:
@@ -128,23 +145,25 @@ def bench_gang_burst(policy: str, quick: bool) -> dict[str, object]:
               for i in range(small)]
     rng.shuffle(gangs)
     settle_heap()
-    latencies: list[float] = []
+    laps = Laps()
     big_latencies: list[float] = []
+    big_cpu: list[float] = []
     placed_big = 0
     for request in gangs:
-        started = time.perf_counter()
+        laps.start()
         state.observe_request(request)
         result = state.place(request, policy)
         if isinstance(result, Placement):
             state.commit(result, request)
-        elapsed = time.perf_counter() - started
-        latencies.append(elapsed)
+        elapsed = laps.stop()
         if request.members == 500:
             big_latencies.append(elapsed)
+            big_cpu.append(laps.cpu[-1])
             placed_big += isinstance(result, Placement)
-    return figures(f"gang-burst/{policy}", node_count, len(gangs), latencies,
+    return figures(f"gang-burst/{policy}", node_count, len(gangs), laps,
                    big_gang_max_ms=round(max(big_latencies) * 1000, 3),
                    big_gang_p50_ms=round(percentile(big_latencies, 0.5) * 1000, 3),
+                   big_gang_cpu_max_ms=round(max(big_cpu) * 1000, 3),
                    big_gangs_placed=placed_big, gpu_free_after=state.gpu_free)
 
 
@@ -159,15 +178,17 @@ def bench_fair_share(quick: bool) -> dict[str, object]:
     jobs = [Request(f"j{i}", gpus_per_member=rng.choice((1, 2, 4, 8)), team=rng.choice(leaves).name,
                     priority=rng.randint(0, 3), submitted_at=float(i)) for i in range(job_count)]
     usage = {team.name: rng.uniform(0, 5_000) for team in leaves}
-    started = time.perf_counter()
+    laps = Laps()
+    laps.start()
     demand: dict[str, float] = {}
     for job in jobs:
         demand[job.team] = demand.get(job.team, 0.0) + job.gpus
     result = entitlements(teams, 40_000, demand)
     ordered = order_pending(jobs, usage, {e.team: e for e in result})
-    elapsed = time.perf_counter() - started
+    elapsed = laps.stop()
     assert len(ordered) == len(jobs)
-    return figures("fair-share", 0, job_count, [elapsed], queues=len(leaves), pass_ms=round(elapsed * 1000, 1))
+    return figures("fair-share", 0, job_count, laps, queues=len(leaves), pass_ms=round(elapsed * 1000, 1),
+                   pass_cpu_ms=round(laps.cpu[0] * 1000, 1))
 
 
 def bench_preemption(quick: bool) -> dict[str, object]:
@@ -190,21 +211,21 @@ def bench_preemption(quick: bool) -> dict[str, object]:
     demand = {f"team{t}": float(gpus) for t in range(10)}
     ents = entitlements(teams, gpus, demand, running.gpus_by_team())
     settle_heap()
-    latencies: list[float] = []
+    laps = Laps()
     preempted = 0
     victims_total = 0
     for i in range(arrivals):
         request = Request(f"high{i}", gpus_per_member=rng.choice((1, 2, 2, 4, 8)), team=f"team{5 + i % 5}",
                           priority=10)
-        started = time.perf_counter()
+        laps.start()
         plan = select_victims(state, running, request, ents, now=4_000.0, min_runtime_s=600.0)
         if isinstance(plan, VictimPlan):
             apply_victim_plan(state, running, plan, request, now=4_000.0)
-        latencies.append(time.perf_counter() - started)
+        laps.stop()
         if isinstance(plan, VictimPlan):
             preempted += 1
             victims_total += len(plan.victims)
-    return figures("preemption", node_count, arrivals, latencies, placed=preempted,
+    return figures("preemption", node_count, arrivals, laps, placed=preempted,
                    victims=victims_total, running=node_count * 4)
 
 
@@ -222,12 +243,7 @@ def main() -> None:
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="run only these")
     args = parser.parse_args()
     for name in args.scenario or list(SCENARIOS):
-        scenarios = SCENARIOS[name](args.quick)
-        while True:
-            _SCENARIO_CPU[0] = time.process_time()
-            line = next(scenarios, None)
-            if line is None:
-                break
+        for line in SCENARIOS[name](args.quick):
             print(json.dumps(line), flush=True)
 
 

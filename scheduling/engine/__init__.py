@@ -1,5 +1,16 @@
 """The pure scheduling engine: placement, fragmentation, fair share, preemption, backfill, routing.
 
 Nothing here imports a framework, reads a clock, performs I/O or touches global randomness, so every
-decision is a function of its inputs (and a ``seed`` where chance is involved).
+decision is a function of its inputs (and a ``seed`` where chance is involved). Modules:
+
+* ``placement``     ``ClusterState`` (indexed, mutable: place / commit / release) and ``place``;
+                    policies ``POLICIES`` = first-fit, best-fit, fgd, random
+* ``fragmentation`` FGD fragmentation per node / NVLink domain / fleet, ``largest_placeable``
+* ``fairshare``     ``entitlements`` (hierarchical weighted max-min with floors and caps),
+                    ``decayed_usage``, ``order_pending``, ``jain_index``
+* ``preemption``    ``select_victims`` (+ ``RunningSet`` index, ``apply_victim_plan`` for simulations)
+* ``backfill``      ``easy_backfill``
+* ``routing``       ``route``
+* ``sizemix``       request-size mixes (what FGD measures against)
+* ``types``         the frozen vocabulary shared with the rest of the project
 """

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.engine.fairshare import decayed_usage, entitlements, jain_index, order_pending
+from scheduling.engine.fairshare import (
+    decayed_usage,
+    entitlements,
+    jain_index,
+    order_pending,
+    share_normalised,
+)
 from scheduling.engine.types import Entitlement, Request, TeamSpec
 
 
@@ -90,3 +96,17 @@ def test_jain_index_is_one_when_equal_and_one_over_n_when_one_takes_all() -> Non
     assert jain_index([2.0, 2.0, 2.0]) == pytest.approx(1.0)
     assert jain_index([6.0, 0.0, 0.0]) == pytest.approx(1 / 3)
     assert jain_index([]) == 1.0
+
+
+def test_share_normalised_usage_makes_unequal_shares_comparable() -> None:
+    values = share_normalised({"big": 30.0, "small": 10.0}, {"big": 3.0, "small": 1.0, "idle": 0.0})
+    assert values == [10.0, 10.0]
+    assert jain_index(values) == pytest.approx(1.0)
+
+
+def test_a_weightless_team_with_a_guarantee_ranks_by_usage_against_its_floor() -> None:
+    floor_only = entitlements([TeamSpec("floor", guaranteed=10), TeamSpec("weighted", weight=100)], 100,
+                              {"floor": 10, "weighted": 100})
+    requests = [Request("w", team="weighted"), Request("f", team="floor")]
+    ordered = order_pending(requests, {"floor": 1.0, "weighted": 50.0}, {e.team: e for e in floor_only})
+    assert [r.id for r in ordered] == ["f", "w"]
