@@ -1,76 +1,441 @@
-"""Plain data -> Plotly figures rendered as <div>s (plotly.js itself is served from static files)."""
+"""Plain data -> Plotly figures rendered as <div>s (plotly.js itself is served from static files).
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+Figures are written as plain Plotly JSON (``{"data": [...], "layout": {...}}``) rather than through
+``plotly.graph_objects``: the schema validation of graph objects costs milliseconds per trace, and a
+page draws several charts on every request. Each chart carries a text summary for screen readers.
+"""
 
-import plotly.graph_objects as go
-import plotly.io as pio
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime
+from html import escape
+from typing import Any
 
-PALETTE = ("#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2")
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+GUARANTEED_COLOUR = "#009E73"
+BURST_COLOUR = "#D55E00"
+CAPACITY_COLOUR = "#111827"
+_ids = itertools.count(1)
+CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
-def _div(figure: go.Figure, title: str) -> str:
-    figure.update_layout(
-        title={"text": title, "x": 0.01},
-        margin={"l": 50, "r": 20, "t": 40, "b": 40},
-        height=320,
-        legend={"orientation": "h", "y": -0.2},
-        template="plotly_white",
+def _default(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"cannot chart {type(value).__name__}")
+
+
+def render(data: list[dict[str, Any]], layout: dict[str, Any], *, title: str, summary: str, height: int = 320) -> str:
+    """One chart: a titled <figure> whose plot Plotly draws, with a text alternative for screen readers."""
+    div_id = f"chart-{next(_ids)}"
+    layout = {
+        "margin": {"l": 55, "r": 15, "t": 10, "b": 40},
+        "height": height,
+        "legend": {"orientation": "h", "y": -0.18},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2937"},
+        "xaxis": {"gridcolor": "#e5e7eb"},
+        "yaxis": {"gridcolor": "#e5e7eb", "rangemode": "tozero"},
+        "hovermode": "x unified",
+        **layout,
+    }
+    payload = json.dumps({"data": data, "layout": layout}, default=_default, separators=(",", ":"))
+    payload = payload.replace("</", "<\\/")
+    return (
+        f'<figure class="chart-figure"><figcaption>{escape(title)}</figcaption>'
+        f'<div id="{div_id}" class="plot" role="img" aria-label="{escape(title)}. {escape(summary)}"></div>'
+        f'<p class="sr-only">{escape(summary)}</p>'
+        f'<script>(function(){{var f={payload};var draw=function(){{Plotly.newPlot("{div_id}",f.data,f.layout,'
+        f'{json.dumps(CONFIG)});}};if(document.readyState==="loading"){{'
+        'document.addEventListener("DOMContentLoaded",draw);}else{draw();}})();</script></figure>'
     )
-    return pio.to_html(
-        figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True}
-    )
 
 
-def pool_split_chart(series: Mapping[str, Sequence[tuple[datetime, float, float]]]) -> str:
-    """Allocated GPUs per orchestrator, stacked, with the fleet's capacity as a line."""
-    figure = go.Figure()
+def _axis(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "gridcolor": "#e5e7eb", **extra}
+
+
+def _line(x: list, y: list, name: str, colour: str, dash: str = "solid") -> dict[str, Any]:
+    return {"type": "scatter", "mode": "lines", "x": x, "y": y, "name": name, "line": {"color": colour, "dash": dash}}
+
+
+def pool_split_chart(series: Mapping[str, Sequence[Any]]) -> str:
+    """Allocated GPUs per orchestrator, stacked, with the fleet's capacity as a line.
+
+    Points are ``(time, capacity, allocated)`` tuples or objects with ``at``/``total``/``allocated``."""
+    data: list[dict[str, Any]] = []
     capacity: dict[datetime, float] = {}
+    last_allocated = 0.0
     for index, (name, points) in enumerate(sorted(series.items())):
-        figure.add_trace(
-            go.Scatter(
-                x=[p[0] for p in points],
-                y=[p[2] for p in points],
-                name=f"{name} allocated",
-                stackgroup="allocated",
-                line={"color": PALETTE[index % len(PALETTE)]},
-            )
+        rows = [(p.at, p.total, p.allocated) if hasattr(p, "at") else tuple(p[:3]) for p in points]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": [r[0] for r in rows],
+                "y": [round(r[2], 1) for r in rows],
+                "name": f"{name} allocated",
+                "stackgroup": "allocated",
+                "line": {"color": PALETTE[index % len(PALETTE)], "width": 1},
+            }
         )
-        for moment, total, _ in points:
+        for moment, total, _ in rows:
             capacity[moment] = capacity.get(moment, 0) + total
+        last_allocated += rows[-1][2] if rows else 0.0
     if capacity:
         moments = sorted(capacity)
-        figure.add_trace(
-            go.Scatter(
-                x=moments, y=[capacity[m] for m in moments], name="capacity", line={"color": "#111827", "dash": "dot"}
-            )
-        )
-    figure.update_yaxes(title_text="GPUs", rangemode="tozero")
-    return _div(figure, "GPUs allocated per orchestrator")
+        data.append(_line(moments, [capacity[m] for m in moments], "capacity", CAPACITY_COLOUR, "dot"))
+    summary = (
+        f"{len(series)} orchestrators; latest allocation {last_allocated:.0f} GPUs"
+        if series
+        else "No samples in this window yet."
+    )
+    return render(
+        data, {"yaxis": _axis("GPUs", rangemode="tozero")}, title="GPUs allocated per orchestrator", summary=summary
+    )
+
+
+def pending_chart(series: Mapping[str, Sequence[Any]]) -> str:
+    """Pending GPUs per orchestrator over time (queue depth in GPUs)."""
+    data = [
+        _line([p.at for p in points], [round(p.pending, 1) for p in points], name, PALETTE[i % len(PALETTE)])
+        for i, (name, points) in enumerate(sorted(series.items()))
+    ]
+    latest = ", ".join(f"{name} {points[-1].pending:.0f}" for name, points in sorted(series.items()) if points)
+    return render(
+        data,
+        {"yaxis": _axis("GPUs pending", rangemode="tozero")},
+        title="Pending GPUs by orchestrator",
+        summary=f"Latest pending GPUs: {latest or 'none'}.",
+        height=260,
+    )
 
 
 def team_standing_chart(teams: Sequence[tuple[str, float, float, float]]) -> str:
     """Per team: allocated GPUs as bars, guaranteed and burst limit as markers."""
     names = [t[0] for t in teams]
-    figure = go.Figure()
-    figure.add_trace(go.Bar(x=names, y=[t[1] for t in teams], name="allocated", marker_color=PALETTE[0]))
-    figure.add_trace(
-        go.Scatter(
-            x=names,
-            y=[t[2] for t in teams],
-            name="guaranteed",
-            mode="markers",
-            marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3, "color": PALETTE[1]}},
-        )
+    marker = {"symbol": "line-ew-open", "size": 26}
+    data = [
+        {"type": "bar", "x": names, "y": [t[1] for t in teams], "name": "allocated", "marker": {"color": PALETTE[0]}},
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "x": names,
+            "y": [t[2] for t in teams],
+            "name": "guaranteed",
+            "marker": {**marker, "color": GUARANTEED_COLOUR, "line": {"width": 3, "color": GUARANTEED_COLOUR}},
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "x": names,
+            "y": [t[3] for t in teams],
+            "name": "burst limit",
+            "marker": {**marker, "color": BURST_COLOUR, "line": {"width": 3, "color": BURST_COLOUR}},
+        },
+    ]
+    over = [t[0] for t in teams if t[1] > t[2]]
+    summary = f"{len(teams)} teams; above their guarantee: {', '.join(over) or 'none'}."
+    return render(
+        data,
+        {"yaxis": _axis("GPUs", rangemode="tozero"), "hovermode": "closest"},
+        title="Teams: allocated vs guaranteed vs burst",
+        summary=summary,
     )
-    figure.add_trace(
-        go.Scatter(
-            x=names,
-            y=[t[3] for t in teams],
-            name="burst limit",
-            mode="markers",
-            marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3, "color": PALETTE[4]}},
+
+
+def team_area_chart(series: Mapping[str, Sequence[Any]], guaranteed: float, burst_limit: float, title: str) -> str:
+    """Allocated GPUs stacked by sub-team (or user), with the team's guaranteed and burst lines."""
+    data: list[dict[str, Any]] = []
+    moments: set[datetime] = set()
+    for index, (name, points) in enumerate(sorted(series.items())):
+        moments.update(p.at for p in points)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": [p.at for p in points],
+                "y": [round(p.allocated, 1) for p in points],
+                "name": name,
+                "stackgroup": "team",
+                "line": {"color": PALETTE[index % len(PALETTE)], "width": 1},
+            }
         )
+    if moments:
+        ends = [min(moments), max(moments)]
+        data.append(_line(ends, [guaranteed, guaranteed], f"guaranteed {guaranteed:g}", GUARANTEED_COLOUR, "dash"))
+        data.append(_line(ends, [burst_limit, burst_limit], f"burst limit {burst_limit:g}", BURST_COLOUR, "dot"))
+    summary = (
+        f"{len(series)} series; guaranteed {guaranteed:g} GPUs, burst limit {burst_limit:g} GPUs."
+        if series
+        else "No usage recorded in this window."
     )
-    figure.update_yaxes(title_text="GPUs", rangemode="tozero")
-    return _div(figure, "Teams: allocated vs guaranteed vs burst")
+    return render(data, {"yaxis": _axis("GPUs allocated", rangemode="tozero")}, title=title, summary=summary)
+
+
+def share_chart(rows: Sequence[Any]) -> str:
+    """Target share (weight) vs actual share, now and over the window, per sub-team."""
+    names = [r.name for r in rows]
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": [r.target_pct for r in rows],
+            "name": "target %",
+            "marker": {"color": "#6b7280"},
+        },
+        {
+            "type": "bar",
+            "x": names,
+            "y": [round(r.actual_now_pct, 1) for r in rows],
+            "name": "actual now %",
+            "marker": {"color": PALETTE[0]},
+        },
+        {
+            "type": "bar",
+            "x": names,
+            "y": [round(r.actual_window_pct, 1) for r in rows],
+            "name": "actual in window %",
+            "marker": {"color": PALETTE[1]},
+        },
+    ]
+    summary = "; ".join(f"{r.name}: target {r.target_pct:g} %, now {r.actual_now_pct:.0f} %" for r in rows)
+    return render(
+        data,
+        {
+            "barmode": "group",
+            "yaxis": _axis("% of the parent's allocation", rangemode="tozero"),
+            "hovermode": "closest",
+        },
+        title="Target share vs actual share",
+        summary=summary or "No sub-teams.",
+        height=280,
+    )
+
+
+def occupancy_heatmap(nodes: Sequence[Any]) -> str:
+    """Node × GPU occupancy: 1 allocated, 0 free, -1 unschedulable; rows grouped by leaf switch and NVLink domain."""
+    width = max((n.gpu_total for n in nodes), default=8)
+    z, labels, text = [], [], []
+    for n in nodes:
+        used = [1] * n.gpu_allocated + [0] * (n.gpu_total - n.gpu_allocated)
+        row = used if n.schedulable else [-1] * n.gpu_total
+        z.append(row + [None] * (width - n.gpu_total))
+        labels.append(f"{n.leaf_switch} · {n.nvlink_domain or '-'} · {n.name}")
+        text.append([f"{n.name} ({n.gpu_model}, {n.orchestrator}) GPU {i}" for i in range(width)])
+    data = [
+        {
+            "type": "heatmap",
+            "z": z,
+            "y": labels,
+            "x": [f"GPU {i}" for i in range(width)],
+            "text": text,
+            "hovertemplate": "%{text}: %{z}<extra></extra>",
+            "zmin": -1,
+            "zmax": 1,
+            "colorscale": [
+                [0, "#9ca3af"],
+                [0.33, "#9ca3af"],
+                [0.34, "#e0f2fe"],
+                [0.66, "#e0f2fe"],
+                [0.67, "#0072B2"],
+                [1, "#0072B2"],
+            ],
+            "colorbar": {"tickvals": [-1, 0, 1], "ticktext": ["unschedulable", "free", "allocated"], "len": 0.5},
+            "xgap": 1,
+            "ygap": 0 if len(nodes) > 120 else 1,
+        }
+    ]
+    allocated = sum(n.gpu_allocated for n in nodes)
+    total = sum(n.gpu_total for n in nodes)
+    height = min(max(260, (16 if len(nodes) <= 80 else 3) * len(nodes) + 80), 1600)
+    boundaries = [i for i in range(1, len(nodes)) if nodes[i].leaf_switch != nodes[i - 1].leaf_switch]
+    shapes = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": i - 0.5,
+            "y1": i - 0.5,
+            "line": {"color": "#111827", "width": 2},
+        }
+        for i in boundaries
+    ]
+    return render(
+        data,
+        {
+            "yaxis": {"autorange": "reversed", "showticklabels": len(nodes) <= 80, "automargin": True, "dtick": 1},
+            "xaxis": {"side": "top"},
+            "shapes": shapes,
+            "hovermode": "closest",
+            "margin": {"l": 40, "r": 10, "t": 30, "b": 10},
+        },
+        title="GPU occupancy by node (grouped by leaf switch, then NVLink domain)",
+        summary=f"{len(nodes)} nodes on {len(boundaries) + 1 if nodes else 0} leaf switches (thick lines "
+        f"separate them), {allocated} of {total} GPUs allocated.",
+        height=height,
+    )
+
+
+def placeable_chart(counts: Mapping[int, int]) -> str:
+    sizes = list(counts)
+    data = [
+        {
+            "type": "bar",
+            "x": [f"{s} GPU" for s in sizes],
+            "y": [counts[s] for s in sizes],
+            "name": "could start now",
+            "marker": {"color": PALETTE[2]},
+            "text": [counts[s] for s in sizes],
+            "textposition": "auto",
+        }
+    ]
+    summary = "; ".join(f"{s}-GPU: {counts[s]}" for s in sizes)
+    return render(
+        data,
+        {"yaxis": _axis("requests", rangemode="tozero"), "hovermode": "closest"},
+        title="Requests of each size that could start now",
+        summary=summary,
+        height=260,
+    )
+
+
+def fragmentation_trend_chart(points: Sequence[Any]) -> str:
+    x = [p.at for p in points]
+    data = [
+        _line(x, [p.free for p in points], "free GPUs", PALETTE[0]),
+        _line(x, [round(p.fragmented, 1) for p in points], "free but unusable (FGD)", PALETTE[5]),
+    ]
+    for index, size in enumerate((8, 16, 64)):
+        data.append(
+            {
+                **_line(
+                    x,
+                    [p.placeable.get(size, 0) * size for p in points],
+                    f"GPUs in {size}-GPU gangs placeable",
+                    PALETTE[(index + 2) % len(PALETTE)],
+                    "dot",
+                ),
+                "visible": "legendonly" if size != 8 else True,
+            }
+        )
+    last = points[-1] if points else None
+    summary = (
+        f"Latest: {last.free:.0f} free GPUs, {last.fragmented:.1f} unusable." if last else "No placements recorded."
+    )
+    return render(
+        data, {"yaxis": _axis("GPUs", rangemode="tozero")}, title="Fragmentation trend", summary=summary, height=280
+    )
+
+
+def gpu_hours_chart(rows: Sequence[Any], title: str) -> str:
+    names = [r.label for r in rows]
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": [round(r.allocated_h, 1) for r in rows],
+            "name": "allocated GPU-h",
+            "marker": {"color": PALETTE[0]},
+        },
+    ]
+    if any(r.busy_h is not None for r in rows):
+        data.append(
+            {
+                "type": "bar",
+                "x": names,
+                "y": [None if r.busy_h is None else round(r.busy_h, 1) for r in rows],
+                "name": "busy GPU-h",
+                "marker": {"color": PALETTE[1]},
+            }
+        )
+    if any(r.capacity_h for r in rows):
+        data.insert(
+            0,
+            {
+                "type": "bar",
+                "x": names,
+                "y": [round(r.capacity_h or 0, 1) for r in rows],
+                "name": "capacity GPU-h",
+                "marker": {"color": "#d1d5db"},
+            },
+        )
+    summary = "; ".join(f"{r.label}: {r.allocated_h:.0f} GPU-h allocated" for r in rows[:12])
+    return render(
+        data,
+        {"barmode": "group", "yaxis": _axis("GPU-hours", rangemode="tozero"), "hovermode": "closest"},
+        title=title,
+        summary=summary or "No usage in this window.",
+    )
+
+
+def wait_chart(rows: Iterable[Any]) -> str:
+    rows = list(rows)
+    names = [r.size for r in rows]
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": [round(getattr(r, key) / 60, 1) for r in rows],
+            "name": label,
+            "marker": {"color": colour},
+        }
+        for key, label, colour in (
+            ("p50_s", "p50", PALETTE[0]),
+            ("p90_s", "p90", PALETTE[1]),
+            ("p99_s", "p99", PALETTE[5]),
+        )
+    ]
+    summary = "; ".join(f"{r.size}: p50 {r.p50_s / 60:.0f} min, p99 {r.p99_s / 60:.0f} min" for r in rows)
+    return render(
+        data,
+        {
+            "barmode": "group",
+            "yaxis": _axis("minutes waiting", rangemode="tozero"),
+            "xaxis": _axis("request size"),
+            "hovermode": "closest",
+        },
+        title="Queue wait by request size",
+        summary=summary or "No work started in this window.",
+    )
+
+
+def entitlement_chart(rows: Sequence[Any]) -> str:
+    names = [("· " * r.depth) + r.name for r in rows]
+    data = [
+        {
+            "type": "bar",
+            "y": names,
+            "x": [round(r.before, 1) for r in rows],
+            "name": "before",
+            "orientation": "h",
+            "marker": {"color": "#9ca3af"},
+        },
+        {
+            "type": "bar",
+            "y": names,
+            "x": [round(r.after, 1) for r in rows],
+            "name": "after",
+            "orientation": "h",
+            "marker": {"color": PALETTE[0]},
+        },
+    ]
+    changed = [r for r in rows if abs(r.delta) >= 0.5]
+    summary = "; ".join(f"{r.name}: {r.before:.0f} → {r.after:.0f} GPUs" for r in changed) or "No entitlement changes."
+    return render(
+        data,
+        {
+            "barmode": "group",
+            "xaxis": _axis("GPUs entitled now"),
+            "hovermode": "closest",
+            "yaxis": {"autorange": "reversed"},
+            "margin": {"l": 150, "r": 10, "t": 10, "b": 40},
+        },
+        title="Entitlements per team, before and after",
+        summary=summary,
+        height=max(240, 26 * len(rows) + 80),
+    )

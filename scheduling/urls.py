@@ -4,4 +4,16 @@ from . import views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("teams/", views.team_list, name="team-list"),
+    path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
+    path("fragmentation/", views.fragmentation, name="fragmentation"),
+    path("utilisation/", views.utilisation, name="utilisation"),
+    path("quota/", views.quota_list, name="quota-list"),
+    path("quota/new/", views.quota_new, name="quota-new"),
+    path("quota/<int:pk>/", views.quota_detail, name="quota-detail"),
+    path("fairshare/", views.fairshare, name="fairshare"),
+    path("fairshare/check/", views.fairshare_check, name="fairshare-check"),
+    path("fairshare/history/", views.fairshare_history, name="fairshare-history"),
+    path("fairshare/history/<int:history_id>/revert/", views.fairshare_revert, name="fairshare-revert"),
+    path("orchestrators/", views.orchestrators, name="orchestrators"),
 ]

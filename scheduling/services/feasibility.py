@@ -1,0 +1,87 @@
+"""Would a quota request fit? The same arithmetic approval uses, explained before anyone decides."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Sum
+
+from scheduling.models import Queue, QuotaGrant, Team
+
+from .capacity import LIVE_GRANT_STATES, fleet_capacity, headroom
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    fits: bool
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (tone: ok | warn | bad, text)
+
+
+def _period(starts_at: datetime, ends_at: datetime) -> str:
+    return f"from {starts_at:%b %d %H:%M} to {ends_at:%b %d %H:%M}"
+
+
+def check_request(
+    team: Team, gpus: int, gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_request: int | None = None
+) -> Feasibility:
+    """Fleet headroom (hard: approval refuses beyond it) and the top-level team's fair share (soft)."""
+    model = gpu_model or "fleet"
+    messages: list[tuple[str, str]] = []
+    capacity = fleet_capacity(gpu_model)
+    free = headroom(gpu_model, starts_at, ends_at, exclude_request=exclude_request)
+    fits = gpus <= free
+    if capacity == 0:
+        messages.append(("bad", f"The fleet has no {model} GPUs."))
+        fits = False
+    elif fits:
+        messages.append(
+            (
+                "ok",
+                f"Fits the unpromised {model} capacity {_period(starts_at, ends_at)}: {free} of "
+                f"{capacity} GPUs are not yet guaranteed or granted, {free - gpus} would remain.",
+            )
+        )
+    else:
+        messages.append(
+            (
+                "bad",
+                f"Exceeds free {model} capacity {_period(starts_at, ends_at)} by {gpus - max(free, 0)} "
+                f"GPUs ({max(free, 0)} of {capacity} unpromised); approval would be refused.",
+            )
+        )
+    root = team.ancestors()[-1] if team.parent_id else team
+    queue = Queue.objects.filter(team=root, gpu_model="").first()
+    if queue is not None and capacity:
+        share = float(queue.weight) / 100 * capacity
+        granted = (
+            QuotaGrant.objects.filter(
+                state__in=LIVE_GRANT_STATES, starts_at__lt=ends_at, ends_at__gt=starts_at, team__in=_subtree(root)
+            ).aggregate(total=Sum("gpus"))["total"]
+            or 0
+        )
+        used = queue.guaranteed + granted + gpus
+        if used <= share:
+            messages.append(
+                (
+                    "ok",
+                    f"Fits inside {root.slug}'s {queue.weight:g} % ({share:.0f} {model} GPUs): "
+                    f"{queue.guaranteed} guaranteed + {granted} granted + {gpus} requested = {used}.",
+                )
+            )
+        else:
+            messages.append(
+                (
+                    "warn",
+                    f"Goes beyond {root.slug}'s {queue.weight:g} % ({share:.0f} {model} GPUs) by "
+                    f"{used - share:.0f} GPUs: it borrows from other teams' share.",
+                )
+            )
+    return Feasibility(fits, messages)
+
+
+def _subtree(root: Team) -> list[int]:
+    teams = list(Team.objects.values_list("pk", "parent_id"))
+    ids, frontier = {root.pk}, {root.pk}
+    while frontier:
+        frontier = {pk for pk, parent in teams if parent in frontier} - ids
+        ids |= frontier
+    return list(ids)

@@ -1,0 +1,57 @@
+"""Email the people a quota decision concerns: deciders when a request arrives, the requester after."""
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mass_mail
+from django.urls import reverse
+
+from scheduling.models import Membership, QuotaRequest
+
+
+def _link(request: QuotaRequest, base_url: str) -> str:
+    return f"{base_url.rstrip('/')}{reverse('quota-detail', args=[request.pk])}"
+
+
+def deciders_of(request: QuotaRequest) -> list[str]:
+    """Addresses of the leads of the request's team and the teams above it, or of the admins if none
+    of those leads has an address; never the requester."""
+    lineage = [request.team_id, *(t.pk for t in request.team.ancestors())]
+    leads = (
+        Membership.objects.filter(team_id__in=lineage, role=Membership.Role.LEAD)
+        .exclude(user_id=request.requester_id)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+    emails = sorted(set(leads))
+    if not emails:
+        admins = get_user_model().objects.filter(is_staff=True, is_active=True).exclude(email="")
+        emails = sorted(set(admins.exclude(pk=request.requester_id).values_list("email", flat=True)))
+    return emails
+
+
+def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
+    recipients = deciders_of(request)
+    if not recipients:
+        return 0
+    subject = (
+        f"[gpuportal] Quota request #{request.pk}: {request.gpus} {request.gpu_model or 'GPUs'} for {request.team}"
+    )
+    body = (
+        f"{request.requester} asks for {request.gpus} {request.gpu_model or 'GPUs of any model'} for team "
+        f"{request.team} from {request.starts_at:%Y-%m-%d %H:%M} to {request.ends_at:%Y-%m-%d %H:%M} (UTC).\n\n"
+        f"Justification:\n{request.justification}\n\nApprove or deny: {_link(request, base_url)}\n"
+    )
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+
+
+def request_decided(request: QuotaRequest, *, base_url: str) -> int:
+    address = request.requester.email
+    if not address:
+        return 0
+    verb = request.get_state_display().lower()
+    subject = f"[gpuportal] Quota request #{request.pk} {verb}"
+    body = (
+        f"Your request for {request.gpus} {request.gpu_model or 'GPUs'} for {request.team} was {verb} by "
+        f"{request.decided_by}.\n\nComment: {request.decision_comment or '(none)'}\n\n{_link(request, base_url)}\n"
+    )
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, [address])], fail_silently=True)

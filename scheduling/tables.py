@@ -1,0 +1,110 @@
+"""One django-tables2 Table per model (or per page row type), sortable on the server."""
+
+import django_tables2 as tables
+from django.urls import reverse
+from django.utils.html import format_html
+
+from scheduling.models import QuotaGrant, QuotaRequest, Workload
+
+ATTRS = {"class": "grid"}
+
+
+class TeamTable(tables.Table):
+    """Rows are ``selectors.TeamNow`` plus a ``parent`` slug; every number counts the whole subtree."""
+
+    name = tables.Column(verbose_name="Team", order_by=("slug",))
+    parent = tables.Column(verbose_name="Parent", empty_values=())
+    weight = tables.Column(verbose_name="Weight %")
+    guaranteed = tables.Column(verbose_name="Guaranteed GPUs")
+    burst_limit = tables.Column(verbose_name="Burst limit GPUs")
+    allocated = tables.Column(verbose_name="Allocated GPUs")
+    pending = tables.Column(verbose_name="Pending GPUs")
+    standing = tables.Column(verbose_name="Standing", empty_values=(), orderable=False)
+
+    class Meta:
+        attrs = ATTRS
+
+    def render_name(self, value, record):
+        indent = "\u2003" * record.depth
+        url = reverse("team-detail", args=[record.slug])
+        return format_html('{}<a href="{}">{}</a>', indent, url, value)
+
+    def render_weight(self, value):
+        return f"{value:g} %"
+
+    def render_standing(self, record):
+        if record.allocated > record.guaranteed:
+            borrowed = record.allocated - record.guaranteed
+            return format_html('<span class="badge {}">borrowing {} GPUs</span>', "warn", borrowed)
+        if record.pending:
+            return format_html('<span class="badge {}">{}</span>', "info", "waiting")
+        return format_html('<span class="badge {}">{}</span>', "ok", "within guarantee")
+
+
+class WorkloadTable(tables.Table):
+    external_id = tables.Column(verbose_name="Workload")
+    submitted_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Submitted (UTC)")
+    orchestrator = tables.Column(accessor="orchestrator__name", verbose_name="Orchestrator")
+    gpus = tables.Column(verbose_name="GPUs", empty_values=(), order_by=("gang_size", "gpus_per_member"))
+    pending_reason = tables.Column(verbose_name="Why pending")
+
+    class Meta:
+        model = Workload
+        attrs = ATTRS
+        fields = ("external_id", "user", "kind", "orchestrator", "gpus", "priority", "submitted_at", "pending_reason")
+        order_by = ("-submitted_at",)
+
+    def render_gpus(self, record):
+        if record.gang_size > 1:
+            return f"{record.gpus} ({record.gang_size}×{record.gpus_per_member})"
+        return record.gpus
+
+    def render_pending_reason(self, value):
+        return value or "waiting for its turn in the queue"
+
+
+class QuotaRequestTable(tables.Table):
+    id = tables.Column(verbose_name="#", linkify=("quota-detail", {"pk": tables.A("pk")}))
+    team = tables.Column(accessor="team__name", verbose_name="Team")
+    requester = tables.Column(accessor="requester__username", verbose_name="Requested by")
+    gpus = tables.Column(verbose_name="GPUs", empty_values=())
+    period = tables.Column(verbose_name="Period", empty_values=(), order_by=("starts_at",))
+    state = tables.Column(verbose_name="State")
+    created_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Created (UTC)")
+
+    class Meta:
+        model = QuotaRequest
+        attrs = ATTRS
+        fields = ("id", "team", "requester", "gpus", "period", "state", "created_at")
+        order_by = ("-created_at",)
+
+    def render_gpus(self, record):
+        where = record.orchestrator.name if record.orchestrator_id else "any orchestrator"
+        return f"{record.gpus} {record.gpu_model or 'any model'} · {where}"
+
+    def render_period(self, record):
+        return f"{record.starts_at:%Y-%m-%d %H:%M} → {record.ends_at:%Y-%m-%d %H:%M}"
+
+    def render_state(self, value, record):
+        tone = {"approved": "ok", "active": "ok", "denied": "bad", "revoked": "bad", "submitted": "warn"}
+        return format_html('<span class="badge {}">{}</span>', tone.get(record.state, "info"), value)
+
+
+class QuotaGrantTable(tables.Table):
+    request = tables.Column(verbose_name="Request", linkify=("quota-detail", {"pk": tables.A("request_id")}))
+    team = tables.Column(accessor="team__name", verbose_name="Team")
+    gpus = tables.Column(verbose_name="GPUs", empty_values=())
+    starts_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Starts (UTC)")
+    ends_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Ends (UTC)")
+
+    class Meta:
+        model = QuotaGrant
+        attrs = ATTRS
+        fields = ("request", "team", "gpus", "starts_at", "ends_at", "state")
+        order_by = ("-starts_at",)
+
+    def render_request(self, record):
+        return f"#{record.request_id}"
+
+    def render_gpus(self, record):
+        return f"+{record.gpus} {record.gpu_model or 'any model'}"

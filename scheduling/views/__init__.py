@@ -1,0 +1,23 @@
+"""Thin views: read through selectors, write through services, check permissions with rules."""
+
+from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
+from .fleet import fragmentation, orchestrators, utilisation
+from .overview import overview
+from .quota import quota_detail, quota_list, quota_new
+from .teams import team_detail, team_list
+
+__all__ = [
+    "fairshare",
+    "fairshare_check",
+    "fairshare_history",
+    "fairshare_revert",
+    "fragmentation",
+    "orchestrators",
+    "overview",
+    "quota_detail",
+    "quota_list",
+    "quota_new",
+    "team_detail",
+    "team_list",
+    "utilisation",
+]

@@ -1,0 +1,195 @@
+"""Fair share (admins): edit the team tree's weights, guarantees and burst limits in one form.
+
+Live validation posts the form to ``fairshare-check`` as the admin types; it answers with the errors
+``governance.check_tree`` finds, the diff against the current policy and the entitlements before and
+after. Saving goes through ``governance.apply_queue_changes`` with the required reason.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from scheduling import charts, selectors
+from scheduling.forms import QueueFormSet, ReasonForm, queue_initial
+from scheduling.models import Queue, Team
+from scheduling.services import policies
+from scheduling.services.governance import QueueChange, apply_queue_changes
+
+
+@dataclass
+class Row:
+    queue: Queue
+    team: Team
+    depth: int
+    parent: str
+    form: object
+    errors: list[str]
+    changed: bool = False
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not request.user.has_perm("scheduling.edit_entitlements"):
+        raise PermissionDenied("Only portal admins edit fair-share policy.")
+
+
+def _queues_in_tree_order() -> tuple[list[Queue], dict[int, int], dict[int, Team]]:
+    teams, children = selectors.team_tree()
+    depth: dict[int, int] = {}
+    order: list[int] = []
+
+    def walk(parent: int | None, level: int) -> None:
+        for tid in children.get(parent, []):
+            depth[tid] = level
+            order.append(tid)
+            walk(tid, level + 1)
+
+    walk(None, 0)
+    position = {tid: i for i, tid in enumerate(order)}
+    queues = sorted(Queue.objects.all(), key=lambda q: (position.get(q.team_id, 0), q.gpu_model))
+    for queue in queues:
+        queue.team = teams[queue.team_id]
+    return queues, depth, teams
+
+
+def _changes(queues: list[Queue], formset) -> list[QueueChange]:
+    by_id = {q.pk: q for q in queues}
+    changes = []
+    for form in formset.forms:
+        data = form.cleaned_data
+        queue = by_id.get(data.get("queue"))
+        if queue is None:
+            continue
+        values = (Decimal(data["weight"]), data["guaranteed"], data["burst_limit"])
+        if values != (queue.weight, queue.guaranteed, queue.burst_limit):
+            changes.append(QueueChange(queue.team, queue.gpu_model, *values))
+    return changes
+
+
+def _rows(queues, depth, teams, formset, tree_errors: dict[str, list[str]], changes) -> list[Row]:
+    changed = {(c.team.pk, c.gpu_model) for c in changes}
+    rows = []
+    for queue, form in zip(queues, formset.forms, strict=False):
+        label = f"{queue.team.slug}/{queue.gpu_model or 'any'}:"
+        errors = [text for texts in tree_errors.values() for text in texts if text.startswith(label)]
+        parent = teams[queue.team.parent_id].slug if queue.team.parent_id in teams else ""
+        rows.append(
+            Row(
+                queue,
+                queue.team,
+                depth.get(queue.team_id, 0),
+                parent,
+                form,
+                errors,
+                (queue.team_id, queue.gpu_model) in changed,
+            )
+        )
+    return rows
+
+
+def _evaluate(request: HttpRequest):
+    """Bind the posted form and work out its errors, diff and entitlement preview (nothing is saved)."""
+    queues, depth, teams = _queues_in_tree_order()
+    formset = QueueFormSet(request.POST, initial=queue_initial(queues), prefix="q")
+    changes: list[QueueChange] = []
+    tree_errors: dict[str, list[str]] = {}
+    preview = []
+    if formset.is_valid():
+        changes = _changes(queues, formset)
+        tree_errors = policies.check_proposed(changes)
+        if not tree_errors:
+            after = [
+                selectors.QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
+                for q in policies.proposed_tree(changes)
+            ]
+            preview = selectors.entitlement_preview(after)
+    rows = _rows(queues, depth, teams, formset, tree_errors, changes)
+    return formset, rows, changes, tree_errors, preview
+
+
+@login_required
+def fairshare(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    if request.method == "POST":
+        formset, rows, changes, tree_errors, preview = _evaluate(request)
+        reason = ReasonForm(request.POST)
+        if request.POST.get("action") == "save" and formset.is_valid() and not tree_errors and reason.is_valid():
+            if not changes:
+                messages.info(request, "Nothing changed: the policy is as it was.")
+                return redirect("fairshare")
+            try:
+                apply_queue_changes(changes, by=request.user, reason=reason.cleaned_data["reason"])
+            except ValidationError as error:
+                tree_errors = error.message_dict
+            else:
+                messages.success(
+                    request, f"Saved {len(changes)} entitlement change(s): {reason.cleaned_data['reason']}"
+                )
+                return redirect("fairshare-history")
+        if request.POST.get("action") != "save":
+            reason = ReasonForm(initial={"reason": request.POST.get("reason", "")})
+    else:
+        queues, depth, teams = _queues_in_tree_order()
+        formset = QueueFormSet(initial=queue_initial(queues), prefix="q")
+        rows, changes, tree_errors, preview, reason = (
+            _rows(queues, depth, teams, formset, {}, []),
+            [],
+            {},
+            [],
+            ReasonForm(),
+        )
+    context = {
+        "formset": formset,
+        "rows": rows,
+        "changes": changes,
+        "tree_errors": tree_errors,
+        "preview": preview,
+        "reason_form": reason,
+        "preview_chart": charts.entitlement_chart(preview) if preview and changes else "",
+        "capacity": sum(p.gpus_total for p in selectors.pools_now()),
+    }
+    return render(request, "scheduling/fairshare.html", context)
+
+
+@login_required
+@require_POST
+def fairshare_check(request: HttpRequest) -> HttpResponse:
+    """Live validation: an HTML fragment with errors, the diff and the before/after entitlements."""
+    _require_admin(request)
+    formset, rows, changes, tree_errors, preview = _evaluate(request)
+    fragment = render_to_string(
+        "scheduling/_fairshare_check.html",
+        {"formset": formset, "rows": rows, "changes": changes, "tree_errors": tree_errors, "preview": preview},
+        request=request,
+    )
+    return HttpResponse(fragment, status=200 if formset.is_valid() and not tree_errors else 422)
+
+
+@login_required
+def fairshare_history(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    return render(request, "scheduling/fairshare_history.html", {"versions": selectors.queue_history(limit=200)})
+
+
+@login_required
+@require_POST
+def fairshare_revert(request: HttpRequest, history_id: int) -> HttpResponse:
+    _require_admin(request)
+    try:
+        queue = policies.revert_change(history_id, by=request.user, reason=request.POST.get("reason", ""))
+    except Queue.history.model.DoesNotExist:
+        messages.error(request, f"No entitlement version #{history_id}.")
+    except ValidationError as error:
+        messages.error(request, "Revert refused: " + " ".join(error.messages))
+    else:
+        messages.success(
+            request,
+            f"Reverted {queue}: weight {queue.weight:g} %, guaranteed {queue.guaranteed}, burst {queue.burst_limit}.",
+        )
+    return redirect("fairshare-history")

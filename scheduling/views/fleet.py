@@ -1,0 +1,66 @@
+"""Fleet pages: fragmentation, utilisation and (for admins) the orchestrators' health."""
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from scheduling import charts, selectors
+
+from .common import time_range
+
+TREND_RANGES = ("6h", "24h", "7d")
+
+
+@login_required
+def fragmentation(request: HttpRequest) -> HttpResponse:
+    window = time_range(request, default="24h", allowed=TREND_RANGES)
+    now = selectors.fragmentation_now()
+    trend = selectors.fragmentation_trend(window.since, window.until, points=24)
+    by_model: dict[str, list[int]] = {}
+    for cell in now.nodes:
+        free_total = by_model.setdefault(cell.gpu_model or "unknown", [0, 0])
+        free_total[0] += cell.gpu_total - cell.gpu_allocated if cell.schedulable else 0
+        free_total[1] += cell.gpu_total
+    context = {
+        "window": window,
+        "frag": now,
+        "by_model": sorted(by_model.items()),
+        "domains": [d for d in now.domains if d.unusable > 0.05][:30],
+        "mix": sorted(now.size_mix.items()),
+        "largest_gang": max((size for size, count in now.placeable.items() if count), default=0),
+        "heatmap": charts.occupancy_heatmap(now.nodes),
+        "placeable_chart": charts.placeable_chart(now.placeable),
+        "trend_chart": charts.fragmentation_trend_chart(trend),
+    }
+    return render(request, "scheduling/fragmentation.html", context)
+
+
+@login_required
+def utilisation(request: HttpRequest) -> HttpResponse:
+    window = time_range(request, default="7d")
+    see_all = request.user.has_perm("scheduling.see_team")
+    visible = None if see_all else selectors.visible_team_ids(request.user, False)
+    by_orchestrator = selectors.gpu_hours_by_orchestrator(window.since, window.until)
+    by_team = selectors.gpu_hours_by_team(window.since, window.until, visible)
+    waits = selectors.queue_waits(window.since, window.until)
+    context = {
+        "window": window,
+        "by_orchestrator": by_orchestrator,
+        "by_team": by_team,
+        "busy_measured": any(r.busy_h is not None for r in [*by_orchestrator, *by_team]),
+        "waits": waits,
+        "orchestrator_chart": charts.gpu_hours_chart(by_orchestrator, "GPU-hours by orchestrator"),
+        "team_chart": charts.gpu_hours_chart([r for r in by_team if r.depth == 0] or by_team, "GPU-hours by team"),
+        "wait_chart": charts.wait_chart(waits),
+    }
+    return render(request, "scheduling/utilisation.html", context)
+
+
+@login_required
+def orchestrators(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("scheduling.edit_orchestrators"):
+        raise PermissionDenied("Orchestrators are managed by portal admins.")
+    window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
+    rows = selectors.orchestrator_health(window.since)
+    return render(request, "scheduling/orchestrators.html", {"rows": rows, "window": window})

@@ -1,0 +1,44 @@
+"""The fleet overview: what a Run:ai or Grafana DCGM user looks at first."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from scheduling import charts, selectors
+
+from .common import time_range
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    window = time_range(request, default="24h")
+    pools = selectors.pools_now()
+    teams = selectors.teams_now()
+    series = selectors.orchestrator_series(window.since, window.until)
+    gangs = selectors.largest_gangs_now()
+    plan, moves = selectors.latest_plan_summary()
+    total = sum(p.gpus_total for p in pools)
+    shown = [t for t in teams if t.depth == 0] + [t for t in teams if t.depth > 0]
+    context = {
+        "window": window,
+        "pools": pools,
+        "teams": teams,
+        "fleet": {
+            "gpus_total": total,
+            "gpus_allocated": sum(p.gpus_allocated for p in pools),
+            "gpus_busy": selectors.busy_now(),
+            "gpus_pending": sum(p.gpus_pending for p in pools),
+            "nodes": sum(p.nodes for p in pools),
+        },
+        "stale": [p for p in pools if p.stale],
+        "gangs": gangs,
+        "largest_gang": max((size for size, count in gangs.items() if count), default=0),
+        "plan": plan,
+        "moves": moves,
+        "pool_chart": charts.pool_split_chart(series),
+        "pending_chart": charts.pending_chart(series),
+        "team_chart": charts.team_standing_chart(
+            [(t.name, t.allocated, t.guaranteed, t.burst_limit) for t in shown[:40]]
+        ),
+    }
+    return render(request, "scheduling/overview.html", context)

@@ -1,0 +1,142 @@
+"""Quota requests: file one with a feasibility check first, decide it, and see the decision."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django_tables2 import RequestConfig
+
+from scheduling import selectors
+from scheduling.filters import QuotaRequestFilter
+from scheduling.forms import DecisionForm, QuotaRequestForm
+from scheduling.models import Node, QuotaRequest
+from scheduling.services import feasibility, notifications, quota
+from scheduling.tables import QuotaRequestTable
+
+from .common import base_url
+
+
+def _visible_requests(user):
+    qs = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
+    if user.has_perm("scheduling.see_team"):
+        return qs
+    return qs.filter(Q(requester=user) | Q(team_id__in=selectors.visible_team_ids(user, False)))
+
+
+def _awaiting(user):
+    qs = QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).select_related("team", "requester")
+    if not user.has_perm("scheduling.see_team"):
+        qs = qs.filter(team_id__in=selectors.lead_team_ids(user)).exclude(requester=user)
+    return qs
+
+
+@login_required
+def quota_list(request: HttpRequest) -> HttpResponse:
+    request_filter = QuotaRequestFilter(request.GET, queryset=_visible_requests(request.user))
+    table = QuotaRequestTable(request_filter.qs)
+    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    awaiting = QuotaRequestTable(_awaiting(request.user), prefix="a-")
+    RequestConfig(request, paginate={"per_page": 10}).configure(awaiting)
+    return render(
+        request,
+        "scheduling/quota_list.html",
+        {"table": table, "filter": request_filter, "awaiting": awaiting},
+    )
+
+
+def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
+    teams = selectors.submittable_teams(request.user, request.user.has_perm("scheduling.see_team"))
+    models = sorted(set(Node.objects.values_list("gpu_model", flat=True)))
+    initial = {"team": request.GET.get("team")} if data is None else None
+    if initial and initial["team"]:
+        initial["team"] = next((t.pk for t in teams if t.slug == initial["team"]), None)
+    return QuotaRequestForm(data, teams=teams, gpu_models=models, initial=initial or {})
+
+
+@login_required
+def quota_new(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return render(request, "scheduling/quota_form.html", {"form": _request_form(request)})
+    form = _request_form(request, request.POST)
+    context: dict = {"form": form}
+    if form.is_valid():
+        data = form.cleaned_data
+        check = feasibility.check_request(
+            data["team"], data["gpus"], data["gpu_model"], data["starts_at"], data["ends_at"]
+        )
+        context["check"] = check
+        if request.POST.get("action") == "submit":
+            try:
+                created = quota.create_request(
+                    requester=request.user,
+                    team=data["team"],
+                    gpus=data["gpus"],
+                    gpu_model=data["gpu_model"],
+                    orchestrator=data["orchestrator"],
+                    starts_at=data["starts_at"],
+                    ends_at=data["ends_at"],
+                    justification=data["justification"],
+                )
+            except PermissionDenied as error:
+                form.add_error("team", str(error))
+            except ValidationError as error:
+                _errors_to_form(form, error)
+            else:
+                notifications.request_submitted(created, base_url=base_url(request))
+                messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
+                return redirect("quota-detail", pk=created.pk)
+    return render(request, "scheduling/quota_form.html", context)
+
+
+def _errors_to_form(form, error: ValidationError) -> None:
+    for field, texts in getattr(error, "message_dict", {"__all__": error.messages}).items():
+        for text in texts:
+            form.add_error(field if field in form.fields else None, text)
+
+
+@login_required
+def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    item = get_object_or_404(
+        QuotaRequest.objects.select_related("team", "requester", "decided_by", "orchestrator"), pk=pk
+    )
+    if not request.user.has_perm("scheduling.view_quota_request", item):
+        raise Http404("No quota request matches the given query.")
+    can_decide = request.user.has_perm("scheduling.decide_quota_request", item)
+    form = DecisionForm(request.POST or None)
+    if request.method == "POST":
+        if not can_decide:
+            raise PermissionDenied("Only a lead of the team (not the requester) or an admin decides this request.")
+        if form.is_valid() and _decide(request, item, form):
+            return redirect("quota-detail", pk=item.pk)
+    check = None
+    if item.state == QuotaRequest.State.SUBMITTED:
+        check = feasibility.check_request(item.team, item.gpus, item.gpu_model, item.starts_at, item.ends_at, item.pk)
+    history = item.history.select_related("history_user").order_by("history_date")
+    grant = getattr(item, "grant", None) if item.state != QuotaRequest.State.SUBMITTED else None
+    return render(
+        request,
+        "scheduling/quota_detail.html",
+        {"item": item, "form": form, "can_decide": can_decide, "check": check, "history": history, "grant": grant},
+    )
+
+
+def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> bool:
+    decision, comment = form.cleaned_data["decision"], form.cleaned_data["comment"]
+    try:
+        if decision == "approve":
+            quota.approve_request(item.pk, by=request.user, comment=comment)
+        elif decision == "deny":
+            quota.deny_request(item.pk, by=request.user, comment=comment)
+        else:
+            quota.revoke_grant(item.grant.pk, by=request.user, reason=comment)
+    except (ValidationError, QuotaRequest.grant.RelatedObjectDoesNotExist) as error:
+        texts = error.messages if isinstance(error, ValidationError) else ["this request has no grant to revoke."]
+        for text in texts:
+            form.add_error(None, text)
+        return False
+    item.refresh_from_db()
+    notifications.request_decided(item, base_url=base_url(request))
+    messages.success(request, f"Request #{item.pk} {item.get_state_display().lower()}; the requester was notified.")
+    return True

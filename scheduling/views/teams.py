@@ -1,0 +1,79 @@
+"""Teams: a sortable, filterable list and a detail page per team (404 for teams you may not see)."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django_tables2 import RequestConfig
+
+from scheduling import charts, selectors
+from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
+from scheduling.models import QuotaGrant, QuotaRequest, Team, Workload
+from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
+
+from .common import time_range
+
+
+@login_required
+def team_list(request: HttpRequest) -> HttpResponse:
+    visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
+    team_filter = TeamFilter(request.GET, queryset=Team.objects.filter(pk__in=visible))
+    chosen = set(team_filter.qs.values_list("slug", flat=True)) if team_filter.is_valid() else set()
+    teams, _children = selectors.team_tree()
+    parents = {t.slug: teams[t.parent_id].slug if t.parent_id in teams else "" for t in teams.values()}
+    rows = [
+        {**row.__dict__, "parent": parents.get(row.slug, "")} for row in selectors.teams_now() if row.slug in chosen
+    ]
+    table = TeamTable([_Row(r) for r in rows])
+    RequestConfig(request, paginate={"per_page": 50}).configure(table)
+    return render(request, "scheduling/team_list.html", {"table": table, "filter": team_filter, "count": len(rows)})
+
+
+class _Row(dict):
+    """A dict that tables2 sorts by key and templates read by attribute."""
+
+    __getattr__ = dict.__getitem__
+
+
+@login_required
+def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    team = get_object_or_404(Team.objects.select_related("parent"), slug=slug)
+    if not request.user.has_perm("scheduling.see_team", team):
+        raise Http404("No team matches the given query.")
+    window = time_range(request, default="7d")
+    detail = selectors.team_detail(team, window.since, window.until)
+    queue = next((q for q in detail.queues if q.gpu_model == ""), None)
+    pending = Workload.objects.filter(team_id__in=detail.subtree, state=Workload.State.PENDING).select_related(
+        "orchestrator"
+    )
+    pending_filter = WorkloadFilter(request.GET, queryset=pending)
+    pending_table = WorkloadTable(pending_filter.qs, prefix="w-")
+    grants = QuotaGrantFilter(
+        request.GET, queryset=QuotaGrant.objects.filter(team_id__in=detail.subtree).select_related("team")
+    )
+    grant_table = QuotaGrantTable(grants.qs, prefix="g-")
+    requests = QuotaRequest.objects.filter(team_id__in=detail.subtree).select_related(
+        "team", "requester", "orchestrator"
+    )
+    request_table = QuotaRequestTable(requests, prefix="r-")
+    for table in (pending_table, grant_table, request_table):
+        RequestConfig(request, paginate={"per_page": 15}).configure(table)
+    by = "sub-team" if detail.children else "team"
+    context = {
+        "team": team,
+        "detail": detail,
+        "queue": queue,
+        "window": window,
+        "pending_table": pending_table,
+        "pending_filter": pending_filter,
+        "grant_table": grant_table,
+        "request_table": request_table,
+        "can_request": request.user.has_perm("scheduling.submit_quota_request", team),
+        "area_chart": charts.team_area_chart(
+            detail.series,
+            queue.guaranteed if queue else 0,
+            queue.burst_limit if queue else 0,
+            f"{team.name}: GPUs allocated by {by}",
+        ),
+        "share_chart": charts.share_chart(detail.shares) if detail.shares else "",
+    }
+    return render(request, "scheduling/team_detail.html", context)
