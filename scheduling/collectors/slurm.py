@@ -57,6 +57,8 @@ class TopologyPath:
 
 def _split_top_level(text: str) -> list[str]:
     """Split a GRES list on commas outside parentheses (``IDX:0,2-3`` has commas of its own)."""
+    if "(" not in text:
+        return [p.strip() for p in text.split(",") if p.strip()]
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         depth += char == "("
