@@ -1,0 +1,81 @@
+"""Against a real Ray cluster started by scripts/ray/start.sh (head + 2 workers, 8 GPUs each) running
+scripts/ray/workload.py. Nothing is mocked: figures are compared with what `ray status` says."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scheduling.collectors import RayActuator, RayCollector
+from scheduling.collectors.snapshot import WorkloadState
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def collector(ray_cluster):
+    return RayCollector(ray_cluster.url)
+
+
+def _settled(collector):
+    """The autoscaler report lags a few seconds behind the scheduler: wait for the full picture."""
+    snapshots = []
+
+    def ready():
+        snapshots.append(collector.collect())
+        return snapshots[-1].gpu_allocated == 24 and snapshots[-1].pending_gpus == 44
+
+    wait_for(ready, timeout=60, what="Ray to report 24 GPUs used and 44 pending")
+    return snapshots[-1]
+
+
+def test_the_cluster_started_in_reasonable_time(ray_cluster):
+    assert ray_cluster.start_seconds < 120
+
+
+def test_gpus_per_node_and_pending_demand_equal_ray_status(ray_cluster, ray_workload, collector):
+    snapshot = _settled(collector)
+    assert {n.name: (n.gpu_total, n.gpu_allocated) for n in snapshot.nodes} == {
+        "ray-head": (8, 8),
+        "ray-worker-1": (8, 8),
+        "ray-worker-2": (8, 8),
+    }
+    status = ray_cluster.cli("status", "--address", ray_cluster.env["RAY_ADDRESS"])
+    used, total, group_used, reserved = map(
+        float, re.search(r"([\d.]+)/([\d.]+) GPU \(([\d.]+) used of ([\d.]+) reserved", status).groups()
+    )
+    assert snapshot.gpu_total == total and snapshot.gpu_allocated == used - group_used + reserved
+    demands = re.findall(r"\{([^}]*)\}(?: \* (\d+))?[^:]*: (\d+)\+ pending", status)
+    pending = 0.0
+    for shape, bundles, count in demands:
+        gpu = re.search(r"'GPU': ([\d.]+)", shape)
+        pending += float(gpu.group(1) if gpu else 0) * int(bundles or 1) * int(count)
+    assert snapshot.pending_gpus == pending == 44
+
+
+def test_the_gang_the_actor_and_the_waiting_work_are_seen_with_their_team(ray_workload, collector):
+    snapshot = _settled(collector)
+    by_name: dict[str, list] = {}
+    for workload in snapshot.workloads:
+        by_name.setdefault(workload.name, []).append(workload)
+    (gang,) = by_name["pg-train"]
+    assert (gang.state, gang.gang_size, gang.gpus_per_member, len(set(gang.nodes))) == (
+        WorkloadState.RUNNING,
+        2,
+        8.0,
+        2,
+    )
+    (blocked,) = by_name["pg-big"]
+    assert blocked.state is WorkloadState.PENDING and blocked.gpus == 16
+    (actor,) = by_name["gpu-actor"]
+    assert actor.state is WorkloadState.RUNNING and actor.gpus == 4
+    assert sorted(w.gpus for w in by_name["too_big"] + by_name["wait_four"]) == [4, 4, 4, 16]
+    assert {(w.team, w.user) for w in snapshot.workloads} == {("llm", "alice")}
+
+
+def test_a_cluster_started_by_hand_can_only_be_observed(ray_cluster):
+    result = RayActuator(None, dry_run=False).set_bounds("gpu_worker", 0, 2)
+    assert not result.changed and "observe only" in result.message
