@@ -356,18 +356,30 @@ class ClusterState:
 
     # ----------------------------------------------------------------------------- gangs
     def _slots(self, shape: Shape, allowed: Sequence[int]) -> dict[int, int]:
-        """Members of ``shape`` each eligible node can host now (only nodes with at least one)."""
-        allowed_set = set(allowed)
+        """Members of ``shape`` each eligible node can host now (only nodes with at least one), in node
+        order. Whole-GPU shapes only look at the buckets that have enough free GPUs, so a busy fleet
+        costs what its free nodes cost, not what the whole fleet costs."""
         slots: dict[int, int] = {}
-        for i, node in enumerate(self._static):
-            if not node.schedulable or self._model_of[i] not in allowed_set:
-                continue
+        for i in self._candidate_nodes(shape, allowed):
             count = self._gpu_slots(i, shape)
             if count and (shape.cpu or shape.memory):
                 count = min(count, self._host_slots(i, shape))
             if count:
                 slots[i] = count
         return slots
+
+    def _candidate_nodes(self, shape: Shape, allowed: Sequence[int]) -> list[int]:
+        if shape.fractional:
+            allowed_set = set(allowed)
+            return [i for i, node in enumerate(self._static)
+                    if node.schedulable and self._model_of[i] in allowed_set]
+        candidates: list[int] = []
+        for whole in range(shape.gpus, self._max_gpus + 1):
+            for model in allowed:
+                if self._buckets.count((model, whole)):
+                    candidates.extend(self._buckets.members((model, whole)))
+        candidates.sort()
+        return candidates
 
     def _gpu_slots(self, i: int, shape: Shape) -> int:
         if shape.fractional:
