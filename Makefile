@@ -26,6 +26,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy scheduling/engine
+	$(VENV)/bin/bandit -q -c pyproject.toml -r gpuportal scheduling
 
 bench: install
 	@for script in benchmarks/*.py; do echo "# $$script" >&2; $(PY) $$script || exit 1; done

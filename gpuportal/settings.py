@@ -29,7 +29,7 @@ if not SECRET_KEY:
         from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (export SECRET_KEY=...).")
-    SECRET_KEY = "insecure-development-key-only-for-debug"
+    SECRET_KEY = "insecure-development-key-only-for-debug"  # nosec B105 - used only with DEBUG on
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -136,12 +136,21 @@ EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
 vars().update(EMAIL_CONFIG)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpuportal@localhost")
 
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 if not DEBUG:
+    # Production sits behind TLS; a proxy that terminates it sets X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER).
     SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
     CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
-    SECURE_CONTENT_TYPE_NOSNIFF = True
-    SECURE_REFERRER_POLICY = "same-origin"
-    X_FRAME_OPTIONS = "DENY"
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
+    SESSION_COOKIE_HTTPONLY = True
+if env.bool("BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -165,7 +174,7 @@ REST_FRAMEWORK = {
 }
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=30)),
-    "TOKEN_LIMIT_PER_USER": 20,
+    "TOKEN_LIMIT_PER_USER": 20,  # nosec B105 - a count, not a secret
     "AUTO_REFRESH": False,
 }
 SPECTACULAR_SETTINGS = {

@@ -8,4 +8,6 @@ os.environ.setdefault("GPUPORTAL_VAR_DIR", os.path.join(os.path.dirname(os.path.
 from .settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The test client speaks plain HTTP; everything else stays as in production (DEBUG off, secure cookies).
+SECURE_SSL_REDIRECT = False
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
