@@ -60,7 +60,12 @@ def team_mapping(options: dict) -> TeamMapping:
 
 def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
     options = orchestrator.options or {}
-    common = {"name": orchestrator.name, "teams": team_mapping(options), "breaker": breaker}
+    common = {
+        "name": orchestrator.name,
+        "teams": team_mapping(options),
+        "breaker": breaker,
+        "timeout": float(options.get("timeout_s", 10.0)),
+    }
     if orchestrator.kind == Orchestrator.Kind.SLURM:
         return SlurmCollector(
             orchestrator.endpoint,
