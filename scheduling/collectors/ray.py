@@ -309,6 +309,16 @@ class RayCollector:
     def collect(self) -> Snapshot:
         return guarded(self.breaker, self.name, self._collect)
 
+    def close(self) -> None:
+        """Release the pooled HTTP connections (also done by ``with collector: ...``)."""
+        self.client.close()
+
+    def __enter__(self) -> RayCollector:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     def _listing(self, what: str, *exclude: str) -> Any:
         params = [("detail", "true"), ("limit", str(self.limit)), *_not_state(*exclude)]
         return self.client.get_json(f"/api/v0/{what}", params)

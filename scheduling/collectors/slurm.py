@@ -355,6 +355,16 @@ class SlurmCollector:
     def collect(self) -> Snapshot:
         return guarded(self.breaker, self.name, self._collect)
 
+    def close(self) -> None:
+        """Release the pooled HTTP connections (also done by ``with collector: ...``)."""
+        self.client.close()
+
+    def __enter__(self) -> SlurmCollector:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     def _collect(self) -> Snapshot:
         taken_at = datetime.now(UTC)
         docs = [self.client.get_json(f"/slurm/{self.api_version}/{what}") for what in self.resources()]
