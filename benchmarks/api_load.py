@@ -1,0 +1,213 @@
+"""API load: 20 concurrent clients on loopback against gunicorn + PostgreSQL for a bounded time.
+
+Prints one JSON line per endpoint and one for the whole run (p50/p95/p99 ms, requests/s, errors).
+Fleet: 1,000 nodes / 8,000 GPUs, 50 teams, 5,000 workloads, a week of hourly rollups.
+Database: $BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuportal_bench (created if
+absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the JSON.
+Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--quick]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ENDPOINTS = (
+    "/api/v1/teams/",
+    "/api/v1/queues/",
+    "/api/v1/nodes/",
+    "/api/v1/nodes/?orchestrator=bench-slurm&state=mixed",
+    "/api/v1/workloads/?state=pending",
+    "/api/v1/quota-requests/",
+    "/api/v1/usage/rollups/?resolution=hour&pool=true",
+    "/api/v1/collector-runs/",
+)
+
+
+def database_url() -> tuple[str, str]:
+    url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuportal_bench")
+    try:
+        import psycopg
+
+        admin = url.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin.replace("postgres://", "postgresql://"), autocommit=True, connect_timeout=3) as c:
+            name = url.rsplit("/", 1)[1]
+            if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+                c.execute(f'CREATE DATABASE "{name}"')
+        return url, "postgresql"
+    except Exception:
+        return f"sqlite:///{ROOT / 'var' / 'bench' / 'api_load.sqlite3'}", "sqlite"
+
+
+def environment(url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gpuportal.settings",
+        "DATABASE_URL": url,
+        "SECRET_KEY": os.environ.get("SECRET_KEY", secrets.token_urlsafe(50)),
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_SSL_REDIRECT": "0",
+        "SESSION_COOKIE_SECURE": "0",
+        "CSRF_COOKIE_SECURE": "0",
+        "GPUPORTAL_VAR_DIR": str(ROOT / "var" / "bench"),
+        "LOG_LEVEL": "WARNING",
+        "API_THROTTLE_USER": "100000/min",
+    }
+
+
+def populate(env: dict[str, str], clients: int) -> list[str]:
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from benchmarks.fleet_fixture import build_fleet
+
+    return build_fleet(clients)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def client_loop(base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str]):
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=30) as client:
+        index = 0
+        while time.perf_counter() < deadline:
+            path = ENDPOINTS[index % len(ENDPOINTS)]
+            index += 1
+            started = time.perf_counter()
+            try:
+                response = await client.get(path)
+                if response.status_code != 200:
+                    errors.append(f"{path}: {response.status_code}")
+            except httpx.HTTPError as error:
+                errors.append(f"{path}: {type(error).__name__}")
+                continue
+            samples[path].append((time.perf_counter() - started) * 1000)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 1) if len(values) > 1 else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="5 s, for a smoke run")
+    args = parser.parse_args()
+    seconds = 5 if args.quick else args.seconds
+    url, vendor = database_url()
+    env = environment(url)
+    tokens = populate(env, args.clients)
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "gpuportal.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            str(args.workers),
+            "--preload",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        _wait_for(port)
+        _warm_up(f"http://127.0.0.1:{port}", tokens[0], args.workers)
+        samples: dict[str, list[float]] = {path: [] for path in ENDPOINTS}
+        errors: list[str] = []
+        deadline = time.perf_counter() + seconds
+        started = time.perf_counter()
+
+        async def run():
+            await asyncio.gather(
+                *(client_loop(f"http://127.0.0.1:{port}", t, deadline, samples, errors) for t in tokens)
+            )
+
+        asyncio.run(run())
+        elapsed = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(20)
+    for path, values in samples.items():
+        print(
+            json.dumps(
+                {
+                    "scenario": "api_load",
+                    "endpoint": path,
+                    "requests": len(values),
+                    "p50_ms": percentile(values, 50),
+                    "p95_ms": percentile(values, 95),
+                    "p99_ms": percentile(values, 99),
+                }
+            )
+        )
+    every = [v for values in samples.values() for v in values]
+    print(
+        json.dumps(
+            {
+                "scenario": "api_load_total",
+                "database": vendor,
+                "clients": args.clients,
+                "gunicorn_workers": args.workers,
+                "seconds": round(elapsed, 1),
+                "requests": len(every),
+                "requests_per_s": round(len(every) / elapsed, 1),
+                "p50_ms": percentile(every, 50),
+                "p95_ms": percentile(every, 95),
+                "p99_ms": percentile(every, 99),
+                "errors": len(errors),
+                "error_examples": sorted(set(errors))[:5],
+                "nproc": os.cpu_count(),
+            }
+        )
+    )
+
+
+def _warm_up(base: str, token: str, workers: int) -> None:
+    """Touch every endpoint in every worker first: the run measures steady state, not first imports."""
+    import httpx
+
+    with httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=60) as client:
+        for _ in range(workers * 2):
+            for path in ENDPOINTS:
+                client.get(path)
+
+
+def _wait_for(port: int) -> None:
+    for _ in range(100):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("gunicorn did not start")
+
+
+if __name__ == "__main__":
+    main()
