@@ -23,6 +23,8 @@ from scheduling.engine.placement import ClusterState
 from scheduling.engine.sizemix import member_milli, normalised_mix, size_mix_of
 from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Rejection, Request, SizeMix
 from scheduling.simulation.cpu_only import CpuOnlyPlacer
+from scheduling.simulation.fast_random import RandomSinglePlacer
+from scheduling.simulation.mirror import FleetMirror
 from scheduling.simulation.progress import ProgressCallback, Throttle
 
 FGD_TUNE = 1.3
@@ -102,15 +104,21 @@ def run_packing(
     seed: int,
     tune: float = FGD_TUNE,
     progress: ProgressCallback | None = None,
+    verify: bool = False,
 ) -> PackingResult:
-    """One packing run; deterministic for (nodes, pods, policy, seed)."""
+    """One packing run; deterministic for (nodes, pods, policy, seed).
+
+    ``verify`` also asks the engine itself about every pod the random fast path decides (see
+    ``fast_random.py``) and fails on the first difference: slow, for checking the prototype.
+    """
     started = time.perf_counter()
     capacity_milli = sum(node.gpu_total for node in nodes) * MILLI_PER_GPU
     mix = size_mix_of(pods)  # FGD's "typical pods": the workload's own size distribution
     state = ClusterState.from_nodes(nodes, size_mix=mix)
     fragments = FragmentTracker(state, mix)
     refused = RefusalMemory()
-    cpu_only = CpuOnlyPlacer(state)
+    mirror = FleetMirror(state)
+    decider = _Decider(state, mirror, policy, seed, verify=verify)
     workload = inflate_and_shuffle(pods, capacity_milli, seed=seed, tune=tune)
     columns = math.floor(tune * 100 + 1e-9) + 1
     sums = [0.0] * columns
@@ -121,11 +129,11 @@ def run_packing(
     tick = Throttle(progress, len(workload))
     for index, pod in enumerate(workload):
         arrived += _request_milli(pod)
-        outcome = None if refused.implies_rejection(pod) else _decide(state, cpu_only, pod, policy, seed, index)
+        outcome = None if refused.implies_rejection(pod) else decider(pod, index)
         if isinstance(outcome, Placement):
             state.commit(outcome, pod)
             fragments.update(outcome.nodes)
-            cpu_only.refresh(outcome.nodes)
+            mirror.refresh(outcome.nodes)
             allocated += _request_milli(pod)
             placed += 1
         else:
@@ -157,13 +165,33 @@ def run_packing(
     )
 
 
-def _decide(
-    state: ClusterState, cpu_only: CpuOnlyPlacer, pod: Request, policy: str, seed: int, index: int
-) -> Placement | Rejection:
-    run_seed = seed * 1_000_003 + index
-    if pod.gpus == 0:
-        return cpu_only.place(pod, policy, seed=run_seed)
-    return state.place(pod, policy, seed=run_seed)
+class _Decider:
+    """Who decides each pod: CPU-only pods the simulator's rule, ``random`` one-member pods the fast
+    path that reproduces the engine's decision, everything else ``ClusterState.place``."""
+
+    def __init__(self, state: ClusterState, mirror: FleetMirror, policy: str, seed: int, *, verify: bool) -> None:
+        self.state = state
+        self.policy = policy
+        self.seed = seed
+        self.verify = verify
+        self.cpu_only = CpuOnlyPlacer(mirror)
+        self.random = RandomSinglePlacer(state, mirror) if policy == "random" else None
+
+    def __call__(self, pod: Request, index: int) -> Placement | Rejection:
+        run_seed = self.seed * 1_000_003 + index
+        if pod.gpus == 0:
+            return self.cpu_only.place(pod, self.policy, seed=run_seed)
+        if self.random is None:
+            return self.state.place(pod, self.policy, seed=run_seed)
+        outcome = self.random.place(pod, seed=run_seed)
+        if self.verify:
+            engine = self.state.place(pod, self.policy, seed=run_seed)
+            same = type(engine) is type(outcome) and (
+                not isinstance(engine, Placement) or engine == outcome
+            )
+            if not same:
+                raise AssertionError(f"random fast path differs from the engine on {pod.id}: {outcome} != {engine}")
+        return outcome
 
 
 class FragmentTracker:
