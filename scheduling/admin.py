@@ -154,4 +154,6 @@ class CollectorRunAdmin(admin.ModelAdmin):
 
 admin.site.register(models.Membership)
 admin.site.register(models.UsageRollup)
+admin.site.register(models.UsageSample)
+admin.site.register(models.WorkloadUtilisation)
 admin.site.register(models.CapacityLock)

@@ -1,4 +1,4 @@
-from .fleet import CollectorRun, Node, Orchestrator, Workload
+from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .metrics import UsageRollup, UsageSample
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
@@ -20,4 +20,5 @@ __all__ = [
     "UsageRollup",
     "UsageSample",
     "Workload",
+    "WorkloadUtilisation",
 ]

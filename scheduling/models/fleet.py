@@ -16,6 +16,9 @@ class Orchestrator(models.Model):
         SLURM = "slurm", "Slurm"
         KUBERNETES = "kubernetes", "Kubernetes"
         RAY = "ray", "Ray"
+        PROMETHEUS = "prometheus", "Prometheus (DCGM metrics)"
+
+    SCHEDULER_KINDS = (Kind.SLURM, Kind.KUBERNETES, Kind.RAY)
 
     name = models.SlugField(unique=True)
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -147,6 +150,31 @@ class Workload(models.Model):
     @property
     def gpus(self) -> int:
         return self.gang_size * self.gpus_per_member
+
+
+class WorkloadUtilisation(models.Model):
+    """What a workload's GPUs actually did (from DCGM metrics), next to what it was allocated.
+
+    ``idle_allocated_gpu_s`` counts allocated GPU-seconds spent under the idle threshold for longer than
+    the grace period: the figure teams act on.
+    """
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, related_name="utilisation")
+    allocated_gpu_s = models.FloatField(default=0)
+    busy_gpu_s = models.FloatField(default=0)
+    idle_allocated_gpu_s = models.FloatField(default=0)
+    samples = models.PositiveIntegerField(default=0)
+    last_sample_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-idle_allocated_gpu_s"])]
+
+    def __str__(self) -> str:
+        return f"{self.workload}: {self.efficiency:.0%} busy"
+
+    @property
+    def efficiency(self) -> float:
+        return self.busy_gpu_s / self.allocated_gpu_s if self.allocated_gpu_s else 0.0
 
 
 class CollectorRun(models.Model):

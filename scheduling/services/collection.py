@@ -76,7 +76,9 @@ def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
         )
     if orchestrator.kind == Orchestrator.Kind.RAY:
         return RayCollector(orchestrator.endpoint, **common)
-    return KubernetesCollector(kubernetes_api(orchestrator), volcano=options.get("volcano", True), **common)
+    if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
+        return KubernetesCollector(kubernetes_api(orchestrator), volcano=options.get("volcano", True), **common)
+    raise CollectorError(f"kind: no collector for {orchestrator.kind!r} sources yet")
 
 
 def kubernetes_api(orchestrator: Orchestrator):
