@@ -20,10 +20,16 @@ pids=$(ours)
 [ -n "$pids" ] || { echo "no Ray cluster for $STATE"; exit 0; }
 # shellcheck disable=SC2086
 kill $pids 2>/dev/null
+# Wait on the pids we found (cheap), not on a fresh /proc scan each time.
 for _ in $(seq 1 50); do
-    [ -z "$(ours)" ] && break
+    alive=""
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+    [ -z "$alive" ] && break
     sleep 0.1
 done
+# shellcheck disable=SC2086
+[ -n "$alive" ] && kill -9 $alive 2>/dev/null
+# Anything the daemons started while stopping (one last scan).
 left=$(ours)
 # shellcheck disable=SC2086
 [ -n "$left" ] && kill -9 $left 2>/dev/null
