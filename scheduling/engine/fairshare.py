@@ -77,7 +77,10 @@ def _level(claims: Sequence[_Claim], amount: float, weight_of: Callable[[_Claim]
     previous = points[0]
     for point in points:
         if total_at(point) >= target:
-            rising = sum(w for w, f, c in zip(weights, floors, caps, strict=True) if f <= w * previous < c)
+            # Claims rising between two breakpoints are those strictly inside their range at the midpoint
+            # (testing at a breakpoint itself is at the mercy of rounding).
+            middle = (previous + point) / 2
+            rising = sum(w for w, f, c in zip(weights, floors, caps, strict=True) if f < w * middle < c)
             level = min(point, previous + (target - total_at(previous)) / rising) if rising else point
             break
         previous = point

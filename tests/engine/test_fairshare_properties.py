@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine.fairshare import entitlements
@@ -46,6 +46,7 @@ def test_entitlements_respect_capacity_demand_limits_and_floors(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 40), st.sampled_from((1.0, 10.0, 50.0))),
                 min_size=1, max_size=8), st.integers(0, 200))
+@example(rows=[(0, 1, 1.0), (0, 16, 50.0), (0, 29, 50.0)], capacity=46)  # a level landing on a breakpoint
 def test_guaranteed_floors_are_met_whenever_guarantees_fit_the_capacity(
     rows: list[tuple[int, int, float]], capacity: int
 ) -> None:
