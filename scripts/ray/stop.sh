@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Stop the cluster started by start.sh: only processes carrying its GPUPORTAL_RAY_CLUSTER marker
+# Stop the cluster started by start.sh: only processes carrying its GPUPORTAL_RAY_CLUSTER marker or
+# holding files in its state dir
 # (never `ray stop`, which would end every Ray process on the host).
 set -uo pipefail
 
 STATE=${RAY_STATE_DIR:-/tmp/gpuportal-ray}
 marker="GPUPORTAL_RAY_CLUSTER=$STATE"
 
+# Ours = the marker in its environment, or (for Ray's agents, whose setproctitle overwrites the
+# start of /proc/PID/environ) an open file inside this cluster's state dir.
 ours() {
-    for environ in /proc/[0-9]*/environ; do
-        if grep -qsxaz "$marker" "$environ" 2>/dev/null; then
-            pid=${environ#/proc/}
-            pid=${pid%/environ}
-            [ "$pid" != "$$" ] && echo "$pid"
+    for proc in /proc/[0-9]*; do
+        pid=${proc#/proc/}
+        [ "$pid" = "$$" ] && continue
+        if grep -qsxaz "$marker" "$proc/environ" 2>/dev/null \
+            || ls -l "$proc/fd" 2>/dev/null | grep -qF -- "$STATE/"; then
+            echo "$pid"
         fi
     done
 }
