@@ -63,7 +63,7 @@ def check_request(
             messages.append(
                 (
                     "ok",
-                    f"Fits inside {root.slug}'s {queue.weight:g} % ({share:.0f} {model} GPUs): "
+                    f"Fits inside {root.slug}'s {float(queue.weight):g} % ({share:.0f} {model} GPUs): "
                     f"{queue.guaranteed} guaranteed + {granted} granted + {gpus} requested = {used}.",
                 )
             )
@@ -71,7 +71,7 @@ def check_request(
             messages.append(
                 (
                     "warn",
-                    f"Goes beyond {root.slug}'s {queue.weight:g} % ({share:.0f} {model} GPUs) by "
+                    f"Goes beyond {root.slug}'s {float(queue.weight):g} % ({share:.0f} {model} GPUs) by "
                     f"{used - share:.0f} GPUs: it borrows from other teams' share.",
                 )
             )

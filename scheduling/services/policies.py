@@ -4,6 +4,8 @@ Both go through ``governance`` so its rules stay the only rules: ``check_propose
 ``check_tree`` on unsaved copies, ``revert_change`` saves through ``apply_queue_changes``.
 """
 
+from datetime import timedelta
+
 from django.core.exceptions import ValidationError
 
 from scheduling.models import Queue
@@ -31,12 +33,32 @@ def check_proposed(changes: list[QueueChange]) -> dict[str, list[str]]:
     return {}
 
 
-def revert_change(history_id: int, *, by, reason: str = "") -> Queue:
-    """Put a queue back to the values it had before the given change (an audited edit like any other)."""
-    version = Queue.history.select_related("team").get(history_id=history_id)
-    before = version.prev_record
-    if before is None:
-        raise ValidationError({"history": "this version created the queue; there is nothing before it to revert to."})
-    why = reason.strip() or f"revert change #{history_id} ({version.history_change_reason or 'no reason given'})"
-    change = QueueChange(version.team, version.gpu_model, before.weight, before.guaranteed, before.burst_limit)
-    return apply_queue_changes([change], by=by, reason=why)[0]
+def change_set(history_id: int) -> list:
+    """The versions saved together with ``history_id``: one ``apply_queue_changes`` call writes its edits with
+    the same author and reason within moments, and only reverting them together keeps the tree valid."""
+    version = Queue.history.get(history_id=history_id)
+    window = timedelta(seconds=2)
+    return list(
+        Queue.history.select_related("team").filter(
+            history_type="~",
+            history_user_id=version.history_user_id,
+            history_change_reason=version.history_change_reason,
+            history_date__range=(version.history_date - window, version.history_date + window),
+        )
+    ) or [version]
+
+
+def revert_change(history_id: int, *, by, reason: str = "") -> list[Queue]:
+    """Put the queues of a change set back to the values they had before it (an audited edit like any other)."""
+    versions = change_set(history_id)
+    changes = []
+    for version in versions:
+        before = version.prev_record
+        if before is None:
+            raise ValidationError({"history": "this version created the queue; there is nothing to revert to."})
+        changes.append(
+            QueueChange(version.team, version.gpu_model, before.weight, before.guaranteed, before.burst_limit)
+        )
+    label = versions[0].history_change_reason or "no reason given"
+    why = reason.strip() or f"revert change #{history_id} ({label})"
+    return apply_queue_changes(changes, by=by, reason=why)

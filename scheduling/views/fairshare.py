@@ -75,7 +75,16 @@ def _changes(queues: list[Queue], formset) -> list[QueueChange]:
 def _rows(queues, depth, teams, formset, tree_errors: dict[str, list[str]], changes) -> list[Row]:
     changed = {(c.team.pk, c.gpu_model) for c in changes}
     rows = []
-    for queue, form in zip(queues, formset.forms, strict=False):
+    forms_by_queue = {}
+    for form in formset.forms:
+        try:
+            forms_by_queue[int(form["queue"].value())] = form
+        except (TypeError, ValueError):
+            continue
+    for queue in queues:
+        form = forms_by_queue.get(queue.pk)
+        if form is None:
+            continue
         label = f"{queue.team.slug}/{queue.gpu_model or 'any'}:"
         errors = [text for texts in tree_errors.values() for text in texts if text.startswith(label)]
         parent = teams[queue.team.parent_id].slug if queue.team.parent_id in teams else ""
@@ -182,14 +191,12 @@ def fairshare_history(request: HttpRequest) -> HttpResponse:
 def fairshare_revert(request: HttpRequest, history_id: int) -> HttpResponse:
     _require_admin(request)
     try:
-        queue = policies.revert_change(history_id, by=request.user, reason=request.POST.get("reason", ""))
+        queues = policies.revert_change(history_id, by=request.user, reason=request.POST.get("reason", ""))
     except Queue.history.model.DoesNotExist:
         messages.error(request, f"No entitlement version #{history_id}.")
     except ValidationError as error:
         messages.error(request, "Revert refused: " + " ".join(error.messages))
     else:
-        messages.success(
-            request,
-            f"Reverted {queue}: weight {queue.weight:g} %, guaranteed {queue.guaranteed}, burst {queue.burst_limit}.",
-        )
+        restored = "; ".join(f"{q}: {q.weight:g} %, {q.guaranteed}/{q.burst_limit} GPUs" for q in queues)
+        messages.success(request, f"Reverted change #{history_id}: {restored}.")
     return redirect("fairshare-history")

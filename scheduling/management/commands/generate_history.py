@@ -33,7 +33,7 @@ from scheduling.models import (
 )
 
 PREFIX = "gen-"
-ORCHESTRATORS = (("gen-slurm", "slurm", 0.6), ("gen-k8s", "kubernetes", 0.25), ("gen-ray", "ray", 0.15))
+ORCHESTRATORS = (("slurm", "slurm", 0.6), ("k8s", "kubernetes", 0.25), ("ray", "ray", 0.15))
 SIZES = ((1, 1, 50), (1, 2, 10), (1, 4, 10), (1, 8, 18), (2, 8, 6), (4, 8, 4), (8, 8, 2))  # members, per member, weight
 REASONS = (
     "no {gpus} free GPUs inside one leaf switch (largest free block {free})",
@@ -57,10 +57,13 @@ class Command(BaseCommand):
         parser.add_argument("--jobs-per-day", type=int, default=600)
         parser.add_argument("--placements-days", type=float, default=7, help="days of jobs that keep their nodes")
         parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--prefix", default=PREFIX, help="name prefix of every generated row (default gen-)")
 
     def handle(self, *args, **opts):
-        if Orchestrator.objects.filter(name__startswith=PREFIX).exists():
-            raise CommandError("generated data already present (orchestrators named gen-*); use a fresh database.")
+        self.prefix = opts["prefix"]
+        self.label = "" if self.prefix == PREFIX else self.prefix
+        if Orchestrator.objects.filter(name__startswith=self.prefix).exists():
+            raise CommandError(f"generated data already present ({self.prefix}*); use a fresh database or --prefix.")
         self.rng = random.Random(opts["seed"])
         self.now = timezone.now().replace(second=0, microsecond=0)
         with transaction.atomic():
@@ -68,10 +71,10 @@ class Command(BaseCommand):
             nodes = self._nodes(orchestrators, opts["nodes"], opts["gpus_per_node"])
             teams, leaves = self._teams(opts["teams"], sum(n.gpu_total for n in nodes))
             placement = self._leaf_orchestrators(leaves, orchestrators)
-        self._series(orchestrators, nodes, placement, opts)
-        self._workloads(orchestrators, nodes, placement, opts)
-        self._runs_and_plans(orchestrators, nodes)
-        self._quota(teams, leaves)
+            self._series(orchestrators, nodes, placement, opts)
+            self._workloads(orchestrators, nodes, placement, opts)
+            self._runs_and_plans(orchestrators, nodes)
+            self._quota(teams, leaves)
         self.stdout.write(
             f"Generated {len(nodes)} nodes / {sum(n.gpu_total for n in nodes)} GPUs, {len(teams)} teams, "
             f"{opts['days']:g} days of history."
@@ -82,7 +85,10 @@ class Command(BaseCommand):
     def _orchestrators(self) -> list[Orchestrator]:
         return [
             Orchestrator.objects.create(
-                name=name, kind=kind, endpoint=f"https://{name}.example:443", last_success_at=self.now
+                name=f"{self.prefix}{name}",
+                kind=kind,
+                endpoint=f"https://{self.prefix}{name}.example:443",
+                last_success_at=self.now,
             )
             for name, kind, _share in ORCHESTRATORS
         ]
@@ -90,13 +96,13 @@ class Command(BaseCommand):
     def _nodes(self, orchestrators, count: int, per_node: int) -> list[Node]:
         rows, index = [], 0
         for orch, (_name, _kind, share) in zip(orchestrators, ORCHESTRATORS, strict=True):
-            owned = round(count * share) if orch.name != "gen-ray" else count - index
+            owned = round(count * share) if orch.kind != "ray" else count - index
             for _ in range(owned):
                 h100 = index < count * 0.6
                 rows.append(
                     Node(
                         orchestrator=orch,
-                        name=f"gen-node{index + 1:05d}",
+                        name=f"{self.prefix}node{index + 1:05d}",
                         gpu_model="H100" if h100 else "A100",
                         gpu_total=per_node,
                         cpu_total=128,
@@ -114,12 +120,19 @@ class Command(BaseCommand):
     def _teams(self, count: int, capacity: int) -> tuple[list[Team], list[Team]]:
         tops = max(1, min(count, max(2, count // 10)))
         teams: list[Team] = []
-        roots = [Team.objects.create(slug=f"gen-org{i + 1:02d}", name=f"Org {i + 1}") for i in range(tops)]
+        roots = [
+            Team.objects.create(slug=f"{self.prefix}org{i + 1:02d}", name=f"{self.label}Org {i + 1}")
+            for i in range(tops)
+        ]
         teams += roots
         leaves: list[Team] = []
         for i in range(count - tops):
             parent = roots[i % tops]
-            leaves.append(Team.objects.create(slug=f"gen-team{i + 1:03d}", name=f"Team {i + 1}", parent=parent))
+            leaves.append(
+                Team.objects.create(
+                    slug=f"{self.prefix}team{i + 1:03d}", name=f"{self.label}Team {i + 1}", parent=parent
+                )
+            )
         teams += leaves
         children: dict[int, list[Team]] = {}
         for leaf in leaves:
@@ -144,9 +157,9 @@ class Command(BaseCommand):
 
     def _users(self, root: Team, leaf: Team) -> None:
         users = get_user_model().objects
-        admin = users.create_user("gen-admin", is_staff=True, is_superuser=True)
-        lead = users.create_user("gen-lead")
-        researcher = users.create_user("gen-researcher")
+        admin = users.create_user(f"{self.prefix}admin", is_staff=True, is_superuser=True)
+        lead = users.create_user(f"{self.prefix}lead")
+        researcher = users.create_user(f"{self.prefix}researcher")
         for user in (admin, lead, researcher):
             user.set_unusable_password()
             user.save()
@@ -305,7 +318,7 @@ class Command(BaseCommand):
             rows.append(
                 Workload(
                     orchestrator=orch,
-                    external_id=f"gen-{i}",
+                    external_id=f"{self.prefix}{i}",
                     team_id=team_id,
                     user=f"user{team_id % 97}",
                     name=f"job-{i}",
@@ -376,7 +389,7 @@ class Command(BaseCommand):
         running = bool(where)
         return Workload(
             orchestrator_id=orch_id,
-            external_id=f"gen-live-{serial}",
+            external_id=f"{self.prefix}live-{serial}",
             team_id=self.rng.choice(teams),
             user=f"user{serial % 97}",
             name=f"live-{serial}",
@@ -421,7 +434,7 @@ class Command(BaseCommand):
         )
 
     def _quota(self, teams, leaves) -> None:
-        user = get_user_model().objects.get(username="gen-researcher")
+        user = get_user_model().objects.get(username=f"{self.prefix}researcher")
         start = self.now + timedelta(days=1)
         for i, team in enumerate(leaves[:10]):
             request = QuotaRequest.objects.create(

@@ -1,0 +1,86 @@
+"""Query-count guards: each page issues a fixed number of queries, however many teams and nodes exist.
+
+The fleet is generated twice (``generate_history``): a small one, then a second one that triples the
+teams and nodes. Each page must issue exactly as many queries after the growth as before, and stay
+under its budget.
+"""
+
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from scheduling.models import QuotaRequest
+
+pytestmark = pytest.mark.django_db
+
+BUDGET = 40
+
+
+def _generate(prefix: str, nodes: int, teams: int) -> None:
+    call_command(
+        "generate_history",
+        nodes=nodes,
+        teams=teams,
+        days=3,
+        sample_hours=6,
+        sample_step=600,
+        jobs_per_day=30,
+        placements_days=2,
+        prefix=prefix,
+        seed=7,
+        stdout=io.StringIO(),
+    )
+
+
+def _pages(prefix: str) -> list[tuple[str, str]]:
+    request = QuotaRequest.objects.filter(team__slug__startswith=prefix).order_by("pk").first()
+    return [
+        ("overview", reverse("overview")),
+        ("overview 30d", reverse("overview") + "?range=30d"),
+        ("teams", reverse("team-list")),
+        ("team parent", reverse("team-detail", args=[f"{prefix}org01"])),
+        ("team leaf", reverse("team-detail", args=[f"{prefix}team001"])),
+        ("fragmentation", reverse("fragmentation")),
+        ("utilisation", reverse("utilisation")),
+        ("utilisation year", reverse("utilisation") + "?range=365d"),
+        ("quota list", reverse("quota-list")),
+        ("quota new", reverse("quota-new")),
+        ("quota detail", reverse("quota-detail", args=[request.pk])),
+        ("fair share", reverse("fairshare")),
+        ("fair-share history", reverse("fairshare-history")),
+        ("orchestrators", reverse("orchestrators")),
+    ]
+
+
+def _count(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return len(queries)
+
+
+ADMIN_ONLY = ("fair share", "fair-share history", "orchestrators")
+
+
+@pytest.mark.parametrize("role", ["admin", "lead", "researcher"])
+def test_no_page_issues_more_queries_when_teams_and_nodes_triple(client, role, django_assert_max_num_queries):
+    _generate("a-", nodes=12, teams=4)
+    user = get_user_model().objects.get(username=f"a-{role}")
+    client.force_login(user)
+    pages = _pages("a-")
+    hidden = {"admin": (), "lead": ADMIN_ONLY, "researcher": (*ADMIN_ONLY, "team parent")}[role]
+    pages = [(name, url) for name, url in pages if name not in hidden]
+    before = {name: _count(client, url) for name, url in pages}
+    _generate("b-", nodes=36, teams=12)
+    client.force_login(user)
+    after = {name: _count(client, url) for name, url in pages}
+    print(role, before)
+    assert after == before
+    for _name, url in pages:
+        with django_assert_max_num_queries(BUDGET):
+            client.get(url)

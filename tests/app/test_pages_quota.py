@@ -1,0 +1,146 @@
+"""Quota requests through the pages: feasibility first, then send, decide, notify, see the decision."""
+
+from html import unescape
+
+import pytest
+from django.core import mail
+from django.urls import reverse
+
+from scheduling.models import QuotaGrant, QuotaRequest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def people(cast):
+    for role, user in cast.items():
+        user.email = f"{role}@example.org"
+        user.save()
+    return cast
+
+
+def _form(teams, period, **overrides):
+    start, end = period
+    data = {
+        "team": teams["nlp"].pk,
+        "gpus": 8,
+        "gpu_model": "H100",
+        "orchestrator": "",
+        "starts_at": start.strftime("%Y-%m-%dT%H:%M"),
+        "ends_at": end.strftime("%Y-%m-%dT%H:%M"),
+        "justification": "ICML deadline",
+        "action": "check",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_checking_a_request_shows_its_feasibility_and_sends_nothing(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    body = unescape(client.post(reverse("quota-new"), _form(teams, period)).content.decode())
+    assert "Fits inside research's 40 %" in body
+    assert "Fits the unpromised H100 capacity" in body
+    assert "Send request" in body
+    assert not QuotaRequest.objects.exists() and not mail.outbox
+
+
+def test_a_request_beyond_free_capacity_says_by_how_much(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    body = unescape(client.post(reverse("quota-new"), _form(teams, period, gpus=30, gpu_model="")).content.decode())
+    # 64 GPUs, 40 guaranteed to top-level teams: 24 unpromised, so 30 exceeds it by 6.
+    assert "Exceeds free fleet capacity from" in body and "by 6 GPUs" in body
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"gpus": 0}, "GPUs: GPUs must be a whole number of at least 1."),
+        ({"justification": ""}, "Justification: A justification is required"),
+        ({"ends_at": "2020-01-01T00:00"}, "End (UTC): The end must be after the start."),
+    ],
+)
+def test_form_errors_name_the_field_and_the_rule(client, people, teams, queues, period, overrides, message):
+    client.force_login(people["researcher"])
+    body = unescape(client.post(reverse("quota-new"), _form(teams, period, **overrides)).content.decode())
+    assert message in body
+
+
+def test_a_researcher_cannot_request_for_a_team_they_are_not_in(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    data = _form(teams, period, team=teams["production"].pk)
+    body = unescape(client.post(reverse("quota-new"), data).content.decode())
+    assert "Select a valid choice" in body and not QuotaRequest.objects.exists()
+
+
+def test_sending_a_request_mails_the_leads_and_a_lead_approves_it(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    response = client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("quota-detail", args=[request.pk])
+    assert request.state == QuotaRequest.State.SUBMITTED
+    assert len(mail.outbox) == 1
+    assert sorted(mail.outbox[0].to) == ["lead@example.org", "nlp_lead@example.org"]
+    assert f"/quota/{request.pk}/" in mail.outbox[0].body
+
+    client.force_login(people["lead"])
+    page = unescape(client.get(reverse("quota-detail", args=[request.pk])).content.decode())
+    assert 'id="approve"' in page and "Fits inside research's 40 %" in page
+    response = client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "go"})
+    assert response.status_code == 302
+    request.refresh_from_db()
+    assert request.state == QuotaRequest.State.APPROVED and request.decided_by == people["lead"]
+    assert QuotaGrant.objects.get().gpus == 8
+    assert mail.outbox[-1].to == ["researcher@example.org"] and "approved" in mail.outbox[-1].subject
+
+    client.force_login(people["researcher"])
+    page = unescape(client.get(reverse("quota-detail", args=[request.pk])).content.decode())
+    assert "Approved by leo" in page and "go" in page and 'id="approve"' not in page
+
+
+def test_denying_needs_a_comment(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    client.force_login(people["lead"])
+    body = unescape(
+        client.post(reverse("quota-detail", args=[request.pk]), {"decision": "deny", "comment": ""}).content.decode()
+    )
+    assert "Comment: Say why" in body
+    client.post(reverse("quota-detail", args=[request.pk]), {"decision": "deny", "comment": "use the spot pool"})
+    request.refresh_from_db()
+    assert request.state == QuotaRequest.State.DENIED and "denied" in mail.outbox[-1].subject
+
+
+def test_the_requester_cannot_decide_their_own_request(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    page = unescape(client.get(reverse("quota-detail", args=[request.pk])).content.decode())
+    assert 'id="approve"' not in page
+    response = client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": ""})
+    assert response.status_code == 403
+    request.refresh_from_db()
+    assert request.state == QuotaRequest.State.SUBMITTED
+
+
+def test_approving_beyond_capacity_shows_the_services_reason(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, gpus=30, gpu_model="", action="submit"))
+    request = QuotaRequest.objects.get()
+    client.force_login(people["admin"])
+    body = unescape(client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve"}).content.decode())
+    assert "30 GPUs exceed the unpromised fleet capacity of 24 GPUs" in body
+    request.refresh_from_db()
+    assert request.state == QuotaRequest.State.SUBMITTED
+
+
+def test_a_lead_revokes_a_grant_with_a_reason(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    client.force_login(people["lead"])
+    client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "ok"})
+    assert 'id="revoke"' in client.get(reverse("quota-detail", args=[request.pk])).content.decode()
+    client.post(reverse("quota-detail", args=[request.pk]), {"decision": "revoke", "comment": "project cancelled"})
+    request.refresh_from_db()
+    assert request.state == QuotaRequest.State.REVOKED
