@@ -24,6 +24,7 @@ from scheduling.collectors import (
 )
 from scheduling.models import CollectorRun, Orchestrator
 
+from .busy import scrape_busy
 from .ingest import ingest_snapshot, record_failure
 
 LEASE = timedelta(minutes=5)
@@ -120,8 +121,12 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
     breaker = CircuitBreaker(BreakerState.from_dict(orchestrator.breaker_state or {}))
     started = time.perf_counter()
     try:
-        snapshot = build_collector(orchestrator, breaker).collect()
-        run = ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
+        if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:
+            # Issue 11: a metrics source fills busy time into the schedulers' samples (services/busy.py).
+            run = scrape_busy(orchestrator, breaker, resolve_secret(orchestrator.credentials_ref))
+        else:
+            snapshot = build_collector(orchestrator, breaker).collect()
+            run = ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
     except CollectorError as error:
         run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
     finally:
