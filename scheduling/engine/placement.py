@@ -12,10 +12,17 @@ Semantics (what Volcano / Slurm / Kueue users expect):
 * members need whole GPUs (``gpus_per_member``) or a share of one GPU (``gpu_milli``), plus CPU and
   memory per member where nodes track them; unschedulable nodes are never used.
 
-Speed: single-member whole-GPU requests (the bulk of any queue) never scan the fleet. Nodes are
-indexed by (model, whole free GPUs) for first/best fit, and by (model, sorted free vector) for FGD:
-nodes with the same free vector have the same fragmentation delta, so FGD evaluates one signature per
-distinct state and caches deltas until the request-size mix changes.
+Policies pick, at each topology level, the group (NVLink domain, leaf, spine) and then the nodes:
+first-fit takes the first, best-fit the tightest that fits, random a seeded choice. FGD compares
+fragmentation growth wherever a choice is between single nodes (every single-node request, and the
+member-by-member fill inside the chosen group); between multi-node groups it uses best fit, because
+simulating a whole gang in every candidate switch would cost more than it tells.
+
+Speed: single-member requests (whole GPUs or one GPU share, the bulk of any queue) never scan the
+fleet. Nodes are indexed by (model, whole free GPUs) for first/best fit, and by (model, sorted free
+vector) for FGD and GPU shares: nodes with the same free vector have the same fragmentation delta, so
+FGD evaluates one signature per distinct state and caches deltas until the request-size mix changes.
+Gangs look only at nodes in buckets with enough free GPUs.
 """
 
 from __future__ import annotations
