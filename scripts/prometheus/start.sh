@@ -4,6 +4,7 @@
 #   EXPORTER_CONFIG   the exporter's JSON script (default: fixture.json beside this file)
 #   PROM_STATE_DIR    pid files, config, TSDB and logs (default /tmp/gpuportal-prometheus)
 #   PROM_PORT, EXPORTER_PORT, SCRAPE_INTERVAL (default 19090, 19400, 1s)
+#   KEEP_DATA=1       keep the TSDB of a previous run (a restart after an outage keeps its history)
 # Prints KEY=VALUE lines (also written to $STATE/env): PROMETHEUS_URL, EXPORTER_URL, EXPORTER_CONFIG.
 set -euo pipefail
 
@@ -19,7 +20,7 @@ die() { echo "start.sh: $*" >&2; exit 1; }
 command -v prometheus >/dev/null || die "prometheus is not installed (scripts/prometheus/install.sh)"
 
 "$HERE/stop.sh" >/dev/null 2>&1 || true
-rm -rf "$STATE"
+[ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$STATE"
 mkdir -p "$STATE/data"
 
 "$PYTHON" "$HERE/exporter.py" --config "$CONFIG" --port "$EXPORTER_PORT" >"$STATE/exporter.log" 2>&1 &

@@ -16,6 +16,9 @@ RAY_VERSION=${RAY_VERSION:-2.60.0}
 GCS_PORT=${RAY_GCS_PORT:-6380}
 DASHBOARD_PORT=${RAY_DASHBOARD_PORT:-8265}
 AGENT_PORT_BASE=${RAY_AGENT_PORT_BASE:-52365}
+# Ray's default worker ports (10002-19999) would collide with the Slurm fleet's (16817-17108): give
+# each node its own 300-port range above them.
+WORKER_PORT_BASE=${RAY_WORKER_PORT_BASE:-21000}
 WORKERS=2
 PYTHON=${PYTHON:-python3}
 
@@ -41,6 +44,7 @@ common=(--num-gpus=8 --num-cpus=16 --memory=68719476736 --object-store-memory=13
 "$VENV/bin/ray" start --head --node-ip-address="$HEAD" --port="$GCS_PORT" \
     --dashboard-host="$HEAD" --dashboard-port="$DASHBOARD_PORT" --include-dashboard=true \
     --dashboard-agent-listen-port="$AGENT_PORT_BASE" --temp-dir="$STATE/tmp" \
+    --min-worker-port="$WORKER_PORT_BASE" --max-worker-port=$((WORKER_PORT_BASE + 299)) \
     --node-name=ray-head --labels='{"topology/leaf-switch":"leaf1","nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3"}' \
     --resources='{"accelerator_type:H100":1}' "${common[@]}" >"$STATE/head.log" 2>&1 \
     || die "ray head failed: $(tail -5 "$STATE/head.log")"
@@ -49,6 +53,7 @@ for n in $(seq 1 "$WORKERS"); do
     leaf=leaf$(( n == 1 ? 1 : 2 ))
     "$VENV/bin/ray" start --address="$HEAD:$GCS_PORT" --node-ip-address="$IP_PREFIX.$((n + 1))" \
         --dashboard-agent-listen-port=$((AGENT_PORT_BASE + n)) --node-name="ray-worker-$n" \
+        --min-worker-port=$((WORKER_PORT_BASE + 300 * n)) --max-worker-port=$((WORKER_PORT_BASE + 300 * n + 299)) \
         --labels="{\"topology/leaf-switch\":\"$leaf\",\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\"}" \
         --resources='{"accelerator_type:H100":1}' "${common[@]}" >"$STATE/worker-$n.log" 2>&1 \
         || die "ray worker $n failed: $(tail -5 "$STATE/worker-$n.log")"
