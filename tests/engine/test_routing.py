@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from scheduling.engine.routing import route
 from scheduling.engine.types import Request, WorkloadKind
 
@@ -60,3 +63,18 @@ def test_nothing_available_routes_nowhere_with_a_reason() -> None:
     decision = route(Request("r"), available=set())
     assert decision.orchestrator == ""
     assert decision.reasons
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.builds(Request, id=st.just("r"), members=st.integers(1, 64), gpus_per_member=st.sampled_from((1, 2, 8)),
+                 kind=st.sampled_from(list(WorkloadKind)), duration_estimate_s=st.sampled_from((0.0, 600.0, 86400.0)),
+                 orchestrator=st.sampled_from(("", "slurm", "ray", "kubernetes")),
+                 latency_sla_ms=st.sampled_from((None, 20.0))),
+       st.sets(st.sampled_from(sorted(ALL)), min_size=1))
+def test_every_route_lands_on_an_available_orchestrator_with_reasons(workload: Request, available: set[str]) -> None:
+    decision = route(workload, available=available)
+    assert decision.orchestrator in available
+    assert decision.reasons
+    assert decision == route(workload, available=available)
+    if workload.orchestrator in available:
+        assert decision.orchestrator == workload.orchestrator
