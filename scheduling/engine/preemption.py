@@ -186,8 +186,9 @@ def select_victims(
 ) -> VictimPlan | Rejection:
     """The cheapest explainable set of whole gangs to stop so ``request`` can start (see module doc).
 
-    When the request already fits, the plan has no victims. Pass a ``ClusterState`` and a
-    ``RunningSet`` kept up to date to make repeated decisions cheap; plain sequences are indexed first.
+    ``state_nodes`` must already account for ``running`` (their GPUs are not free). When the request
+    already fits, the plan has no victims. Pass a ``ClusterState`` and a ``RunningSet`` kept up to
+    date to make repeated decisions cheap; plain sequences are indexed first (O(running) per call).
     """
     state = state_nodes if isinstance(state_nodes, ClusterState) else ClusterState(state_nodes)
     index = running if isinstance(running, RunningSet) else RunningSet(running)
