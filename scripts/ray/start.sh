@@ -2,8 +2,8 @@
 # Start a real Ray cluster on this host, loopback only: a head and 2 workers, each claiming 8 GPUs
 # (Ray only counts them; nothing touches a device), on their own addresses 127.0.3.1-3 ($RAY_IP_PREFIX).
 #
-# Ray comes from PyPI into its own venv ($RAY_VENV, default var/ray-venv, ~1.2 GB; created on first
-# run). The GCS listens on 6380 because Redis may hold 6379. Each node gets its own dashboard-agent
+# Ray comes from PyPI into its own venv ($RAY_VENV, default var/ray-venv, ~1.2 GB; made by install.sh
+# on first run). The GCS listens on 6380 because Redis may hold 6379. Each node gets its own dashboard-agent
 # port, as several raylets share the host. Prints KEY=VALUE lines (also written to $STATE/env):
 #   RAY_DASHBOARD_URL, RAY_ADDRESS, RAY_VENV
 set -euo pipefail
@@ -12,7 +12,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 STATE=${RAY_STATE_DIR:-/tmp/gpuportal-ray}
 VENV=${RAY_VENV:-$REPO/var/ray-venv}
-RAY_VERSION=${RAY_VERSION:-2.60.0}
 GCS_PORT=${RAY_GCS_PORT:-6380}
 DASHBOARD_PORT=${RAY_DASHBOARD_PORT:-8265}
 AGENT_PORT_BASE=${RAY_AGENT_PORT_BASE:-52365}
@@ -20,14 +19,10 @@ AGENT_PORT_BASE=${RAY_AGENT_PORT_BASE:-52365}
 # each node its own 300-port range above them.
 WORKER_PORT_BASE=${RAY_WORKER_PORT_BASE:-21000}
 WORKERS=2
-PYTHON=${PYTHON:-python3}
 
 die() { echo "start.sh: $*" >&2; exit 1; }
 
-if [ ! -x "$VENV/bin/ray" ]; then
-    "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/pip" install -q "ray[default]==$RAY_VERSION"
-fi
+[ -x "$VENV/bin/ray" ] || RAY_VENV="$VENV" "$HERE/install.sh"
 
 "$HERE/stop.sh" >/dev/null 2>&1 || true
 rm -rf "$STATE"

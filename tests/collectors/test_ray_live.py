@@ -32,8 +32,9 @@ def _settled(collector):
     return snapshots[-1]
 
 
-def test_the_cluster_started_in_reasonable_time(ray_cluster):
-    assert ray_cluster.start_seconds < 120
+def test_the_cluster_has_three_live_nodes(ray_cluster, collector, record_property):
+    record_property("ray_start_seconds", round(ray_cluster.start_seconds, 1))  # reported, never asserted
+    assert [n.state for n in collector.collect().nodes] == ["alive"] * 3
 
 
 def test_gpus_per_node_and_pending_demand_equal_ray_status(ray_cluster, ray_workload, collector):

