@@ -12,7 +12,9 @@ Scenarios (goals on one core in brackets):
   fair-share    2,000 queues, 60,000 pending jobs: entitlements + fair-share ordering (<= 1 s).
   preemption    5,000 full nodes of 20,000 low-priority jobs, 5,000 high-priority arrivals, victim
                 selection included (>= 570 decisions/s).
-Numbers are wall-clock on whatever machine runs this; they are figures, never test assertions.
+Figures are wall clock (decisions_per_s, p50/p99/max_ms) and thread CPU per decision
+(cpu_decisions_per_s, cpu_p99_ms): on a shared machine the CPU figures show the engine's own cost.
+They are figures for people to read, never test assertions.
 """
 
 from __future__ import annotations
