@@ -9,7 +9,10 @@ from scheduling.services.busy import Holding, attribute, hostname_resolver, idle
 POINTS, STEP = 8, 15.0
 
 
-def gpu(host, index, util, job=JobLabels()):
+NO_JOB = JobLabels()
+
+
+def gpu(host, index, util, job=NO_JOB):
     values = np.full(POINTS, float(util)) if np.isscalar(util) else np.asarray(util, dtype=float)
     return GpuSeries(host, index, f"GPU-{host}-{index}", "H100", job, values)
 
