@@ -22,8 +22,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from .errors import SourceUnavailable
-from .httpjson import JsonClient, check_status
+from .errors import MalformedResponse, SourceUnavailable
+from .httpjson import JsonClient, check_status, require
 from .slurm import jwt_headers
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
@@ -144,14 +144,15 @@ class SlurmActuator:
         return shlex.join([self.scontrol, *args])
 
     def node_state(self, node: str) -> tuple[str, set[str], str]:
+        """(base state, flags, reason) of one node, read the same way the verb will be applied."""
         if self.use_rest and self.client is not None:
             doc = self.client.get_json(f"/slurm/{self.api_version}/node/{node}")
-            raw = doc["nodes"][0]
-            return (
-                str(raw["state"]).lower(),
-                {str(f).upper() for f in raw.get("state_flags") or ()},
-                str(raw.get("reason") or ""),
-            )
+            nodes = require(doc, "nodes", (list,), f"slurm node {node}")
+            if not nodes or not isinstance(nodes[0], dict) or "state" not in nodes[0]:
+                raise MalformedResponse(f"slurm node {node}: no node record in the answer")
+            raw = nodes[0]
+            flags = {str(f).upper() for f in raw.get("state_flags") or ()}
+            return str(raw["state"]).lower(), flags, str(raw.get("reason") or "")
         return parse_scontrol_node(self._scontrol(["show", "node", node, "-o"]))
 
     def _rest_update(self, node: str, body: dict[str, str]) -> None:

@@ -421,7 +421,10 @@ class KubernetesCollector:
             response = call(
                 *args, limit=self.page_size, _preload_content=False, _request_timeout=self.timeout, **kwargs
             )
-            body = response.data
+            try:
+                body = response.data
+            finally:
+                response.release_conn()  # unpreloaded responses keep their connection until released
         except ApiException as exc:
             raise _api_error(what, exc) from exc
         except (Urllib3Error, OSError) as exc:
