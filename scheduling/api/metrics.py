@@ -1,13 +1,16 @@
 """Prometheus exposition at /metrics, computed from the database at scrape time (no worker state)."""
 
 import hmac
+from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import F, Sum
 from django.http import HttpResponse, HttpResponseForbidden
+from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from scheduling import selectors_busy
 from scheduling.models import Node, Orchestrator, Workload
 
 
@@ -41,6 +44,34 @@ class PortalCollector:
                 last.add_metric([orchestrator.name], orchestrator.last_success_at.timestamp())
         yield stale
         yield last
+        yield from busy_families()
+
+
+def busy_families():
+    """Issue 11: what GPUs do (DCGM through a Prometheus source), next to the allocation gauges above."""
+    busy = GaugeMetricFamily(
+        "gpuportal_pool_busy_gpus", "Busy GPUs in the latest measured sample", labels=["orchestrator"]
+    )
+    for name, value in selectors_busy.pool_busy_latest().items():
+        busy.add_metric([name], value)
+    yield busy
+    until = timezone.now()
+    since = until - timedelta(hours=24)
+    efficiency = GaugeMetricFamily(
+        "gpuportal_efficiency_ratio", "Busy / allocated GPU-hours over 24 h", labels=["scope", "name"]
+    )
+    idle = GaugeMetricFamily(
+        "gpuportal_idle_allocated_gpu_hours", "Idle-allocated GPU-hours of jobs measured in 24 h", labels=["team"]
+    )
+    for row in selectors_busy.efficiency_by_orchestrator(since, until):
+        if row.efficiency is not None:
+            efficiency.add_metric(["orchestrator", row.key], row.efficiency)
+    for row in selectors_busy.efficiency_by_team(since, until):
+        if row.efficiency is not None:
+            efficiency.add_metric(["team", row.key], row.efficiency)
+        idle.add_metric([row.key], row.idle_allocated_h)
+    yield efficiency
+    yield idle
 
 
 def metrics_view(request):

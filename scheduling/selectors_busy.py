@@ -1,0 +1,182 @@
+"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated jobs (issue 11).
+
+Busy time sits in the same samples and rollups as allocation (``gpus_busy``/``gpu_s_busy``, NULL where no
+metrics source measured it); per-job figures live in :class:`WorkloadUtilisation`. Every function issues a
+fixed number of queries whatever the fleet size. Efficiency is ``busy / allocated`` over the *measured*
+part only (``None`` when nothing was measured), so unmeasured pools do not read as idle.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Max, Q, Sum
+from django.utils import timezone
+
+from scheduling.models import Orchestrator, UsageRollup, UsageSample, WorkloadUtilisation
+
+HOURLY_MAX_SPAN = timedelta(days=31)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """GPU-hours over a window for one team, user, orchestrator or job; ``efficiency`` = busy / allocated."""
+
+    key: str
+    allocated_h: float
+    busy_h: float | None
+    idle_allocated_h: float = 0.0
+    unattributed_busy_h: float | None = None
+
+    @property
+    def efficiency(self) -> float | None:
+        if self.busy_h is None or not self.allocated_h:
+            return None
+        return self.busy_h / self.allocated_h
+
+
+@dataclass(frozen=True)
+class JobUtilisation:
+    """One job's measured figures, for the per-job idle list teams act on."""
+
+    workload_id: int
+    orchestrator: str
+    external_id: str
+    name: str
+    team: str
+    user: str
+    state: str
+    gpus: int
+    allocated_h: float
+    busy_h: float
+    idle_allocated_h: float
+    last_sample_at: datetime | None
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.busy_h / self.allocated_h if self.allocated_h else None
+
+
+def _resolution(since: datetime, until: datetime) -> str:
+    return UsageRollup.Resolution.HOUR if until - since <= HOURLY_MAX_SPAN else UsageRollup.Resolution.DAY
+
+
+def _measured_rollups(since: datetime, until: datetime):
+    """Rollups of the window that carry a busy figure (so allocation and busy cover the same time)."""
+    return UsageRollup.objects.filter(
+        resolution=_resolution(since, until), period_start__gte=since, period_start__lt=until, gpu_s_busy__isnull=False
+    )
+
+
+def pool_busy_latest() -> dict[str, float]:
+    """Busy GPUs per pool in its latest *measured* sample (the newest samples wait for metrics)."""
+    latest = (
+        UsageSample.objects.filter(team__isnull=True, gpus_busy__isnull=False)
+        .values("orchestrator_id")
+        .annotate(at=Max("taken_at"))
+    )
+    match = Q(pk__in=[])
+    for row in latest:
+        match |= Q(orchestrator_id=row["orchestrator_id"], taken_at=row["at"])
+    rows = UsageSample.objects.filter(match, team__isnull=True).values_list("orchestrator__name", "gpus_busy")
+    return dict(rows)
+
+
+def busy_now() -> float | None:
+    """Busy GPUs fleet-wide from each pool's latest measured sample; None when nothing is measured."""
+    pools = pool_busy_latest()
+    return sum(pools.values()) if pools else None
+
+
+def efficiency_by_orchestrator(since: datetime, until: datetime) -> list[Efficiency]:
+    """Per scheduler pool: allocated and busy GPU-hours, and busy time no team's workload explains."""
+    pools, teams = {}, defaultdict(float)
+    rows = _measured_rollups(since, until).values("orchestrator__name", "team_id")
+    for row in rows.annotate(allocated=Sum("gpu_s_allocated"), busy=Sum("gpu_s_busy")):
+        if row["team_id"] is None:
+            pools[row["orchestrator__name"]] = (row["allocated"] or 0.0, row["busy"] or 0.0)
+        else:
+            teams[row["orchestrator__name"]] += row["busy"] or 0.0
+    return [
+        Efficiency(name, allocated / 3600, busy / 3600, unattributed_busy_h=max(busy - teams[name], 0.0) / 3600)
+        for name, (allocated, busy) in sorted(pools.items())
+    ]
+
+
+def efficiency_by_team(since: datetime, until: datetime, visible: set[int] | None = None) -> list[Efficiency]:
+    """Per team (its own workloads; sum sub-teams on the page if it shows subtrees), with idle-allocated."""
+    idle = _idle_by("workload__team__slug", since, until)
+    rows = _measured_rollups(since, until).filter(team__isnull=False)
+    if visible is not None:
+        rows = rows.filter(team_id__in=visible)
+    totals = rows.values("team__slug").annotate(allocated=Sum("gpu_s_allocated"), busy=Sum("gpu_s_busy"))
+    return [
+        Efficiency(r["team__slug"], (r["allocated"] or 0) / 3600, (r["busy"] or 0) / 3600, idle.get(r["team__slug"], 0))
+        for r in totals.order_by("team__slug")
+    ]
+
+
+def efficiency_by_user(since: datetime, until: datetime, team_ids: set[int] | None = None) -> list[Efficiency]:
+    """Per user, from the jobs measured in the window (whole-job figures: samples carry no user)."""
+    rows = _utilisation_in(since, until, team_ids).values("workload__user")
+    totals = rows.annotate(
+        allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"), idle=Sum("idle_allocated_gpu_s")
+    ).order_by("workload__user")
+    return [
+        Efficiency(r["workload__user"] or "unknown", r["allocated"] / 3600, r["busy"] / 3600, r["idle"] / 3600)
+        for r in totals
+    ]
+
+
+def idle_jobs(since: datetime | None = None, team_ids: set[int] | None = None, limit: int = 50) -> list[JobUtilisation]:
+    """Jobs with the most idle-allocated GPU-hours first (measured since ``since``, default a week)."""
+    since = since or timezone.now() - timedelta(days=7)
+    rows = (
+        _utilisation_in(since, timezone.now(), team_ids)
+        .filter(idle_allocated_gpu_s__gt=0)
+        .select_related("workload__orchestrator", "workload__team")
+        .order_by("-idle_allocated_gpu_s")[:limit]
+    )
+    return [_job(u) for u in rows]
+
+
+def job_utilisation(workload_id: int) -> JobUtilisation | None:
+    row = WorkloadUtilisation.objects.select_related("workload__orchestrator", "workload__team").filter(
+        workload_id=workload_id
+    )
+    return next((_job(u) for u in row), None)
+
+
+def metrics_sources() -> list[Orchestrator]:
+    """The Prometheus sources, for the orchestrators page (their staleness is the busy data's)."""
+    return list(Orchestrator.objects.filter(kind=Orchestrator.Kind.PROMETHEUS))
+
+
+def _utilisation_in(since: datetime, until: datetime, team_ids: set[int] | None):
+    rows = WorkloadUtilisation.objects.filter(last_sample_at__gte=since, workload__started_at__lt=until)
+    return rows.filter(workload__team_id__in=team_ids) if team_ids is not None else rows
+
+
+def _idle_by(field: str, since: datetime, until: datetime) -> dict[str, float]:
+    rows = _utilisation_in(since, until, None).values(field).annotate(idle=Sum("idle_allocated_gpu_s"))
+    return {r[field]: r["idle"] / 3600 for r in rows if r[field]}
+
+
+def _job(u: WorkloadUtilisation) -> JobUtilisation:
+    w = u.workload
+    return JobUtilisation(
+        workload_id=w.pk,
+        orchestrator=w.orchestrator.name,
+        external_id=w.external_id,
+        name=w.name,
+        team=w.team.slug if w.team else "unassigned",
+        user=w.user,
+        state=w.state,
+        gpus=w.gpus,
+        allocated_h=u.allocated_gpu_s / 3600,
+        busy_h=u.busy_gpu_s / 3600,
+        idle_allocated_h=u.idle_allocated_gpu_s / 3600,
+        last_sample_at=u.last_sample_at,
+    )
