@@ -91,14 +91,7 @@ class ClusterState:
     """Mutable, indexed free capacity of a fleet. Decide with ``place``, then ``commit`` / ``release``."""
 
     def __init__(self, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> None:
-        given = tuple(nodes)
-        # Positions follow the topology (spine, leaf, NVLink domain, then the caller's order), and every
-        # tie goes to the lowest position: work fills one switch after another instead of spreading
-        # thin, which leaves later leaves whole for gangs. ``nodes()`` still answers in the caller's order.
-        order = sorted(range(len(given)), key=lambda k: (given[k].spine, given[k].leaf_switch,
-                                                          given[k].nvlink_domain, k))
-        self._static: tuple[Node, ...] = tuple(given[k] for k in order)
-        self._given_order = sorted(range(len(order)), key=lambda i: order[i])
+        self._static: tuple[Node, ...] = tuple(nodes)
         self._index = {node.name: i for i, node in enumerate(self._static)}
         if len(self._index) != len(self._static):
             raise ValueError("node names must be unique")
@@ -135,7 +128,7 @@ class ClusterState:
     def copy(self) -> ClusterState:
         """An independent state to try decisions on (what-if, backfill shadows, preemption trials)."""
         clone = object.__new__(ClusterState)
-        for name in ("_static", "_given_order", "_index", "_models", "_model_ids", "_model_of", "_topology",
+        for name in ("_static", "_index", "_models", "_model_ids", "_model_of", "_topology",
                      "_nvlink_is_node", "_max_gpus"):
             setattr(clone, name, getattr(self, name))
         clone._free = [list(free) for free in self._free]
@@ -171,11 +164,12 @@ class ClusterState:
         return self._fgd.mix.as_mix()
 
     def nodes(self) -> tuple[Node, ...]:
-        """Frozen nodes carrying the current free GPUs, CPU and memory, in the order they were given."""
+        """Frozen nodes carrying the current free GPUs, CPU and memory, in the order they were given
+        (which is also the engine's node order: ``free_vector(i)`` is ``nodes()[i]``'s)."""
         return tuple(
-            replace(self._static[i], gpu_free_milli=tuple(self._free[i]), cpu_milli_free=self._cpu_free[i],
+            replace(node, gpu_free_milli=tuple(self._free[i]), cpu_milli_free=self._cpu_free[i],
                     memory_mib_free=self._mem_free[i])
-            for i in self._given_order
+            for i, node in enumerate(self._static)
         )
 
     def node(self, name: str) -> Node:

@@ -225,10 +225,3 @@ def test_best_fit_puts_a_gpu_share_on_the_fullest_gpu_that_still_fits() -> None:
     result = placed(place([roomy, tight, too_small], Request("r", gpus_per_member=0, gpu_milli=300)))
     assert (result.nodes, result.assignments[0].gpu_indices) == (("tight",), (1,))
 
-
-def test_ties_fill_switches_in_topology_order_so_other_leaves_stay_whole() -> None:
-    nodes = [dgx("b0", leaf="B"), dgx("b1", leaf="B"), dgx("a0", leaf="A"), dgx("a1", leaf="A", free=4)]
-    state = ClusterState(nodes)
-    first = placed(state.place(Request("one", gpus_per_member=8)))
-    assert first.nodes == ("a0",)
-    assert [node.name for node in state.nodes()] == ["b0", "b1", "a0", "a1"]
