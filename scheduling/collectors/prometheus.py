@@ -126,6 +126,12 @@ def fill_grid(grid: np.ndarray, values: list[list[Any]], start: float, step: flo
     """Write ``[[ts, "value"], ...]`` into ``grid`` at the step index of each timestamp."""
     if not values:
         return
+    first = round((float(values[0][0]) - start) / step)
+    if round((float(values[-1][0]) - start) / step) - first == len(values) - 1 and first >= 0:
+        # The usual case, a series without gaps: only its ends' timestamps need reading.
+        numbers = np.array([v[1] for v in values], dtype=np.float64)[: grid.shape[0] - first] * scale
+        grid[first : first + numbers.shape[0]] = np.clip(numbers, 0.0, 1.0)
+        return
     pairs = np.asarray(values, dtype=object)
     stamps = pairs[:, 0].astype(np.float64)
     numbers = pairs[:, 1].astype(np.float64) * scale
