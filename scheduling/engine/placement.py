@@ -243,7 +243,22 @@ class ClusterState:
                 return self._place_single_shared(request, shape, allowed, policy)
             return self._place_single_whole(request, shape, allowed, policy)
         rng = random.Random(f"{seed}:{request.id}")
+        if request.members == 1 and policy == "random" and self._nvlink_is_node:
+            return self._place_single_random(request, shape, allowed, rng)
         return self._place_general(request, shape, allowed, policy, rng)
+
+    def _place_single_random(
+        self, request: Request, shape: Shape, allowed: list[int], rng: random.Random
+    ) -> Placement | Rejection:
+        """The general path's decision for one member when every node is its own NVLink domain (one
+        seeded draw among the nodes that fit, in node order), without computing slots fleet-wide."""
+        needs_host = bool(shape.cpu or shape.memory)
+        eligible = [i for i in self._candidate_nodes(shape, allowed)
+                    if self._gpu_slots(i, shape) and (not needs_host or self._host_slots(i, shape))]
+        if not eligible:
+            return self._reject(request, shape, allowed)
+        node = rng.choice(eligible)
+        return self._build_placement(request, shape, [(node, 1)], TopologyLevel.NVLINK_DOMAIN, "random")
 
     def _place_single_whole(
         self, request: Request, shape: Shape, allowed: list[int], policy: str
@@ -377,11 +392,15 @@ class ClusterState:
         return slots
 
     def _candidate_nodes(self, shape: Shape, allowed: Sequence[int]) -> list[int]:
+        """Schedulable nodes of an allowed model with room for one member's GPUs, in node order."""
+        candidates: list[int] = []
         if shape.fractional:
             allowed_set = set(allowed)
-            return [i for i, node in enumerate(self._static)
-                    if node.schedulable and self._model_of[i] in allowed_set]
-        candidates: list[int] = []
+            for model, sig in self._sigs.keys():  # noqa: SIM118 (LazyBuckets is not a dict)
+                if model in allowed_set and sig and sig[-1] >= shape.milli:  # signatures sort ascending
+                    candidates.extend(self._sigs.members((model, sig)))
+            candidates.sort()
+            return candidates
         for whole in range(shape.gpus, self._max_gpus + 1):
             for model in allowed:
                 if self._buckets.count((model, whole)):

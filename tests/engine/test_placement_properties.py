@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine._topology import level_rank, topology_keys
 from scheduling.engine.fragmentation import fragmented_gpus
-from scheduling.engine.placement import POLICIES, ClusterState
+from scheduling.engine.placement import POLICIES, ClusterState, Shape
 from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request, TopologyLevel
 
 from .strategies import fleets, requests
@@ -94,3 +96,20 @@ def test_fragmentation_is_zero_on_empty_and_on_full_fleets(
     assert fragmented_gpus(empty, mix) == 0.0
     assert fragmented_gpus(full, mix) == 0.0
     assert 0.0 <= fragmented_gpus(nodes, mix) <= sum(sum(n.free_milli()) for n in nodes) / MILLI_PER_GPU
+
+
+@FAST
+@given(fleets(), requests(), st.integers(0, 9))
+def test_the_single_member_random_fast_path_decides_like_the_general_path(
+    nodes: list[Node], request: Request, seed: int
+) -> None:
+    single = Request(**{**{f: getattr(request, f) for f in request.__slots__}, "members": 1})
+    state = ClusterState(nodes)
+    reference = ClusterState(nodes)
+    shape = Shape.of(single)
+    allowed = reference._allowed_models(single)
+    if not allowed:
+        return  # both answer from the model check before any path
+    # The general path is the reference: the fast path must take exactly its decision.
+    expected = reference._place_general(single, shape, allowed, "random", random.Random(f"{seed}:{single.id}"))
+    assert state.place(single, "random", seed=seed) == expected
