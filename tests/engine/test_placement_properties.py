@@ -13,6 +13,7 @@ from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request, Top
 from .strategies import fleets, requests
 
 FAST = settings(max_examples=150, deadline=None)
+LIGHT = settings(max_examples=100, deadline=None)  # for tests whose examples are costly to generate
 
 
 def assert_nothing_over_allocated(state: ClusterState) -> None:
@@ -86,7 +87,7 @@ def test_a_rejected_gang_leaves_the_state_untouched(nodes: list[Node], request: 
         assert 0 <= result.unusable_free_gpus <= result.free_gpus
 
 
-@FAST
+@LIGHT
 @given(fleets(), st.dictionaries(st.sampled_from((0.25, 0.5, 1, 2, 4, 8)), st.floats(0.1, 10), min_size=1))
 def test_fragmentation_is_zero_on_empty_and_on_full_fleets(
     nodes: list[Node], mix: dict[float, float]
@@ -98,7 +99,7 @@ def test_fragmentation_is_zero_on_empty_and_on_full_fleets(
     assert 0.0 <= fragmented_gpus(nodes, mix) <= sum(sum(n.free_milli()) for n in nodes) / MILLI_PER_GPU
 
 
-@FAST
+@LIGHT
 @given(fleets(), requests(), st.integers(0, 9))
 def test_the_single_member_random_fast_path_decides_like_the_general_path(
     nodes: list[Node], request: Request, seed: int
