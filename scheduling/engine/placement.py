@@ -192,12 +192,13 @@ class ClusterState:
         """A copy of node ``i``'s free milli-GPUs per GPU."""
         return list(self._free[i])
 
-    def can_host(self, i: int, request: Request) -> bool:
-        """Whether node ``i`` is schedulable, of an allowed model, with CPU and memory for one member."""
+    def can_host(self, i: int, request: Request, shape: Shape | None = None) -> bool:
+        """Whether node ``i`` is schedulable, of an allowed model, with CPU and memory for one member
+        (pass ``shape`` when asking about many nodes for one request)."""
         node = self._static[i]
         if not node.schedulable or (request.gpu_models and node.gpu_model not in request.gpu_models):
             return False
-        return self._host_fits(i, Shape.of(request))
+        return self._host_fits(i, shape or Shape.of(request))
 
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""

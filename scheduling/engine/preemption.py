@@ -206,7 +206,7 @@ def select_victims(
     return search.run()
 
 
-WALK_BUDGET = 64  # gangs the exact cheapest-first walk visits before switching to the node scan
+WALK_BUDGET = 16  # gangs the exact cheapest-first walk visits before switching to the node scan
 SCAN_CANDIDATES = 16  # feasible nodes compared by the node scan (kube-scheduler samples similarly)
 
 SAME_TEAM = "same-team"
@@ -373,7 +373,7 @@ class _Search:
     def _host_ok(self, node: int) -> bool:
         ok = self.host_ok.get(node)
         if ok is None:
-            ok = self.host_ok[node] = self.state.can_host(node, self.request)
+            ok = self.host_ok[node] = self.state.can_host(node, self.request, self.shape)
         return ok
 
     def _plan_on_node(self, node: int) -> VictimPlan:
