@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Start a real Kubernetes control plane on loopback: our own etcd, kube-apiserver v1.20.2 (TLS with a
+# CA made here, static bearer tokens, RBAC) and the real kube-scheduler. No kubelets: the fleet's
+# Node objects are registered by scripts/k8s/seed.py, KWOK-style.
+#
+# Everything lives in $K8S_STATE_DIR (default /tmp/gpuportal-k8s), wiped on every start so each run
+# begins with an empty cluster. Prints KEY=VALUE lines (also written to $STATE/env):
+#   K8S_ADMIN_KUBECONFIG   system:masters (seeding, direct queries)
+#   K8S_PORTAL_KUBECONFIG  user "gpuportal" with only the portal's RBAC role (collector, actuator)
+#   K8S_SCHEDULER_KUBECONFIG, K8S_API_URL, K8S_STATE_DIR
+# Needs root only for the cache path; scripts/k8s/install.sh must have run first.
+set -euo pipefail
+
+STATE=${K8S_STATE_DIR:-/tmp/gpuportal-k8s}
+BIN=${K8S_BIN_DIR:-/var/cache/gpuportal-k8s/bin}
+ETCD_PORT=${K8S_ETCD_PORT:-24379}
+ETCD_PEER_PORT=${K8S_ETCD_PEER_PORT:-24380}
+API_PORT=${K8S_API_PORT:-24443}
+SCHEDULER_PORT=${K8S_SCHEDULER_PORT:-24459}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+die() { echo "start.sh: $*" >&2; exit 1; }
+for bin in "$BIN/kube-apiserver" "$BIN/kube-scheduler"; do
+    [ -x "$bin" ] || die "$bin missing: run scripts/k8s/install.sh"
+done
+command -v etcd >/dev/null || die "etcd missing: run scripts/k8s/install.sh"
+command -v openssl >/dev/null || die "openssl missing: run scripts/k8s/install.sh"
+
+# A previous cluster from this state dir would hold the ports: stop it first.
+"$HERE/stop.sh" >/dev/null 2>&1 || true
+rm -rf "$STATE"
+mkdir -p "$STATE"/{pki,etcd,log,run}
+chmod 700 "$STATE/pki"
+
+# --- PKI: a CA, the apiserver's serving cert for 127.0.0.1/localhost, and the service-account key
+# pair that 1.20 requires (--service-account-issuer/-signing-key-file) even with no pods running.
+PKI=$STATE/pki
+openssl_quiet() { openssl "$@" 2>/dev/null; }
+openssl_quiet req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=gpuportal-fixture-ca" \
+    -keyout "$PKI/ca.key" -out "$PKI/ca.crt"
+openssl_quiet req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$PKI/apiserver.key" -out "$PKI/apiserver.csr"
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
+    >"$PKI/apiserver.ext"
+openssl_quiet x509 -req -in "$PKI/apiserver.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 7 -extfile "$PKI/apiserver.ext" -out "$PKI/apiserver.crt"
+openssl_quiet genrsa -out "$PKI/sa.key" 2048
+openssl_quiet rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
+
+# --- static bearer tokens (token,user,uid,"groups"): fresh random ones every start.
+token() { openssl rand -hex 24; }
+ADMIN_TOKEN=$(token)
+SCHEDULER_TOKEN=$(token)
+PORTAL_TOKEN=$(token)
+{
+    echo "$ADMIN_TOKEN,fixture-admin,fixture-admin,\"system:masters\""
+    # The bootstrap RBAC policy already grants this user what kube-scheduler needs.
+    echo "$SCHEDULER_TOKEN,system:kube-scheduler,system:kube-scheduler"
+    # Gets only the role scripts/k8s/seed.py binds: what the collector and actuator need, no more.
+    echo "$PORTAL_TOKEN,gpuportal,gpuportal,\"gpuportal:portal\""
+} >"$PKI/tokens.csv"
+chmod 600 "$PKI/tokens.csv"
+
+URL="https://127.0.0.1:$API_PORT"
+kubeconfig() {  # name token -> path
+    local path="$STATE/$1.kubeconfig"
+    cat >"$path" <<KCFG
+apiVersion: v1
+kind: Config
+clusters:
+- name: gpuportal-fixture
+  cluster:
+    server: $URL
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $1
+  user:
+    token: $2
+contexts:
+- name: $1
+  context:
+    cluster: gpuportal-fixture
+    user: $1
+current-context: $1
+KCFG
+    chmod 600 "$path"
+    echo "$path"
+}
+ADMIN_KUBECONFIG=$(kubeconfig admin "$ADMIN_TOKEN")
+SCHEDULER_KUBECONFIG=$(kubeconfig scheduler "$SCHEDULER_TOKEN")
+PORTAL_KUBECONFIG=$(kubeconfig portal "$PORTAL_TOKEN")
+
+# --- etcd: our own, loopback only. fsync is kept (etcd 3.4 has no switch for it); its data dir is
+# under /tmp and small, and the fixture writes little.
+nohup etcd --name gpuportal-fixture --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "gpuportal-fixture=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --logger zap --log-level warn >"$STATE/log/etcd.log" 2>&1 &
+echo $! >"$STATE/run/etcd.pid"
+
+wait_http() {  # what url tries [curl args...]
+    local what=$1 url=$2 tries=$3 code=000
+    shift 3
+    for _ in $(seq 1 "$tries"); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "$@" "$url" || true)
+        [ "$code" = 200 ] && return 0
+        sleep 0.1
+    done
+    die "$what not ready at $url (HTTP $code); see $STATE/log/"
+}
+wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 100
+
+# --- kube-apiserver. Admission: only what a real cluster's node/pod flow needs here.
+#   TaintNodesByCondition  new Nodes get node.kubernetes.io/not-ready:NoSchedule (seed.py lifts it, as
+#                          the node lifecycle controller would once the node reports Ready)
+#   Priority, DefaultTolerationSeconds, NamespaceLifecycle: as on any cluster
+#   ServiceAccount is disabled: no controller-manager creates the namespaces' "default" accounts, so
+#   every pod would be refused. The rest of the default set guards objects the fixture never makes.
+# --insecure-port=0: 1.20 still opens an unauthenticated :8080 by default.
+# --endpoint-reconciler-type=none: the "kubernetes" Service endpoint cannot be a loopback address.
+nohup "$BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --token-auth-file "$PKI/tokens.csv" --anonymous-auth=false \
+    --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/24 \
+    --enable-admission-plugins NamespaceLifecycle,TaintNodesByCondition,Priority,DefaultTolerationSeconds \
+    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota \
+    --endpoint-reconciler-type none \
+    --enable-priority-and-fairness=false --profiling=false \
+    --v 1 >"$STATE/log/kube-apiserver.log" 2>&1 &
+echo $! >"$STATE/run/kube-apiserver.pid"
+# /readyz waits for the bootstrap RBAC roles and priority classes, which the scheduler relies on.
+wait_http kube-apiserver "$URL/readyz" 300 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN"
+
+# --- kube-scheduler: the real one, no leader election (only one), health on its own loopback port.
+nohup "$BIN/kube-scheduler" --kubeconfig "$SCHEDULER_KUBECONFIG" --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 \
+    --profiling=false --v 1 >"$STATE/log/kube-scheduler.log" 2>&1 &
+echo $! >"$STATE/run/kube-scheduler.pid"
+wait_http kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" 200 -k
+
+{
+    echo "K8S_STATE_DIR=$STATE"
+    echo "K8S_API_URL=$URL"
+    echo "K8S_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG"
+    echo "K8S_PORTAL_KUBECONFIG=$PORTAL_KUBECONFIG"
+    echo "K8S_SCHEDULER_KUBECONFIG=$SCHEDULER_KUBECONFIG"
+} | tee "$STATE/env"

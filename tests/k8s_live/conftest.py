@@ -1,0 +1,158 @@
+"""The live Kubernetes fixture: a real kube-apiserver v1.20.2 + etcd + kube-scheduler on loopback,
+started once per session by scripts/k8s/start.sh and seeded by scripts/k8s/seed.py (6 x 8-GPU nodes,
+Volcano CRDs, pods bound by the real scheduler). See docs/kubernetes-fixture.md.
+
+A test here skips with a reason when the fixture cannot run on this machine (not root, binaries not
+built), unless ``CI=true``: CI runs scripts/ci/install-kubernetes.sh first, so there it fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from tests.support import require
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts" / "k8s"
+BIN = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/bin"))
+# Ports and state apart from a developer's own cluster started by scripts/k8s/start.sh defaults.
+TEST_ENV = {
+    "K8S_STATE_DIR": "/tmp/gpuportal-k8s-pytest",
+    "K8S_ETCD_PORT": "24479",
+    "K8S_ETCD_PEER_PORT": "24480",
+    "K8S_API_PORT": "24543",
+    "K8S_SCHEDULER_PORT": "24559",
+}
+GPU = "nvidia.com/gpu"
+
+
+def load_seed() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpuportal_k8s_seed", SCRIPTS / "seed.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+seed = load_seed()
+
+
+def require_fixture() -> None:
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("not running as root")
+    missing = [str(BIN / b) for b in ("kube-apiserver", "kube-scheduler") if not (BIN / b).exists()]
+    missing += [b for b in ("etcd", "openssl", "curl") if shutil.which(b) is None]
+    if missing:
+        problems.append(f"missing {', '.join(missing)} (run scripts/k8s/install.sh: builds once, ~15 min)")
+    require(not problems, f"live Kubernetes unavailable: {'; '.join(problems)}")
+
+
+def rss_mib(pid_file: Path) -> float:
+    for line in Path(f"/proc/{pid_file.read_text().strip()}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class Cluster:
+    admin: k8s.ApiClient  # system:masters: seeding and the direct queries tests compare against
+    portal: k8s.ApiClient  # the portal's own RBAC role: what the collector and actuator use
+    state: Path
+    env: dict[str, str]
+    start_seconds: float
+    seed_seconds: float
+    rss_mib: dict[str, float]
+    bound: dict[str, str]
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self.admin)
+
+    @property
+    def custom(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(self.admin)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    require_fixture()
+    env = {**os.environ, **TEST_ENV, "K8S_BIN_DIR": str(BIN)}
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "start.sh")], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    start_seconds = time.monotonic() - started
+    if done.returncode != 0:
+        subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
+        pytest.fail(f"scripts/k8s/start.sh failed:\n{done.stdout}\n{done.stderr}")
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    state = Path(values["K8S_STATE_DIR"])
+    admin = k8s_config.new_client_from_config(config_file=values["K8S_ADMIN_KUBECONFIG"])
+    portal = k8s_config.new_client_from_config(config_file=values["K8S_PORTAL_KUBECONFIG"])
+    try:
+        seeded = seed.seed(admin)
+        rss = {
+            name: round(rss_mib(state / "run" / f"{name}.pid"), 1)
+            for name in ("etcd", "kube-apiserver", "kube-scheduler")
+        }
+        yield Cluster(admin, portal, state, values, start_seconds, seeded.seconds, rss, seeded.bound)
+    finally:
+        admin.close()
+        portal.close()
+        subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
+
+
+# ------------------------------------------------------------------------------ the API's own answers
+
+
+def effective_gpus(pod: k8s.V1Pod) -> int:
+    """What the scheduler reserves for a pod: its app containers' sum, or its largest init container
+    if that is larger (init containers run one at a time, before the app)."""
+
+    def wanted(container: k8s.V1Container) -> int:
+        resources = container.resources or k8s.V1ResourceRequirements()
+        value = (resources.requests or {}).get(GPU, (resources.limits or {}).get(GPU, 0))
+        return int(value)
+
+    app = sum(wanted(c) for c in pod.spec.containers)
+    return max(app, max((wanted(c) for c in pod.spec.init_containers or ()), default=0))
+
+
+def live_gpu_pods(core: k8s.CoreV1Api) -> list[k8s.V1Pod]:
+    """Every pod that wants GPUs and has not terminated (Succeeded/Failed pods hold nothing)."""
+    return [
+        p
+        for p in core.list_pod_for_all_namespaces().items
+        if effective_gpus(p) and p.status.phase not in ("Succeeded", "Failed")
+    ]
+
+
+def podgroup_queues(custom: k8s.CustomObjectsApi) -> dict[str, str]:
+    """ "namespace/podgroup" -> queue, from the PodGroup objects themselves."""
+    groups = custom.list_cluster_custom_object(seed.VOLCANO_GROUP, seed.VOLCANO_VERSION, "podgroups")["items"]
+    return {f"{g['metadata']['namespace']}/{g['metadata']['name']}": g["spec"]["queue"] for g in groups}
+
+
+def wait_for(condition: Any, timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out waiting for {what}")
