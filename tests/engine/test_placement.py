@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scheduling.engine.placement import POLICIES, ClusterState, place
@@ -52,9 +54,7 @@ def test_fgd_avoids_leaving_a_stranded_gpu_that_best_fit_would_leave() -> None:
 
 
 def test_fgd_packs_shared_gpu_requests_onto_an_already_shared_gpu() -> None:
-    shared = dgx("shared", free=8)
-    shared = type(shared)(**{**{f: getattr(shared, f) for f in shared.__slots__},
-                             "gpu_free_milli": (500,) + (1000,) * 7})
+    shared = replace(dgx("shared"), gpu_free_milli=(500,) + (1000,) * 7)
     state = ClusterState([shared], size_mix={0.5: 1, 1: 1})
     result = placed(state.place(Request("r", gpus_per_member=0, gpu_milli=500), "fgd"))
     assert result.assignments[0].gpu_indices == (0,)

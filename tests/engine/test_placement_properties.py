@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,7 +51,7 @@ def test_gpus_are_never_over_allocated_after_any_place_commit_release_sequence(
     baseline = state.gpu_allocated_milli
     running: list[tuple[Placement, Request]] = []
     for i, (request, policy, seed) in enumerate(steps):
-        request = Request(**{**{f: getattr(request, f) for f in request.__slots__}, "id": f"r{i}"})
+        request = replace(request, id=f"r{i}")
         if running and data.draw(st.booleans()):
             placement, done = running.pop(data.draw(st.integers(0, len(running) - 1)))
             state.release(placement, done)
@@ -104,7 +105,7 @@ def test_fragmentation_is_zero_on_empty_and_on_full_fleets(
 def test_the_single_member_random_fast_path_decides_like_the_general_path(
     nodes: list[Node], request: Request, seed: int
 ) -> None:
-    single = Request(**{**{f: getattr(request, f) for f in request.__slots__}, "members": 1})
+    single = replace(request, members=1)
     state = ClusterState(nodes)
     reference = ClusterState(nodes)
     shape = Shape.of(single)
