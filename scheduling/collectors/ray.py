@@ -319,16 +319,38 @@ class RayCollector:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    def _status_covering(self, nodes_doc: Any) -> Any:
+        """``/api/cluster_status`` once its load report covers every live GPU node. The autoscaler
+        refreshes that report every few seconds, so a node that just joined can be listed before it
+        is reported: ask again with backoff rather than fail or undercount."""
+        live = {
+            row["node_id"]
+            for row in state_api_items(nodes_doc, "nodes")
+            if row.get("state") == "ALIVE" and "GPU" in (row.get("resources_total") or {})
+        }
+        delays = self.client.retry.delays()
+        while True:
+            status = self.client.get_json("/api/cluster_status")
+            usage = load_report(status)["usageByNode"]
+            missing = sorted(n for n in live if "GPU" not in (usage.get(n) or {}))
+            if not missing:
+                return status
+            delay = next(delays, None)
+            if delay is None:
+                raise SourceUnavailable(f"{self.name}: autoscaler report has no usage yet for {missing}")
+            self.client.sleep(delay)
+
     def _listing(self, what: str, *exclude: str) -> Any:
         params = [("detail", "true"), ("limit", str(self.limit)), *_not_state(*exclude)]
         return self.client.get_json(f"/api/v0/{what}", params)
 
     def _collect(self) -> Snapshot:
         taken_at = datetime.now(UTC)
+        nodes_doc = self._listing("nodes")
         return build_snapshot(
             self.name,
-            nodes_doc=self._listing("nodes"),
-            status_doc=self.client.get_json("/api/cluster_status"),
+            nodes_doc=nodes_doc,
+            status_doc=self._status_covering(nodes_doc),
             jobs_doc=self.client.get_json("/api/jobs/"),
             placement_groups_doc=self._listing("placement_groups", "REMOVED"),
             tasks_doc=self._listing("tasks", "FINISHED", "FAILED") if self.include_tasks else None,

@@ -62,6 +62,16 @@ for _ in $(seq 1 150); do
     sleep 0.2
 done
 [ "$alive" -ge $((WORKERS + 1)) ] || die "only $alive nodes alive on $URL"
+# ... and the autoscaler's load report (refreshed every few seconds) counts their GPUs.
+for _ in $(seq 1 150); do
+    reported=$(curl -s "$URL/api/cluster_status" 2>/dev/null \
+        | "$VENV/bin/python" -c 'import json, sys
+usage = json.load(sys.stdin)["data"]["clusterStatus"]["loadMetricsReport"]["usageByNode"]
+print(sum(1 for node in usage.values() if "GPU" in node))' 2>/dev/null || echo 0)
+    [ "$reported" -ge $((WORKERS + 1)) ] && break
+    sleep 0.2
+done
+[ "$reported" -ge $((WORKERS + 1)) ] || die "the autoscaler report counts only $reported nodes"
 
 {
     echo "RAY_DASHBOARD_URL=$URL"

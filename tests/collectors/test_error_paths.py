@@ -144,3 +144,17 @@ def test_ray_listings_ask_for_everything_but_finished_work():
     assert pgs.calls.last.request.url.params.get_list("filter_values") == ["REMOVED"]
     assert tasks.calls.last.request.url.params.get_list("filter_values") == ["FINISHED", "FAILED"]
     assert tasks.calls.last.request.url.params.get_list("filter_predicates") == ["!=", "!="]
+
+
+def test_a_ray_report_lagging_behind_a_new_node_is_asked_again_then_reported_unavailable():
+    status = load_fixture("ray", "api_cluster_status.json")
+    report = status["data"]["clusterStatus"]["loadMetricsReport"]
+    lagging = {k: v for k, v in report["usageByNode"].items() if not k.startswith("886")}
+    report["usageByNode"] = lagging
+    sleeps: list[float] = []
+    with respx.mock as mock:
+        mock.get(f"{RAY}/api/v0/nodes").respond(json=load_fixture("ray", "api_v0_nodes_detail_true.json"))
+        route = mock.get(f"{RAY}/api/cluster_status").respond(json=status)
+        with pytest.raises(SourceUnavailable, match="no usage yet"):
+            RayCollector(RAY, retry=POLICY, sleep=sleeps.append).collect()
+    assert route.call_count == 3 and sleeps == list(POLICY.delays())
