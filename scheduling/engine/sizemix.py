@@ -43,9 +43,15 @@ def size_mix_of(requests: Iterable[Request]) -> dict[float, float]:
     return mix
 
 
+MIX_TOLERANCE = 0.01
+"""How far (L1 distance) the observed mix may drift before the published mix moves. FGD's choices are
+insensitive to drifts this small, and every move invalidates its cached deltas, so publishing every
+observation would make each decision re-score every node signature."""
+
+
 class SizeMixTracker:
-    """Counts observed member sizes; ``version`` changes whenever the normalised mix may have changed,
-    so callers can cache anything derived from the mix per version."""
+    """Counts observed member sizes and publishes the normalised mix; ``version`` changes whenever the
+    published mix changes, so callers can cache anything derived from it per version."""
 
     __slots__ = ("_counts", "_normalised", "version")
 
@@ -69,8 +75,10 @@ class SizeMixTracker:
         self._refresh()
 
     def _refresh(self) -> None:
-        self._normalised = normalised_mix({m / MILLI_PER_GPU: w for m, w in self._counts.items()})
-        self.version += 1
+        current = normalised_mix({m / MILLI_PER_GPU: w for m, w in self._counts.items()})
+        if _distance(current, self._normalised) > MIX_TOLERANCE or not self._normalised:
+            self._normalised = current
+            self.version += 1
 
     @property
     def normalised(self) -> tuple[tuple[int, float], ...]:
@@ -82,3 +90,12 @@ class SizeMixTracker:
 
     def as_mix(self) -> dict[float, float]:
         return {milli / MILLI_PER_GPU: weight for milli, weight in self._normalised}
+
+
+def _distance(a: tuple[tuple[int, float], ...], b: tuple[tuple[int, float], ...]) -> float:
+    """L1 distance between two normalised mixes (sizes missing from one count as weight 0)."""
+    weights = dict(b)
+    total = 0.0
+    for size, weight in a:
+        total += abs(weight - weights.pop(size, 0.0))
+    return total + sum(weights.values())
