@@ -40,7 +40,7 @@ class _Claim:
     notes: list[str] = field(default_factory=list)
 
 
-def share_out(amount: float, claims: Sequence[_Claim]) -> None:
+def _share_out(amount: float, claims: Sequence[_Claim]) -> None:
     """Fill ``claims`` with ``amount``: floors first, then weighted max-min, then unweighted leftovers."""
     floors = sum(claim.floor for claim in claims)
     scale = 1.0 if floors <= amount or floors == 0 else amount / floors
@@ -147,6 +147,9 @@ def entitlements(
     held = allocation or {}
     results: dict[str, Entitlement] = {}
     _distribute(tree, None, capacity, _Frame(capacity, capacity, 1.0), held, results)
+    unreachable = sorted(team.name for team in teams if team.name not in results)
+    if unreachable:
+        raise ValueError(f"teams in a parent cycle (no path to a root): {', '.join(unreachable)}")
     return tuple(results[team.name] for team in teams if team.name in results)
 
 
@@ -172,7 +175,7 @@ def _distribute(
         if own > EPSILON:  # the parent's own jobs compete like one more child of average weight
             average = sum(c.weight for c in claims) / len(claims)
             claims.append(_Claim(OWN_WORK, average, 0.0, own))
-    share_out(amount, claims)
+    _share_out(amount, claims)
     total_weight = sum(max(0.0, tree.specs[n].weight) for n in names)
     for claim in claims:
         if claim.name == OWN_WORK:

@@ -110,3 +110,9 @@ def test_a_weightless_team_with_a_guarantee_ranks_by_usage_against_its_floor() -
     requests = [Request("w", team="weighted"), Request("f", team="floor")]
     ordered = order_pending(requests, {"floor": 1.0, "weighted": 50.0}, {e.team: e for e in floor_only})
     assert [r.id for r in ordered] == ["f", "w"]
+
+
+def test_a_parent_cycle_is_refused_rather_than_silently_dropped() -> None:
+    teams = [TeamSpec("root", weight=1), TeamSpec("a", parent="b"), TeamSpec("b", parent="a")]
+    with pytest.raises(ValueError, match="cycle"):
+        entitlements(teams, 10, {"a": 5})
