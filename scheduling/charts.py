@@ -219,21 +219,19 @@ def share_chart(rows: Sequence[Any]) -> str:
 def occupancy_heatmap(nodes: Sequence[Any]) -> str:
     """Node × GPU occupancy: 1 allocated, 0 free, -1 unschedulable; rows grouped by leaf switch and NVLink domain."""
     width = max((n.gpu_total for n in nodes), default=8)
-    z, labels, text = [], [], []
+    z, labels = [], []
     for n in nodes:
         used = [1] * n.gpu_allocated + [0] * (n.gpu_total - n.gpu_allocated)
         row = used if n.schedulable else [-1] * n.gpu_total
         z.append(row + [None] * (width - n.gpu_total))
-        labels.append(f"{n.leaf_switch} · {n.nvlink_domain or '-'} · {n.name}")
-        text.append([f"{n.name} ({n.gpu_model}, {n.orchestrator}) GPU {i}" for i in range(width)])
+        labels.append(f"{n.leaf_switch} · {n.nvlink_domain or '-'} · {n.name} ({n.gpu_model}, {n.orchestrator})")
     data = [
         {
             "type": "heatmap",
             "z": z,
             "y": labels,
             "x": [f"GPU {i}" for i in range(width)],
-            "text": text,
-            "hovertemplate": "%{text}: %{z}<extra></extra>",
+            "hovertemplate": "%{y} %{x}: %{z}<extra>1 allocated · 0 free · -1 unschedulable</extra>",
             "zmin": -1,
             "zmax": 1,
             "colorscale": [

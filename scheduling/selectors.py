@@ -79,7 +79,7 @@ def pools_now() -> list[PoolNow]:
             last_success_at=o.last_success_at,
             last_error=o.last_error,
         )
-        for o in Orchestrator.objects.filter(enabled=True)
+        for o in Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS)
     ]
 
 
@@ -152,7 +152,7 @@ def engine_nodes() -> tuple[EngineNode, ...]:
 
 def largest_gangs_now() -> dict[int, int]:
     """How many gangs of each GPU count could start right now on free GPUs."""
-    return largest_placeable(engine_nodes(), GANG_SHAPES)
+    return largest_placeable([_engine_node(row) for row in _node_rows()], GANG_SHAPES)
 
 
 def pool_series(hours: int = 24, now: datetime | None = None) -> dict[str, list[tuple[datetime, float, float]]]:
@@ -189,7 +189,9 @@ def latest_plan() -> RebalancePlan | None:
 # teams, nodes or workloads, so pages stay flat as the fleet grows.
 # --------------------------------------------------------------------------------------------------
 
-RAW_MAX_SPAN = timedelta(hours=48)
+# Raw samples (one per round) for short windows only: a 24-hour chart of 30-second rounds would be 2,880
+# points per series, more than a chart can show; hourly rollups draw it from 24.
+RAW_MAX_SPAN = timedelta(hours=6)
 HOURLY_MAX_SPAN = timedelta(days=31)
 
 
@@ -483,19 +485,31 @@ def fragmentation_trend(since: datetime, until: datetime, points: int = 24) -> l
     step = (until - since) / max(points - 1, 1)
     used: dict[str, int] = defaultdict(int)
     trend, index = [], 0
+    # A node's fragmentation depends only on its size, model and GPUs in use, so the fleet at each moment
+    # is a multiset of a few distinct shapes: the engine scores each shape once.
+    shapes: dict[tuple, tuple[EngineNode, float]] = {}
+    schedulable = [row for row in rows if row[-1] not in _UNSCHEDULABLE]
     for i in range(points):
         moment = since + step * i
         while index < len(events) and events[index][0] <= moment:
             _at, starts, node, gpus = events[index]
             used[node] += gpus if starts else -gpus
             index += 1
-        nodes = [_engine_node(row, allocated=max(used.get(row[0], 0), 0)) for row in rows]
-        report_free = sum(n.gpu_free_whole for n in nodes if n.schedulable)
-        trend.append(
-            FragmentationPoint(
-                moment, float(report_free), fragmented_gpus(nodes, mix), largest_placeable(nodes, GANG_SHAPES)
-            )
-        )
+        with_free: list[EngineNode] = []  # full nodes add nothing to what could be placed
+        fragmented = free = 0.0
+        for row in schedulable:
+            total = row[1]
+            busy = min(total, max(used.get(row[0], 0), 0))
+            key = (total, row[2], busy)
+            entry = shapes.get(key)
+            if entry is None:
+                shape = _engine_node(row, allocated=busy)
+                entry = shapes[key] = (shape, fragmented_gpus([shape], mix))
+            fragmented += entry[1]
+            if busy < total:
+                free += total - busy
+                with_free.append(entry[0])
+        trend.append(FragmentationPoint(moment, free, fragmented, largest_placeable(with_free, GANG_SHAPES)))
     return trend
 
 
