@@ -276,10 +276,12 @@ def health(request):
 
 
 def _broker_status() -> str:
+    from django.conf import settings
+
     from gpuportal.celery import app
 
     try:
-        with app.connection_for_write() as conn:
+        with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         return "ok"
     except Exception as error:

@@ -96,12 +96,13 @@ def worker():
         cwd=ROOT,
         env=env,
     )
-    from gpuportal.celery import app
+    from celery import Celery
 
-    app.conf.update(broker_url=redis_url(), result_backend=redis_url(), task_always_eager=False)
-    yield app
+    producer = Celery("worker-probe", broker=redis_url(), backend=redis_url())  # leaves the portal's app alone
+    yield producer
     process.terminate()
     process.wait(timeout=20)
+    producer.close()
 
 
 def test_a_real_worker_activates_due_grants_end_to_end(worker, cast, teams, queues):
@@ -109,9 +110,7 @@ def test_a_real_worker_activates_due_grants_end_to_end(worker, cast, teams, queu
     request = _submitted(cast, teams, 4, (start, start + timedelta(days=2)))
     grant = quota.approve_request(request.pk, by=cast["lead"], now=start - timedelta(seconds=1))
     assert grant.state == QuotaGrant.State.SCHEDULED
-    from scheduling.tasks import expire_grants, ping
-
-    assert ping.delay(41).get(timeout=60) == 42
-    counts = expire_grants.delay().get(timeout=60)
+    assert worker.send_task("scheduling.tasks.ping", args=[41]).get(timeout=120) == 42
+    counts = worker.send_task("scheduling.tasks.expire_grants").get(timeout=120)
     grant.refresh_from_db()
     assert counts["activated"] == 1 and grant.state == QuotaGrant.State.ACTIVE
