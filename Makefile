@@ -29,7 +29,7 @@ lint: install
 	$(VENV)/bin/bandit -q -c pyproject.toml -r gpuportal scheduling
 
 bench: install
-	@for script in benchmarks/*.py; do echo "# $$script" >&2; $(PY) $$script || exit 1; done
+	@for script in benchmarks/[!_]*.py; do echo "# $$script" >&2; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf var/ .pytest_cache .mypy_cache .ruff_cache

@@ -73,7 +73,7 @@ def populate(env: dict[str, str], clients: int) -> list[str]:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from benchmarks.fleet_fixture import build_fleet
+    from benchmarks._fleet_fixture import build_fleet
 
     return build_fleet(clients)
 
