@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine.fairshare import entitlements
-from scheduling.engine.types import TeamSpec
+from scheduling.engine.fairshare import entitlements, order_pending
+from scheduling.engine.types import Request, TeamSpec
 
 EPS = 1e-6
 
@@ -61,3 +61,21 @@ def test_guaranteed_floors_are_met_whenever_guarantees_fit_the_capacity(
     total = sum(e.allocation for e in result.values())
     if total < capacity - EPS:
         assert all(e.allocation >= e.demand - EPS for e in result.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("a", "b", "c", "none")), st.integers(0, 3), st.integers(0, 5)),
+                max_size=30),
+       st.dictionaries(st.sampled_from(("a", "b", "c")), st.floats(0, 100)))
+def test_pending_order_is_the_documented_lexicographic_order(
+    rows: list[tuple[str, int, int]], usage: dict[str, float]
+) -> None:
+    requests = [Request(f"r{i}", team=team, priority=p, submitted_at=float(t)) for i, (team, p, t) in enumerate(rows)]
+    shares = {"a": 10.0, "b": 30.0, "c": 0.0}
+    ordered = order_pending(requests, usage, shares)
+
+    def key(r: Request) -> tuple[float, int, float, str]:
+        share = shares.get(r.team, 0.0)
+        return (usage.get(r.team, 0.0) / share if share > 0 else float("inf"), -r.priority, r.submitted_at, r.id)
+
+    assert list(ordered) == sorted(requests, key=key)
