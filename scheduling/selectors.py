@@ -657,6 +657,7 @@ class TeamDetail:
     standing: TeamNow | None
     queues: list[Queue]
     series: dict[str, list[Point]]
+    series_by: str
     shares: list[ShareRow]
 
 
@@ -670,7 +671,10 @@ def team_detail(team: Team, since: datetime, until: datetime) -> TeamDetail:
     groups = {team.pk: OWN_WORK if kids else team.name}
     for kid in kids:
         groups.update(dict.fromkeys(subtree_ids(kid.pk, children), kid.name))
-    series = team_series(groups, since, until)
+    if kids or until - since > USER_SERIES_MAX_SPAN:
+        series, by = team_series(groups, since, until), "sub-team" if kids else "team"
+    else:
+        series, by = user_series(team.pk, since, until), "user"
     standings = {t.slug: t for t in teams_now()}
     lineage, parent = [], teams.get(team.parent_id)
     while parent is not None:
@@ -684,6 +688,7 @@ def team_detail(team: Team, since: datetime, until: datetime) -> TeamDetail:
         standing=standings.get(team.slug),
         queues=list(Queue.objects.filter(team=team)),
         series=series,
+        series_by=by,
         shares=_shares(kids, standings, series),
     )
 
@@ -867,3 +872,36 @@ def latest_plan_summary() -> tuple[RebalancePlan | None, list[NodeMove]]:
     if plan is None:
         return None, []
     return plan, list(plan.moves.select_related("node", "source", "target")[:20])
+
+
+USER_SERIES_MAX_SPAN = timedelta(days=31)
+
+
+def user_series(
+    team_id: int, since: datetime, until: datetime, points: int = 120, top: int = 8
+) -> dict[str, list[Point]]:
+    """GPUs held by each user of a team over the window, rebuilt from its workloads' start and finish
+    times (usage samples are per team, not per user); the ``top`` users by GPU-hours, the rest summed."""
+    rows = (
+        Workload.objects.filter(team_id=team_id, started_at__lt=until, started_at__isnull=False)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
+        .values_list("user", "started_at", "finished_at", "gang_size", "gpus_per_member")
+    )
+    step = (until - since) / points
+    moments = [since + step * i for i in range(points + 1)]
+    held: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(moments))
+    for user, started, finished, gang, per_member in rows:
+        end = finished or until
+        first = max(0, int((started - since) / step) + (started > since))
+        last = min(len(moments) - 1, int((end - since) / step))
+        series = held[user or "(unknown)"]
+        for i in range(first, last + 1):
+            series[i] += gang * per_member
+    ranked = sorted(held, key=lambda name: -sum(held[name]))
+    shown = {name: held[name] for name in ranked[:top]}
+    if len(ranked) > top:
+        shown["other users"] = [sum(held[name][i] for name in ranked[top:]) for i in range(len(moments))]
+    return {
+        name: [Point(at, 0.0, v, None, 0.0) for at, v in zip(moments, values, strict=True)]
+        for name, values in shown.items()
+    }

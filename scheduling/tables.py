@@ -23,6 +23,7 @@ class TeamTable(tables.Table):
 
     class Meta:
         attrs = ATTRS
+        empty_text = "No teams match."
 
     def render_name(self, value, record):
         indent = "\u2003" * record.depth
@@ -52,6 +53,7 @@ class WorkloadTable(tables.Table):
         model = Workload
         attrs = ATTRS
         fields = ("external_id", "user", "kind", "orchestrator", "gpus", "priority", "submitted_at", "pending_reason")
+        empty_text = "Nothing is waiting."
         order_by = ("-submitted_at",)
 
     def render_gpus(self, record):
@@ -76,6 +78,7 @@ class QuotaRequestTable(tables.Table):
         model = QuotaRequest
         attrs = ATTRS
         fields = ("id", "team", "requester", "gpus", "period", "state", "created_at")
+        empty_text = "No quota requests."
         order_by = ("-created_at",)
 
     def render_gpus(self, record):
@@ -101,6 +104,7 @@ class QuotaGrantTable(tables.Table):
         model = QuotaGrant
         attrs = ATTRS
         fields = ("request", "team", "gpus", "starts_at", "ends_at", "state")
+        empty_text = "No quota grants."
         order_by = ("-starts_at",)
 
     def render_request(self, record):

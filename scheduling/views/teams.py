@@ -57,7 +57,6 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     request_table = QuotaRequestTable(requests, prefix="r-")
     for table in (pending_table, grant_table, request_table):
         RequestConfig(request, paginate={"per_page": 15}).configure(table)
-    by = "sub-team" if detail.children else "team"
     context = {
         "team": team,
         "detail": detail,
@@ -72,7 +71,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             detail.series,
             queue.guaranteed if queue else 0,
             queue.burst_limit if queue else 0,
-            f"{team.name}: GPUs allocated by {by}",
+            f"{team.name}: GPUs allocated by {detail.series_by}",
         ),
         "share_chart": charts.share_chart(detail.shares) if detail.shares else "",
     }

@@ -63,7 +63,7 @@ def test_long_windows_read_rollups_not_raw_samples(client, site, cast, django_as
 def test_the_team_page_explains_why_work_is_pending(client, site, cast):
     body = _body(client, cast["researcher"], reverse("team-detail", args=["nlp"]))
     assert "no 64 free GPUs inside one leaf switch (largest free block 32)" in body
-    assert "GPUs allocated by team" in body and "guaranteed 8" in body
+    assert "GPUs allocated by user" in body and "guaranteed 8" in body and '"name":"rita"' in body
 
 
 def test_a_parent_team_page_shows_sub_teams_target_and_actual_share(client, site, cast):
