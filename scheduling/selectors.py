@@ -9,7 +9,12 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from scheduling.engine.fairshare import entitlements
-from scheduling.engine.fragmentation import fragmentation_report, fragmented_gpus, largest_placeable
+from scheduling.engine.fragmentation import (
+    MAX_GPUS_PER_MEMBER,
+    fragmentation_report,
+    fragmented_gpus,
+    largest_placeable,
+)
 from scheduling.engine.types import MILLI_PER_GPU, Entitlement, TeamSpec
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import (
@@ -454,6 +459,21 @@ def fragmentation_now() -> FragmentationNow:
     )
 
 
+def _placeable_sum(shapes: dict, counts: dict[tuple, int]) -> dict[int, int]:
+    """``largest_placeable`` of a fleet from each distinct node shape's own answer: gangs up to one host
+    (8 GPUs) are counted per node, so they add up; larger gangs are whole 8-GPU members, so they are the
+    fleet's 8-GPU slots divided by the members a gang needs (the engine's own rule)."""
+    totals: dict[int, int] = dict.fromkeys(GANG_SHAPES, 0)
+    for key, count in counts.items():
+        for size, placeable in shapes[key][2].items():
+            if size <= MAX_GPUS_PER_MEMBER:
+                totals[size] += placeable * count
+    for size in GANG_SHAPES:
+        if size > MAX_GPUS_PER_MEMBER:
+            totals[size] = totals[MAX_GPUS_PER_MEMBER] // (size // MAX_GPUS_PER_MEMBER)
+    return totals
+
+
 @dataclass(frozen=True)
 class FragmentationPoint:
     at: datetime
@@ -487,7 +507,7 @@ def fragmentation_trend(since: datetime, until: datetime, points: int = 24) -> l
     trend, index = [], 0
     # A node's fragmentation depends only on its size, model and GPUs in use, so the fleet at each moment
     # is a multiset of a few distinct shapes: the engine scores each shape once.
-    shapes: dict[tuple, tuple[EngineNode, float]] = {}
+    shapes: dict[tuple, tuple[EngineNode, float, dict[int, int]]] = {}
     schedulable = [row for row in rows if row[-1] not in _UNSCHEDULABLE]
     for i in range(points):
         moment = since + step * i
@@ -495,7 +515,7 @@ def fragmentation_trend(since: datetime, until: datetime, points: int = 24) -> l
             _at, starts, node, gpus = events[index]
             used[node] += gpus if starts else -gpus
             index += 1
-        with_free: list[EngineNode] = []  # full nodes add nothing to what could be placed
+        counts: dict[tuple, int] = defaultdict(int)
         fragmented = free = 0.0
         for row in schedulable:
             total = row[1]
@@ -504,12 +524,11 @@ def fragmentation_trend(since: datetime, until: datetime, points: int = 24) -> l
             entry = shapes.get(key)
             if entry is None:
                 shape = _engine_node(row, allocated=busy)
-                entry = shapes[key] = (shape, fragmented_gpus([shape], mix))
+                entry = shapes[key] = (shape, fragmented_gpus([shape], mix), largest_placeable([shape], GANG_SHAPES))
+            counts[key] += 1
             fragmented += entry[1]
-            if busy < total:
-                free += total - busy
-                with_free.append(entry[0])
-        trend.append(FragmentationPoint(moment, free, fragmented, largest_placeable(with_free, GANG_SHAPES)))
+            free += total - busy
+        trend.append(FragmentationPoint(moment, free, fragmented, _placeable_sum(shapes, counts)))
     return trend
 
 

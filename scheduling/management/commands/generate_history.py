@@ -380,12 +380,15 @@ class Command(BaseCommand):
         for orch_id, pool in by_orch.items():
             free = {n.name: n.gpu_total for n in pool}
             target = sum(free.values()) * 0.75
-            used = 0
+            used = misses = 0
             while used < target and leaves_of.get(orch_id):
                 members, per_member = self._shape()
                 hosts = [n for n in self.rng.sample(pool, k=min(len(pool), members * 3)) if free[n.name] >= per_member]
                 if len(hosts) < members:
-                    break
+                    misses += 1
+                    if misses > 500:
+                        break
+                    continue
                 where = []
                 for host in hosts[:members]:
                     first = host.gpu_total - free[host.name]
