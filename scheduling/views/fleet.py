@@ -1,5 +1,7 @@
 """Fleet pages: fragmentation, utilisation and (for admins) the orchestrators' health."""
 
+from datetime import timedelta
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -10,6 +12,7 @@ from scheduling import charts, selectors
 from .common import time_range
 
 TREND_RANGES = ("6h", "24h", "7d")
+WAIT_MAX_SPAN = timedelta(days=31)
 
 
 @login_required
@@ -43,13 +46,18 @@ def utilisation(request: HttpRequest) -> HttpResponse:
     visible = None if see_all else selectors.visible_team_ids(request.user, False)
     by_orchestrator = selectors.gpu_hours_by_orchestrator(window.since, window.until)
     by_team = selectors.gpu_hours_by_team(window.since, window.until, visible)
-    waits = selectors.queue_waits(window.since, window.until)
+    # Percentiles need every job's wait; over a long window the latest month stands for it (a year of
+    # jobs is hundreds of thousands of rows to read on each render).
+    wait_since = max(window.since, window.until - WAIT_MAX_SPAN)
+    waits = selectors.queue_waits(wait_since, window.until)
     context = {
         "window": window,
         "by_orchestrator": by_orchestrator,
         "by_team": by_team,
         "busy_measured": any(r.busy_h is not None for r in [*by_orchestrator, *by_team]),
         "waits": waits,
+        "wait_since": wait_since,
+        "wait_clipped": wait_since > window.since,
         "orchestrator_chart": charts.gpu_hours_chart(by_orchestrator, "GPU-hours by orchestrator"),
         "team_chart": charts.gpu_hours_chart([r for r in by_team if r.depth == 0] or by_team, "GPU-hours by team"),
         "wait_chart": charts.wait_chart(waits),

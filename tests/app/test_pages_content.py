@@ -108,3 +108,8 @@ def test_charts_embed_plotly_figures_with_text_alternatives(client, site, cast):
     body = _body(client, cast["researcher"], reverse("overview"))
     assert body.count("Plotly.newPlot") >= 3
     assert 'role="img" aria-label="GPUs allocated per orchestrator.' in body
+
+
+def test_wait_percentiles_over_a_year_cover_its_last_month_and_say_so(client, site, cast):
+    body = _body(client, cast["admin"], reverse("utilisation"), range="365d")
+    assert "in the last 31 days of the window" in body and "3600 s" in body
