@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from scheduling.engine.fairshare import entitlements
@@ -637,12 +637,15 @@ def _size_bucket(gpus: int) -> int:
 
 def queue_waits(since: datetime, until: datetime) -> list[WaitStats]:
     """Queue wait (start minus submit) p50/p90/p99 per request size, for work that started in the window."""
-    rows = Workload.objects.filter(started_at__gte=since, started_at__lt=until).values_list(
-        "gang_size", "gpus_per_member", "submitted_at", "started_at"
+    # The database subtracts the timestamps (natively on PostgreSQL; SQLite runs Django's Python function).
+    rows = (
+        Workload.objects.filter(started_at__gte=since, started_at__lt=until)
+        .annotate(wait=ExpressionWrapper(F("started_at") - F("submitted_at"), output_field=DurationField()))
+        .values_list("gang_size", "gpus_per_member", "wait")
     )
     waits: dict[int, list[float]] = defaultdict(list)
-    for gang, per_member, submitted, started in rows:
-        waits[_size_bucket(gang * per_member)].append(max((started - submitted).total_seconds(), 0.0))
+    for gang, per_member, wait in rows:
+        waits[_size_bucket(gang * per_member)].append(max(wait.total_seconds(), 0.0))
     stats = []
     for bucket in sorted(waits):
         values = sorted(waits[bucket])
