@@ -37,3 +37,28 @@ def expire_grants() -> dict[str, int]:
 def ping(value: int) -> int:
     """Round-trip probe used by health checks and the end-to-end worker test."""
     return value + 1
+
+
+# --- Rebalancer (issue 7): propose a plan each round; apply an approved one step by step until done. ---
+
+
+@shared_task(acks_late=True)
+def propose_rebalance() -> dict[str, object]:
+    from scheduling.services import rebalance
+
+    proposal = rebalance.propose_plan()
+    plan = proposal.plan
+    if plan is not None and plan.state == plan.State.APPROVED:
+        apply_plan_step.delay(plan.pk)
+    return {"plan": plan.pk if plan else None, "skipped": proposal.skipped}
+
+
+@shared_task(acks_late=True)
+def apply_plan_step(plan_id: int) -> dict[str, object]:
+    """One transition of every move; re-queued until the plan is applied or failed (state is in the DB)."""
+    from scheduling.services import rebalance
+
+    outcome = rebalance.apply_step(plan_id)
+    if not outcome.finished:
+        apply_plan_step.apply_async((plan_id,), countdown=rebalance.rebalance_settings()["step_retry_s"])
+    return {"plan": plan_id, "state": outcome.plan_state, "finished": outcome.finished, "message": outcome.message}
