@@ -4,6 +4,7 @@ from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_
 from .fleet import fragmentation, orchestrators, utilisation
 from .overview import overview
 from .quota import quota_detail, quota_list, quota_new
+from .rebalance import rebalance_overview, rebalance_plan
 from .teams import team_detail, team_list
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "quota_detail",
     "quota_list",
     "quota_new",
+    "rebalance_overview",
+    "rebalance_plan",
     "team_detail",
     "team_list",
     "utilisation",

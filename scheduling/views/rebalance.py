@@ -1,0 +1,93 @@
+"""Rebalance (issue 7): the pool split now and over the last 24 h, plans waiting for a decision, history.
+
+Everyone in a team (and admins) reads; only admins (``edit_pool_policies``) approve or reject, always with
+a reason; signed-in users in no team get 403, like the governance pages. Reads go through the rebalance
+service (it recomputes targets from the engine), decisions through ``approve_plan``/``reject_plan``.
+"""
+
+from collections import defaultdict
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from scheduling.models import Membership, RebalancePlan
+from scheduling.services import rebalance
+
+from .common import time_range
+
+
+def _require_reader(request: HttpRequest) -> None:
+    user = request.user
+    if not (user.is_staff or Membership.objects.filter(user=user).exists()):
+        raise PermissionDenied("The rebalancer is shown to members of a team and to portal admins.")
+
+
+def _split_rows(points) -> tuple[list[str], list[tuple]]:
+    """Rows of (hour, [(owned, target), ...]) in orchestrator order, for the 24 h table."""
+    names = sorted({p.orchestrator for p in points})
+    by_hour: dict = defaultdict(dict)
+    for p in points:
+        by_hour[p.at][p.orchestrator] = p
+    rows = [(at, [by_hour[at].get(n) for n in names]) for at in sorted(by_hour, reverse=True)]
+    return names, rows
+
+
+@login_required
+def rebalance_overview(request: HttpRequest) -> HttpResponse:
+    _require_reader(request)
+    window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
+    decision = rebalance.decide_now(window.until)
+    names, rows = _split_rows(rebalance.split_history(window.since, window.until))
+    plans = RebalancePlan.objects.select_related("decided_by")
+    context = {
+        "window": window,
+        "decision": decision,
+        "names": names,
+        "rows": rows,
+        "waiting": list(plans.filter(state=RebalancePlan.State.PROPOSED).prefetch_related("moves__node",
+                                                                                          "moves__source",
+                                                                                          "moves__target")),
+        "open": list(plans.filter(state__in=(RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING))),
+        "history": list(plans.exclude(state=RebalancePlan.State.PROPOSED)[:30]),
+        "can_decide": request.user.has_perm("scheduling.edit_pool_policies"),
+    }
+    return render(request, "scheduling/rebalance.html", context)
+
+
+@login_required
+def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
+    _require_reader(request)
+    plan = get_object_or_404(RebalancePlan.objects.select_related("decided_by"), pk=pk)
+    if request.method == "POST":
+        return _decide(request, plan)
+    context = {
+        "plan": plan,
+        "moves": list(plan.moves.select_related("node", "source", "target")),
+        "history": list(plan.history.select_related("history_user").order_by("history_date")),
+        "can_decide": request.user.has_perm("scheduling.edit_pool_policies"),
+    }
+    return render(request, "scheduling/rebalance_plan.html", context)
+
+
+def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
+    if not request.user.has_perm("scheduling.edit_pool_policies"):
+        raise PermissionDenied("Only portal admins approve or reject rebalance plans.")
+    decision = request.POST.get("decision")
+    act = {"approve": rebalance.approve_plan, "reject": rebalance.reject_plan}.get(decision or "")
+    if act is None:
+        messages.error(request, "Choose approve or reject.")
+        return redirect("rebalance-plan", pk=plan.pk)
+    try:
+        act(plan, by=request.user, reason=request.POST.get("reason", ""))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect("rebalance-plan", pk=plan.pk)
+    if decision == "approve":
+        from scheduling.tasks import apply_plan_step
+
+        apply_plan_step.delay(plan.pk)
+    messages.success(request, f"{plan} {decision}d: {request.POST.get('reason', '').strip()}")
+    return redirect("rebalance")
