@@ -30,7 +30,7 @@ command -v openssl >/dev/null || die "openssl missing: run scripts/k8s/install.s
 "$HERE/stop.sh" >/dev/null 2>&1 || true
 rm -rf "$STATE"
 mkdir -p "$STATE"/{pki,etcd,log,run}
-chmod 700 "$STATE/pki"
+chmod 700 "$STATE/pki" "$STATE/etcd"  # etcd warns about a data dir others can read
 
 # --- PKI: a CA, the apiserver's serving cert for 127.0.0.1/localhost, and the service-account key
 # pair that 1.20 requires (--service-account-issuer/-signing-key-file) even with no pods running.

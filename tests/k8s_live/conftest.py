@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ def load_seed() -> ModuleType:
     spec = importlib.util.spec_from_file_location("gpuportal_k8s_seed", SCRIPTS / "seed.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
