@@ -157,3 +157,23 @@ def _floor_overcommit(rules: Sequence[PolicyRule], total: int) -> list[RuleProbl
                 names,
             ))
     return found
+
+
+def bounds_ahead(rules: Sequence[PolicyRule], weekday: int, minute: int, lead_minutes: int) -> dict[str, Bounds]:
+    """Bounds now, with each floor raised to the highest floor coming into effect within ``lead_minutes``:
+    a floor that starts at 08:00 must be met at 08:00, so its nodes start draining elsewhere before."""
+    now = bounds_at(rules, weekday, minute)
+    for step in sorted({(r.start_minute - minute) % MINUTES_PER_DAY for r in rules}):
+        if not 0 < step <= lead_minutes:
+            continue
+        total = minute + step
+        day = (weekday - 1 + total // MINUTES_PER_DAY) % 7 + 1
+        for name, coming in bounds_at(rules, day, total % MINUTES_PER_DAY).items():
+            current = now.get(name, Bounds(name))
+            if coming.floor_gpus > current.floor_gpus:
+                ceiling = current.ceiling_gpus
+                if ceiling is not None:
+                    ceiling = max(ceiling, coming.floor_gpus)
+                now[name] = Bounds(name, coming.floor_gpus, ceiling, current.lendable and coming.lendable,
+                                   f"{coming.rule} (from {describe_moment(day, total % MINUTES_PER_DAY)})")
+    return now

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduling.engine.calendar import Bounds, PolicyRule, bounds_at, check_rules
+from scheduling.engine.calendar import Bounds, PolicyRule, bounds_ahead, bounds_at, check_rules
 from scheduling.models import Node, PoolPolicy
 
 from .audit import require_reason, save_audited
@@ -44,8 +44,11 @@ def enabled_rules() -> list[PolicyRule]:
     return [rule_of(p) for p in PoolPolicy.objects.filter(enabled=True).select_related("orchestrator")]
 
 
-def bounds_now(now: datetime | None = None) -> dict[str, Bounds]:
+def bounds_now(now: datetime | None = None, lead_s: float = 0.0) -> dict[str, Bounds]:
+    """Bounds in force now; with ``lead_s``, floors starting within it count already (drains take time)."""
     weekday, minute = local_moment(now)
+    if lead_s > 0:
+        return bounds_ahead(enabled_rules(), weekday, minute, int(lead_s // 60))
     return bounds_at(enabled_rules(), weekday, minute)
 
 

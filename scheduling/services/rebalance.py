@@ -71,6 +71,7 @@ DEFAULTS = {
     "drain_timeout_s": 3600.0,
     "trend_window_s": 3600.0,
     "step_retry_s": 15.0,
+    "floor_lead_s": 3600.0,
 }
 
 
@@ -226,7 +227,7 @@ def decide_now(now: datetime | None = None) -> RebalanceDecision:
         nodes_now(orchestrators),
         running_now(orchestrators),
         demand_now(orchestrators, now),
-        bounds_now(now),
+        bounds_now(now, float(rebalance_settings()["floor_lead_s"])),
         _epoch(now),
         engine_config(),
         held_seconds(now),

@@ -159,3 +159,13 @@ def test_expander_advice_names_the_node_group_to_grow_when_demand_exceeds_the_fl
 def test_no_expander_advice_when_the_pool_covers_demand() -> None:
     demand = {"slurm": PoolDemand("slurm", allocated_gpus=8, pending=(PendingItem(4),))}
     assert plan_rebalance(fleet(), [], demand, {}, now=0.0).advice == ()
+
+
+def test_a_floor_starting_within_the_lead_time_is_already_in_force_so_nodes_drain_before_it_starts() -> None:
+    from scheduling.engine.calendar import bounds_ahead
+
+    rules = [rule("business", "k8s", 8, 20, floor=32), rule("night", "k8s", 20, 8, floor=8, days=set(range(1, 8)))]
+    assert bounds_ahead(rules, 1, 7 * 60 + 15, 60)["k8s"].floor_gpus == 32
+    assert bounds_ahead(rules, 1, 6 * 60, 60)["k8s"].floor_gpus == 8
+    assert bounds_ahead(rules, 7, 23 * 60 + 30, 60)["k8s"].floor_gpus == 8  # Monday 08:00 is more than an hour off
+    assert bounds_ahead(rules, 5, 7 * 60 + 30, 60)["k8s"].rule.startswith("business")
