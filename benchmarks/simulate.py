@@ -1,121 +1,184 @@
-"""Simulator figures as JSON lines: FGD packing reproduction, Philly replay, speed.
+"""Simulator figures as JSON lines, printed as each run ends: FGD packing reproduction, Philly replay, speed.
 
-    .venv/bin/python benchmarks/simulate.py            # full: 3 policies x 10 seeds, full Philly runs
-    .venv/bin/python benchmarks/simulate.py --quick    # one seed, the demo Philly slice
-    .venv/bin/python benchmarks/simulate.py --capacity-search   # also the capacity for p95 wait <= 1 h
+    .venv/bin/python benchmarks/simulate.py                     # 3 policies x 10 seeds, full Philly runs
+    .venv/bin/python benchmarks/simulate.py --quick             # seed 42 only, full Philly runs (the speed figures)
+    .venv/bin/python benchmarks/simulate.py --only capacity     # bisection for p95 wait <= 1 h (long)
+    .venv/bin/python benchmarks/simulate.py --only packing --policies fgd --seeds 42,43
 
-Needs ../shared/traces (openb is read from there, never copied). Prints one JSON object per line.
+Needs ../shared/traces (openb is read from there, never copied). Every run prints one line with its wall
+time and the CPU seconds of this process (``cpu_time_s``: what a run costs on one core when the machine is
+shared); summaries follow each group. Published FGD medians are read from the FGD authors' cached results.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scheduling.engine.placement import POLICIES
 from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
 from scheduling.traces import load_trace
+from scheduling.traces.registry import shared_traces_dir
 
-PUBLISHED_AT_100 = {"random": 86.25, "best-fit": 92.91, "fgd": 95.23}
-HOUR = 3600.0
+PUBLISHED = "fgd-kubernetes-scheduler-simulator/experiments/analysis/expected_results/analysis_allo_discrete.csv"
+PUBLISHED_NAMES = {"random": "01-Random", "best-fit": "05-BestFit", "fgd": "06-FGD"}
+PACKING_POLICIES = ("random", "best-fit", "fgd")
+REPLAY_POLICIES = ("siloed", "federated")
 
 
 def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
 
 
+def timed(run: Callable[[], Any]) -> tuple[Any, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def published_medians(workload: str = "openb_pod_list_default", column: str = "100") -> dict[str, float]:
+    """Median over seeds of the published allocation at ``column``% arrived, per policy."""
+    path = shared_traces_dir() / PUBLISHED
+    if not path.exists():
+        return {}
+    values: dict[str, list[float]] = {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row["workload"] == workload:
+                values.setdefault(row["sc_policy"], []).append(float(row[column]))
+    return {ours: statistics.median(values[theirs]) for ours, theirs in PUBLISHED_NAMES.items() if theirs in values}
+
+
 def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
     trace = load_trace("openb-default")
+    published = published_medians()
     for policy in policies:
-        runs = [simulate_packing(trace, policy, seed=seed) for seed in seeds]
-        at_100 = [run.at(100) or 0.0 for run in runs]
-        emit(
-            {
-                "figure": "fgd_packing",
-                "trace": "openb_pod_list_default",
-                "policy": policy,
-                "seeds": list(seeds),
-                "allocation_at_100_median": statistics.median(at_100),
-                "allocation_at_100": at_100,
-                "published_median": PUBLISHED_AT_100.get(policy),
-                "fragmentation_pct_at_75_median": statistics.median(run.fragmentation_pct[75] or 0.0 for run in runs),
-                "wall_time_s_max": max(run.wall_time_s for run in runs),
-            }
-        )
+        at_100: list[float] = []
+        frag_75: list[float] = []
+        for seed in seeds:
+            result, wall, cpu = timed(partial(simulate_packing, trace, policy, seed=seed))
+            at_100.append(result.at(100) or 0.0)
+            frag_75.append(result.fragmentation_pct[75] or 0.0)
+            emit({"figure": "packing_run", "trace": "openb_pod_list_default", "policy": policy, "seed": seed,
+                  "allocation_at_100": result.at(100), "fragmentation_pct_at_75": result.fragmentation_pct[75],
+                  "pods_placed": result.pods_placed, "wall_time_s": round(wall, 2), "cpu_time_s": round(cpu, 2)})
+        median = statistics.median(at_100)
+        reference = published.get(policy)
+        emit({"figure": "fgd_packing", "trace": "openb_pod_list_default", "policy": policy, "seeds": list(seeds),
+              "allocation_at_100_median": round(median, 2), "published_median": reference,
+              "difference": round(median - reference, 2) if reference is not None else None,
+              "fragmentation_pct_at_75_median": round(statistics.median(frag_75), 2)})
+
+
+def replay_record(trace_name: str, jobs: int, figures: dict[str, Any], wall: float, cpu: float) -> dict[str, Any]:
+    waits = figures["wait_hours"]
+    return {
+        "figure": "replay",
+        "trace": trace_name,
+        "jobs": jobs,
+        "policy": figures["policy"],
+        "capacity_gpus": figures["capacity_gpus"],
+        "allocation": round(figures["allocation"], 4),
+        "utilisation": round(figures["utilisation"], 4),
+        "wait_hours": {bucket: {q: _round(waits[bucket][q]) for q in ("p50", "p95", "p99")} for bucket in waits},
+        "jct_hours": {q: _round(figures["jct_hours"]["all"][q]) for q in ("mean", "p50", "p95")},
+        "jain_fairness": _round(figures["jain_fairness"], 3),
+        "below_guarantee_share_max": max(figures["below_guarantee_share"].values(), default=0.0),
+        "preemptions": figures["preemptions"],
+        "preempted_gpu_hours_lost": _round(figures["preempted_gpu_hours_lost"]),
+        "node_moves": figures["node_moves"],
+        "mean_fragmented_gpus": _round(figures["fragmentation"]["mean_fragmented_gpus"]),
+        "jobs_accounting": figures["jobs"],
+        "pools": {name: pool["gpus"] for name, pool in figures["pools"].items()},
+        "wall_time_s": round(wall, 1),
+        "cpu_time_s": round(cpu, 1),
+    }
 
 
 def replay(trace_name: str, policies: tuple[str, ...], capacity: int | None) -> None:
     trace = load_trace(trace_name)
     for policy in policies:
-        figures = simulate_replay(trace, policy, capacity_gpus=capacity).as_dict()
-        waits = figures["wait_hours"]
-        emit(
-            {
-                "figure": "replay",
-                "trace": trace_name,
-                "jobs": len(trace.jobs),
-                "policy": policy,
-                "capacity_gpus": figures["capacity_gpus"],
-                "allocation": figures["allocation"],
-                "utilisation": figures["utilisation"],
-                "wait_hours": {bucket: {q: waits[bucket][q] for q in ("p50", "p95", "p99")} for bucket in waits},
-                "jct_hours_mean": figures["jct_hours"]["all"]["mean"],
-                "jain_fairness": figures["jain_fairness"],
-                "preemptions": figures["preemptions"],
-                "node_moves": figures["node_moves"],
-                "pools": figures["pools"],
-                "wall_time_s": figures["wall_time_s"],
-            }
-        )
+        result, wall, cpu = timed(partial(simulate_replay, trace, policy, capacity_gpus=capacity))
+        emit(replay_record(trace_name, len(trace.jobs), result.as_dict(), wall, cpu))
 
 
-def capacity_for_wait(trace_name: str, policy: str, target_p95_h: float = 1.0, step: int = 64) -> None:
-    """Smallest capacity (multiple of ``step`` GPUs) whose overall p95 queue wait is within target."""
+def capacity_for_wait(
+    trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0
+) -> None:
+    """Smallest capacity (a multiple of ``step`` GPUs) whose overall p95 queue wait is within target.
+
+    Bisection between ``low`` (halved until it fails) and ``high`` (doubled until it passes); assumes p95 wait
+    falls as capacity grows (checked only at the probed points). Each probe is a full replay of the
+    trace and prints its own line; a coarser ``step`` means fewer probes.
+    """
     trace = load_trace(trace_name)
-    low, high = step, step
-    while _p95(trace, policy, high) > target_p95_h:
-        low, high = high, high * 2
-    while high - low > step:
-        middle = (low + high) // 2 // step * step
-        if _p95(trace, policy, middle) > target_p95_h:
-            low = middle
+
+    def p95(capacity: int) -> float:
+        result, wall, cpu = timed(lambda: simulate_replay(trace, policy, capacity_gpus=capacity))
+        record = replay_record(trace_name, len(trace.jobs), result.as_dict(), wall, cpu)
+        record["figure"] = "capacity_probe"
+        emit(record)
+        return record["wait_hours"]["all"]["p95"] or 0.0
+
+    low_units, high_units = low // step, high // step
+    while low_units > 1 and p95(low_units * step) <= target_p95_h:  # the lower end must fail
+        low_units, high_units = low_units // 2, low_units
+    while p95(high_units * step) > target_p95_h:
+        low_units, high_units = high_units, high_units * 2
+    while high_units - low_units > 1:
+        middle = (low_units + high_units) // 2
+        if p95(middle * step) > target_p95_h:
+            low_units = middle
         else:
-            high = middle
-    emit(
-        {
-            "figure": "capacity_for_p95_wait",
-            "trace": trace_name,
-            "policy": policy,
-            "target_p95_wait_hours": target_p95_h,
-            "capacity_gpus": high,
-        }
-    )
+            high_units = middle
+    emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy,
+          "target_p95_wait_hours": target_p95_h, "capacity_gpus": high_units * step,
+          "largest_probed_failing_gpus": low_units * step, "step_gpus": step})
 
 
-def _p95(trace: object, policy: str, capacity: int) -> float:
-    figures = simulate_replay(trace, policy, capacity_gpus=capacity).as_dict()  # type: ignore[arg-type]
-    return figures["wait_hours"]["all"]["p95"] or 0.0
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="one seed, the demo Philly slice")
-    parser.add_argument("--capacity-search", action="store_true", help="find the capacity for p95 wait <= 1 h")
-    parser.add_argument("--capacity", type=int, default=None, help="Philly fleet GPUs (default 2x mean demand)")
+    parser.add_argument("--quick", action="store_true", help="packing with seed 42 only")
+    parser.add_argument("--only", choices=("packing", "replay", "capacity"), action="append",
+                        help="run only these parts (repeatable); default: packing and replay")
+    parser.add_argument("--seeds", default=None, help="comma-separated packing seeds (default 42..51)")
+    parser.add_argument("--policies", default=None, help="comma-separated packing or replay policies")
+    parser.add_argument("--trace", default="philly", help="replay trace (default philly; philly-demo is small)")
+    parser.add_argument("--capacity", type=int, default=None, help="replay fleet GPUs (default 2x mean demand)")
+    parser.add_argument("--search", default="752,1504", help="capacity search bracket low,high in GPUs")
+    parser.add_argument("--step", type=int, default=32, help="capacity search resolution in GPUs (multiple of 8)")
     args = parser.parse_args()
+    parts = args.only or ["packing", "replay"]
     started = time.perf_counter()
-    packing(FGD_SEEDS[:1] if args.quick else FGD_SEEDS, ("random", "best-fit", "fgd"))
-    trace = "philly-demo" if args.quick else "philly"
-    replay(trace, ("siloed", "federated", "best-fit"), args.capacity)
-    if args.capacity_search:
-        for policy in ("siloed", "federated"):
-            capacity_for_wait(trace, policy)
-    emit({"figure": "benchmark_wall_time_s", "value": time.perf_counter() - started})
+    if "packing" in parts:
+        seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else FGD_SEEDS
+        policies = tuple(args.policies.split(",")) if args.policies else PACKING_POLICIES
+        unknown = set(policies) - set(POLICIES)
+        if unknown:
+            parser.error(f"packing policies are the engine's: {', '.join(POLICIES)}")
+        packing(seeds[:1] if args.quick else seeds, policies)
+    replay_policies = tuple(args.policies.split(",")) if args.policies and "packing" not in parts else REPLAY_POLICIES
+    if "replay" in parts:
+        replay(args.trace, replay_policies, args.capacity)
+    if "capacity" in parts:
+        low, high = (int(value) for value in args.search.split(","))
+        for policy in replay_policies:
+            capacity_for_wait(args.trace, policy, low, high, args.step)
+    emit({"figure": "benchmark_wall_time_s", "value": round(time.perf_counter() - started, 1)})
 
 
 if __name__ == "__main__":

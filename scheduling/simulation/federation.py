@@ -1,24 +1,28 @@
-"""The federated policy's extra behaviour on top of one shared pool.
+"""The federated policy's extra behaviour on top of one shared pool, decided by the engine.
 
-* **Fair share**: the queue is ordered by each team's held GPUs divided by its weight (least served
-  first; FIFO within a team), i.e. weighted max-min.
-* **Preemption of borrowed capacity**: every cycle, a team holding less than ``min(demand, guarantee)``
-  whose oldest queued job does not fit may reclaim GPUs from teams above their guarantee: lowest
-  priority first, then least work lost, never a job younger than ``MIN_RUNTIME_S``, gang-atomic, and
-  only when enough GPUs can be freed. Victims restart from the beginning (work lost is reported).
+* **Fair share** (``fairshare.order_pending``): the queue is served teams with the least usage per
+  share first (usage = GPUs the team holds now; share = the larger of its weighted fair share and its
+  guarantee, from ``fairshare.entitlements``), then priority, then submission time.
+* **Preemption of borrowed capacity** (``preemption.select_victims``): every cycle, a team holding less
+  than ``min(demand, guarantee)`` whose first queued job does not fit asks the engine for victims
+  (borrowed capacity only, gang-atomic, cheapest first, never younger than ``MIN_RUNTIME_S``); the
+  victims restart from the beginning (work lost is reported) and the job starts where the engine's plan
+  put it.
+* **Backfill**: the shared pool's ``easy`` discipline (``backfill.easy_backfill``, see pools.py).
 * **Node moves**: nodes carry an owner orchestrator. When an idle node starts a job routed to another
   orchestrator, the rebalancer has moved it (drained node, so no drain cost); each such hand-over is
   counted. (The engine's placement does not filter by orchestrator, so concurrent jobs of two
   orchestrators on one node are possible in this model: reported as ``shared_node_starts``.)
-
-The engine's ``fairshare``/``preemption`` modules were not available when this was written; these
-rules follow DESIGN.md section 4 and are the place to switch to them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from scheduling.engine.fairshare import entitlements, order_pending
+from scheduling.engine.preemption import select_victims
+from scheduling.engine.types import Entitlement, VictimPlan
 
 if TYPE_CHECKING:
     from scheduling.simulation.pools import Pool
@@ -36,14 +40,24 @@ class Federation:
     shared_node_starts: int = 0
     owner: dict[str, str] = field(default_factory=dict)
     busy: dict[str, set[int]] = field(default_factory=dict)
+    entitled: dict[str, Entitlement] = field(default_factory=dict)
 
     # -- fair share -------------------------------------------------------------------------------
+    def refresh_entitlements(self, replay: Replay) -> dict[str, Entitlement]:
+        demand, held = replay.team_demand()
+        result = entitlements(replay.scenario.teams, replay.capacity_gpus, demand, held)
+        self.entitled = {entitlement.team: entitlement for entitlement in result}
+        return self.entitled
+
     def order(self, replay: Replay, pool: Pool) -> list[JobRun]:
         if len(pool.pending) < 2:
             return pool.pending
-        held = replay.acct.used_by_team  # GPUs each team holds now, kept current by the event loop
-        weight = replay.scenario.weight
-        return sorted(pool.pending, key=lambda run: (held.get(run.team, 0.0) / weight(run.team), run.index))
+        if not self.entitled:
+            self.refresh_entitlements(replay)
+        by_id = {run.alloc.id: run for run in pool.pending if run.alloc is not None}
+        requests = [run.alloc for run in by_id.values() if run.alloc is not None]
+        ordered = order_pending(requests, replay.acct.used_by_team, self.entitled)
+        return [by_id[request.id] for request in ordered]
 
     # -- node ownership ---------------------------------------------------------------------------
     def on_start(self, replay: Replay, run: JobRun) -> None:
@@ -67,45 +81,31 @@ class Federation:
 
     # -- preemption -------------------------------------------------------------------------------
     def cycle(self, replay: Replay) -> None:
+        self.refresh_entitlements(replay)
         demand, held = replay.team_demand()
         for pool in replay.pools.values():
             for team in sorted(demand):
                 floor = min(demand[team], replay.scenario.guarantee(team))
                 if held.get(team, 0.0) + 1e-9 < floor:
-                    self.reclaim_for(replay, pool, team, held)
+                    self.reclaim_for(replay, pool, team)
 
-    def reclaim_for(self, replay: Replay, pool: Pool, team: str, held: dict[str, float]) -> None:
+    def reclaim_for(self, replay: Replay, pool: Pool, team: str) -> None:
         waiting = next((run for run in pool.pending if run.team == team), None)
         if waiting is None or waiting.alloc is None or waiting.alloc.gpus <= pool.state.gpu_free:
             return
-        needed = waiting.alloc.gpus - pool.state.gpu_free
-        victims = self.victims(replay, pool, held, needed)
-        for victim in victims:
-            self.lost_gpu_s += victim.gpus * (replay.now - (victim.start or replay.now))
-            self.on_stop(victim)
-            replay.preempt(victim)
-            held[victim.team] -= victim.gpus
+        if pool.victim_index is None:
+            return
+        plan = select_victims(
+            pool.state, pool.victim_index, waiting.alloc, self.entitled,
+            now=replay.now, min_runtime_s=self.min_runtime_s,
+        )
+        if not isinstance(plan, VictimPlan) or not plan.victims:
+            return
+        for victim_id in dict.fromkeys(victim.workload_id for victim in plan.victims):
+            run = pool.running_by_id[victim_id]
+            self.lost_gpu_s += run.allocated_gpus * (replay.now - (run.start or replay.now))
+            self.on_stop(run)
+            replay.preempt(run)
             self.preemptions += 1
-
-    def victims(self, replay: Replay, pool: Pool, held: dict[str, float], needed: float) -> list[JobRun]:
-        """Borrowed work to stop, cheapest first; empty unless it frees at least ``needed`` GPUs."""
-        guarantee = replay.scenario.guarantee
-        candidates = [
-            run
-            for run in pool.running.values()
-            if held.get(run.team, 0.0) - run.gpus >= guarantee(run.team) - 1e-9
-            and replay.now - (run.start or replay.now) >= self.min_runtime_s
-        ]
-        candidates.sort(key=lambda run: (run.job.request.priority, replay.now - (run.start or 0.0), run.index))
-        chosen: list[JobRun] = []
-        freed = 0.0
-        borrowed = dict(held)
-        for run in candidates:
-            if borrowed[run.team] - run.gpus < guarantee(run.team) - 1e-9:
-                continue  # stopping it would push its own team below the guarantee
-            chosen.append(run)
-            borrowed[run.team] -= run.gpus
-            freed += run.allocated_gpus
-            if freed >= needed:
-                return chosen
-        return []
+        pool.start_queued(waiting, plan.placement, replay.now)
+        replay.started(waiting, pool)

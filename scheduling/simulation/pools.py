@@ -2,29 +2,35 @@
 
 Disciplines (what each orchestrator natively does with its queue):
 
-* ``easy``   (Slurm ``sched/backfill``): FIFO; when the head does not fit it gets a reservation at the
-  earliest time enough GPUs free up (from running jobs' expected ends), and later jobs may start now
-  only if they end before that time or fit in the GPUs the reservation leaves spare.
+* ``easy``   (Slurm ``sched/backfill``): the engine's ``backfill.easy_backfill`` decides: FIFO (or the
+  order the caller gives, e.g. fair share); the first job that does not fit gets a reservation, and
+  later jobs start only if they cannot delay it.
 * ``greedy`` (kube-scheduler / Volcano): every pending pod group is tried in order; whatever fits starts.
 * ``fcfs``   (Ray's task queue as the issue describes it): strict order; the first job that does not
   fit blocks the rest.
 
-Placement inside the pool is always ``ClusterState.place`` with the pool's placement policy.
-Two cheap filters keep long queues fast without changing any decision: a job asking for more GPUs
-than are free is not offered to the engine, and within one pass a request shape the engine already
+Placement inside the pool is always the engine's (``ClusterState.place`` with the pool's placement
+policy, directly or inside ``easy_backfill``). Filters that keep long queues fast without changing any
+decision: a pass is skipped when every queued whole-GPU job asks for more GPUs than are wholly free (the
+engine would start nothing); such jobs are left out of the queue handed to ``easy_backfill`` once the
+head is known (the engine would skip them); and within a greedy pass a request shape the engine already
 rejected is not offered again (nothing was released in between). ``max_tests`` bounds how many queued
 jobs one pass looks at, like Slurm's ``bf_max_job_test``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduling.engine.fragmentation import fragmented_gpus
-from scheduling.engine.placement import ClusterState
-from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request, SizeMix
+from scheduling.engine.backfill import easy_backfill
+from scheduling.engine.fragmentation import expected_fragment_milli
+from scheduling.engine.placement import ClusterState, invalid_request
+from scheduling.engine.preemption import RunningSet
+from scheduling.engine.sizemix import normalised_mix
+from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request, RunningWorkload, SizeMix
 
 if TYPE_CHECKING:
     from scheduling.simulation.replay import JobRun
@@ -41,6 +47,7 @@ class PoolSpec:
     placement_policy: str = "best-fit"
     exclusive: bool = False
     max_tests: int = DEFAULT_MAX_TESTS
+    preemption: bool = False  # keep the engine's victim index (federated pools)
 
     def __post_init__(self) -> None:
         if self.discipline not in DISCIPLINES:
@@ -55,6 +62,12 @@ class Pool:
         self.mix = mix
         self.pending: list[JobRun] = []
         self.running: dict[int, JobRun] = {}
+        self.running_by_id: dict[str, JobRun] = {}
+        self.workloads: dict[str, RunningWorkload] = {}  # the running jobs as the engine's backfill sees them
+        self.victim_index = RunningSet() if spec.preemption else None  # ... and its preemption search
+        self._pending_sizes: Counter[float] = Counter()  # whole GPUs per queued job (0 for shares)
+        self._mix = normalised_mix(mix)
+        self._fragment_cache: dict[tuple[int, ...], float] = {}
         self.capacity_gpus = sum(node.gpu_total for node in spec.nodes)
         self.gpus_per_node = max((node.gpu_total for node in spec.nodes), default=0)
         self.models = frozenset(node.gpu_model for node in spec.nodes)
@@ -66,6 +79,7 @@ class Pool:
             self.pending.insert(0, run)
         else:
             self.pending.append(run)
+        self._pending_sizes[_whole_gpus(run.alloc)] += 1
 
     def allocation_request(self, request: Request) -> Request:
         if not self.spec.exclusive:
@@ -77,6 +91,9 @@ class Pool:
     def never_fits(self, request: Request) -> str:
         """Why ``request`` can never start in this pool even when it is empty ('' if it can)."""
         alloc = self.allocation_request(request)
+        problem = invalid_request(alloc)
+        if problem:
+            return f"the engine refuses the request: {problem}"
         if alloc.gpus > self.capacity_gpus:
             return f"needs {alloc.gpus:g} GPUs, pool {self.name} has {self.capacity_gpus}"
         if alloc.gpus_per_member > self.gpus_per_node:
@@ -85,74 +102,83 @@ class Pool:
             return f"no {'/'.join(sorted(request.gpu_models))} GPU in pool {self.name}"
         return ""
 
-    # -- scheduling -------------------------------------------------------------------------------
-    def schedule(self, now: float, seed: int, order: Sequence[JobRun] | None = None) -> Iterator[JobRun]:
-        """Start what the discipline allows now; yields each started job (already committed)."""
-        if order is not None:
-            self.pending = list(order)
-        if self.spec.discipline == "easy":
-            yield from self._easy(now, seed)
-        else:
-            yield from self._in_order(seed, strict=self.spec.discipline == "fcfs")
-
-    def _in_order(self, seed: int, *, strict: bool) -> Iterator[JobRun]:
-        rejected: set[tuple[object, ...]] = set()
-        kept: list[JobRun] = []
-        for position, run in enumerate(self.pending):
-            if position >= self.spec.max_tests or (strict and kept):
-                kept.extend(self.pending[position:])
-                break
-            if self.try_start(run, seed, rejected):
-                yield run
-            else:
-                kept.append(run)
-        self.pending = kept
-
-    def _easy(self, now: float, seed: int) -> Iterator[JobRun]:
-        rejected: set[tuple[object, ...]] = set()
-        while self.pending and self.try_start(self.pending[0], seed, rejected):
-            yield self.pending.pop(0)
-        if len(self.pending) < 2:
-            return
-        shadow, spare = self.reservation(self.pending[0], now)
-        kept = [self.pending[0]]
-        for position, run in enumerate(self.pending[1:], start=1):
-            if position > self.spec.max_tests:
-                kept.extend(self.pending[position:])
-                break
-            assert run.alloc is not None
-            ends_in_time = now + run.job.request.duration_estimate_s <= shadow
-            if (ends_in_time or run.alloc.gpus <= spare) and self.try_start(run, seed, rejected):
-                if not ends_in_time:
-                    spare -= run.alloc.gpus
-                yield run
-            else:
-                kept.append(run)
-        self.pending = kept
-
-    def reservation(self, head: JobRun, now: float) -> tuple[float, float]:
-        """EASY's shadow time (when the head could start, by GPU count) and the GPUs spare then."""
-        assert head.alloc is not None
+    def might_start_something(self) -> bool:
+        """False when every queued job needs more whole GPUs than are free (then nothing can start)."""
         free = self.state.gpu_free
-        needed = head.alloc.gpus
-        ends = sorted(
-            (run.start + run.job.request.duration_estimate_s if run.start is not None else now, run.allocated_gpus)
-            for run in self.running.values()
-        )
-        if free >= needed:
-            # Enough GPUs in the wrong places (fragmentation): the next completion is the earliest
-            # moment the head might fit, and nothing is spare until then.
-            return (max(ends[0][0], now) if ends else float("inf")), 0.0
-        for end, gpus in ends:
-            free += gpus
-            if free >= needed:
-                return max(end, now), free - needed
-        return float("inf"), 0.0
+        return any(size <= free for size in self._pending_sizes)
 
-    def try_start(self, run: JobRun, seed: int, rejected: set[tuple[object, ...]]) -> bool:
+    # -- scheduling -------------------------------------------------------------------------------
+    def schedule(
+        self, now: float, seed: int, order: Callable[[], list[JobRun]] | None = None
+    ) -> list[JobRun]:
+        """Start what the discipline allows now; returns the started jobs (already committed).
+
+        ``order`` (called only when a pass happens) returns the queue in the order to serve it.
+        """
+        if not self.pending or not self.might_start_something():
+            return []
+        if order is not None:
+            self.pending = order()
+        if self.spec.discipline == "easy":
+            started = self._easy(now, seed)
+        else:
+            started = self._in_order(now, seed, strict=self.spec.discipline == "fcfs")
+        if started:
+            # Started jobs come from the first max_tests positions: only that window is rebuilt.
+            gone = {run.index for run in started}
+            window = self.spec.max_tests
+            self.pending[:window] = [run for run in self.pending[:window] if run.index not in gone]
+        return started
+
+    def _in_order(self, now: float, seed: int, *, strict: bool) -> list[JobRun]:
+        rejected: set[tuple[object, ...]] = set()
+        started: list[JobRun] = []
+        for position, run in enumerate(self.pending):
+            if position >= self.spec.max_tests or (strict and position > len(started)):
+                break
+            if self.try_start(run, now, seed, rejected):
+                started.append(run)
+        return started
+
+    def _easy(self, now: float, seed: int) -> list[JobRun]:
+        queue = self._backfill_queue()
+        decision = easy_backfill(
+            self.state,
+            [run.alloc for run in queue if run.alloc is not None],
+            list(self.workloads.values()),
+            now,
+            policy=self.spec.placement_policy,
+            seed=seed,
+        )
+        by_id = {run.alloc.id: run for run in queue if run.alloc is not None}
+        started = []
+        for placement in decision.start_now:
+            run = by_id[placement.request_id]
+            self.start(run, placement, now)
+            started.append(run)
+        return started
+
+    def _backfill_queue(self) -> list[JobRun]:
+        """The first ``max_tests`` queued jobs, minus those after the head that cannot fit now by GPU count.
+
+        Exact: the engine starts jobs in order until one fails (a job asking for more whole GPUs than are
+        free fails at the latest), and skips any later job that does not fit.
+        """
+        free = self.state.gpu_free
+        queue: list[JobRun] = []
+        head_found = False
+        for run in self.pending[: self.spec.max_tests]:
+            assert run.alloc is not None
+            too_big = _whole_gpus(run.alloc) > free
+            if not head_found or not too_big:
+                queue.append(run)
+            head_found = head_found or too_big
+        return queue
+
+    def try_start(self, run: JobRun, now: float, seed: int, rejected: set[tuple[object, ...]]) -> bool:
         request = run.alloc
         assert request is not None
-        if request.gpus > self.state.gpu_free:
+        if _whole_gpus(request) > self.state.gpu_free:
             return False
         shape = (request.members, request.gpus_per_member, request.gpu_milli, request.gpu_models, request.topology)
         if shape in rejected:
@@ -161,19 +187,65 @@ class Pool:
         if not isinstance(outcome, Placement):
             rejected.add(shape)
             return False
-        self.state.commit(outcome, request)
-        run.placement = outcome
-        self.running[run.index] = run
+        self.start(run, outcome, now)
         return True
+
+    def start(self, run: JobRun, placement: Placement, now: float) -> None:
+        """Commit ``placement`` for ``run`` (queued) and register it with the engine's running index."""
+        assert run.alloc is not None
+        self.state.commit(placement, run.alloc)
+        run.placement = placement
+        self.running[run.index] = run
+        self.running_by_id[run.alloc.id] = run
+        self._pending_sizes[_whole_gpus(run.alloc)] -= 1
+        if not self._pending_sizes[_whole_gpus(run.alloc)]:
+            del self._pending_sizes[_whole_gpus(run.alloc)]
+        estimate = run.job.request.duration_estimate_s
+        workload = RunningWorkload(
+            id=run.alloc.id,
+            team=run.team,
+            gpus=run.alloc.gpus,
+            assignments=placement.assignments,
+            priority=run.job.request.priority,
+            started_at=now,
+            kind=run.job.request.kind,
+            expected_end=now + estimate if estimate > 0 else None,
+        )
+        self.workloads[workload.id] = workload
+        if self.victim_index is not None:
+            self.victim_index.add(workload)
+
+    def start_queued(self, run: JobRun, placement: Placement, now: float) -> None:
+        """Start a queued job out of turn (after preemption made room where ``placement`` says)."""
+        self.pending.remove(run)
+        self.start(run, placement, now)
 
     def release(self, run: JobRun) -> None:
         assert run.placement is not None and run.alloc is not None
         self.state.release(run.placement, run.alloc)
         del self.running[run.index]
+        del self.running_by_id[run.alloc.id]
+        del self.workloads[run.alloc.id]
+        if self.victim_index is not None:
+            self.victim_index.remove(run.alloc.id)
 
     def fragmented_gpus(self) -> float:
-        return fragmented_gpus(self.state.nodes(), self.mix)
+        """The engine's fleet fragmentation, per node from its free vector, cached per distinct vector."""
+        total = 0.0
+        cache = self._fragment_cache
+        for i in range(self.state.node_count):
+            signature = tuple(sorted(self.state.free_vector(i)))
+            value = cache.get(signature)
+            if value is None:
+                value = cache[signature] = expected_fragment_milli(signature, self._mix)
+            total += value
+        return total / MILLI_PER_GPU
 
     @property
     def allocated_gpus(self) -> float:
         return self.state.gpu_allocated_milli / MILLI_PER_GPU
+
+
+def _whole_gpus(request: Request) -> float:
+    """Whole GPUs a request needs free (0 for a GPU share, which may fit on a partly used GPU)."""
+    return 0.0 if request.gpu_milli else request.gpus

@@ -15,12 +15,14 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 
-from scheduling.engine.placement import ClusterState
+from scheduling.engine.fairshare import entitlements, jain_index, share_normalised
 from scheduling.engine.sizemix import size_mix_of
 from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request
 from scheduling.simulation.accounting import Integrals, Samples
+from scheduling.simulation.fast_state import CountingState
 from scheduling.simulation.federation import Federation
 from scheduling.simulation.pools import Pool, PoolSpec
 from scheduling.simulation.progress import ProgressCallback, Throttle
@@ -49,14 +51,12 @@ class JobRun:
     preemptions: int = 0
     rejected: str = ""
     epoch: int = 0  # bumped on preemption so the stale completion event is ignored
+    team: str = field(init=False)
+    gpus: float = field(init=False)  # what the job asks for (an exclusive allocation may hold more)
 
-    @property
-    def team(self) -> str:
-        return self.job.request.team
-
-    @property
-    def gpus(self) -> float:
-        return self.job.request.gpus
+    def __post_init__(self) -> None:
+        self.team = self.job.request.team
+        self.gpus = self.job.request.gpus
 
     @property
     def allocated_gpus(self) -> float:
@@ -87,7 +87,9 @@ class Replay:
         self.horizon_s = horizon_s
         self.progress = progress
         mix = size_mix_of(job.request for job in jobs)
-        self.pools = {spec.name: Pool(spec, ClusterState.from_nodes(spec.nodes, size_mix=mix), mix) for spec in pools}
+        self.pools = {spec.name: Pool(spec, CountingState.from_nodes(spec.nodes, size_mix=mix), mix) for spec in pools}
+        if len({job.request.id for job in jobs}) != len(jobs):
+            raise ValueError("job ids must be unique within a trace (the engine reports decisions by request id)")
         self.runs = [
             JobRun(i, job, scenario.orchestrator_for(job), remaining_s=job.duration_s or 0.0)
             for i, job in enumerate(jobs)
@@ -99,6 +101,7 @@ class Replay:
         self.events: list[tuple[float, int, int, int, int]] = []
         self.now = min(submits)
         self.dirty: set[str] = set()
+        self.queued_by_team: dict[str, float] = {}  # GPUs asked for by queued jobs, kept by the event loop
 
     # -- events -----------------------------------------------------------------------------------
     def push(self, when: float, kind: int, index: int, epoch: int = 0) -> None:
@@ -138,6 +141,7 @@ class Replay:
             run.rejected = reason
             return
         pool.enqueue(run)
+        self.queued(run, +1)
         self.dirty.add(pool.name)
 
     def complete(self, index: int, epoch: int) -> None:
@@ -169,7 +173,7 @@ class Replay:
     def schedule_dirty(self) -> None:
         for name in sorted(self.dirty):
             pool = self.pools[name]
-            order = self.federation.order(self, pool) if self.federation is not None else None
+            order = partial(self.federation.order, self, pool) if self.federation is not None else None
             for run in pool.schedule(self.now, self.seed, order):
                 self.started(run, pool)
         self.dirty.clear()
@@ -178,6 +182,7 @@ class Replay:
         if run.first_start is None:
             run.first_start = self.now
         run.start = self.now
+        self.queued(run, -1)
         self.acct.start(run.team, run.allocated_gpus, run.gpus)
         if self.federation is not None:
             self.federation.on_start(self, run)
@@ -198,13 +203,17 @@ class Replay:
         run.placement = None
         run.start = None
         self.pools[run.pool].enqueue(run, front=True)
+        self.queued(run, +1)
+
+    def queued(self, run: JobRun, sign: int) -> None:
+        self.queued_by_team[run.team] = self.queued_by_team.get(run.team, 0.0) + sign * run.gpus
 
     # -- samples ----------------------------------------------------------------------------------
     def sample(self) -> None:
         samples = self.samples
         samples.times_s.append(self.now)
         samples.allocated_gpus.append(self.acct.allocated)
-        samples.pending_gpus.append(sum(r.gpus for p in self.pools.values() for r in p.pending))
+        samples.pending_gpus.append(sum(self.queued_by_team.values()))
         samples.fragmented_gpus.append(sum(pool.fragmented_gpus() for pool in self.pools.values()))
         demand, held = self.team_demand()
         for team, wanted in demand.items():
@@ -214,18 +223,23 @@ class Replay:
             guaranteed = self.scenario.guarantee(team)
             if held.get(team, 0.0) + 1e-9 < min(wanted, guaranteed):
                 samples.below_guarantee[team] += 1
-        samples.jain.append(self.scenario.jain(demand, held, self.capacity_gpus))
+        samples.jain.append(self.jain(demand, held))
+
+    def jain(self, demand: dict[str, float], held: dict[str, float]) -> float:
+        """Jain's index of held / entitled GPUs over teams with demand (the engine's entitlements: floors,
+        then weighted max-min capped by demand; 1.0 when every demanding team holds exactly that)."""
+        entitled = entitlements(self.scenario.teams, self.capacity_gpus, demand, held)
+        shares = {e.team: e.allocation for e in entitled if demand.get(e.team, 0.0) > 0}
+        return jain_index(share_normalised(held, shares))
 
     def team_demand(self) -> tuple[dict[str, float], dict[str, float]]:
-        """GPUs each team wants (running + queued) and holds now."""
+        """GPUs each team wants (running + queued) and holds now (teams with none are left out)."""
+        held = {team: gpus for team, gpus in self.acct.used_by_team.items() if gpus > 1e-9}
         demand: dict[str, float] = {}
-        held: dict[str, float] = {}
-        for pool in self.pools.values():
-            for run in pool.pending:
-                demand[run.team] = demand.get(run.team, 0.0) + run.gpus
-            for run in pool.running.values():
-                demand[run.team] = demand.get(run.team, 0.0) + run.gpus
-                held[run.team] = held.get(run.team, 0.0) + run.gpus
+        for team in sorted(set(held) | set(self.queued_by_team)):
+            wanted = held.get(team, 0.0) + self.queued_by_team.get(team, 0.0)
+            if wanted > 1e-9:
+                demand[team] = wanted
         return demand, held
 
 

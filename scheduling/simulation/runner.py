@@ -50,7 +50,7 @@ def pools_for(
     if policy == "siloed":
         return siloed_pools(nodes, scenario, jobs, slurm_exclusive=slurm_exclusive)
     if policy == "federated":
-        return [PoolSpec("shared", tuple(nodes), discipline="easy", placement_policy="fgd")]
+        return [PoolSpec("shared", tuple(nodes), discipline="easy", placement_policy="fgd", preemption=True)]
     if policy in POLICIES:
         return [PoolSpec("shared", tuple(nodes), discipline="easy", placement_policy=policy)]
     raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICY_NAMES)}")

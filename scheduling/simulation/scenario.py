@@ -17,7 +17,7 @@ Entitlements: each team's weight is its share of the trace's GPU-hours; its guar
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -56,18 +56,6 @@ class Scenario:
     def _by_name(self) -> dict[str, TeamSpec]:
         return {spec.name: spec for spec in self.teams}
 
-    def jain(self, demand: dict[str, float], held: dict[str, float], capacity: float) -> float:
-        """Jain's index over teams with demand of held / fair share (weighted max-min, capped by demand).
-
-        1.0 when every demanding team holds exactly its fair share; lower when some hold less.
-        """
-        shares = weighted_max_min({t: d for t, d in demand.items() if d > 0}, self.weight, capacity)
-        ratios = [min(held.get(team, 0.0) / share, 1.0) for team, share in shares.items() if share > 0]
-        if not ratios:
-            return 1.0
-        total = sum(ratios)
-        return total * total / (len(ratios) * sum(r * r for r in ratios)) if total else 0.0
-
     def demand_share_by_orchestrator(self) -> dict[str, float]:
         shares: dict[str, float] = defaultdict(float)
         total = sum(self.gpu_hours_by_team.values()) or 1.0
@@ -84,23 +72,6 @@ class Scenario:
             ],
             "rules": list(self.rules),
         }
-
-
-def weighted_max_min(demand: dict[str, float], weight: Callable[[str], float], capacity: float) -> dict[str, float]:
-    """Water-filling: each team gets capacity in proportion to weight, never more than it demands."""
-    shares = {team: 0.0 for team in demand}
-    open_teams = set(demand)
-    left = capacity
-    while open_teams and left > 1e-9:
-        total_weight = sum(weight(team) for team in open_teams)
-        grant = {team: left * weight(team) / total_weight for team in open_teams}
-        left = 0.0
-        for team in sorted(open_teams):
-            take = min(grant[team], demand[team] - shares[team])
-            shares[team] += take
-            left += grant[team] - take
-        open_teams = {team for team in open_teams if demand[team] - shares[team] > 1e-9}
-    return shares
 
 
 def orchestrator_by_shape(jobs: Sequence[TraceJob]) -> str:
