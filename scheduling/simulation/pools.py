@@ -142,6 +142,13 @@ class Pool:
 
     def _easy(self, now: float, seed: int) -> list[JobRun]:
         queue = self._backfill_queue()
+        if queue and _whole_gpus(queue[-1].alloc) > self.state.gpu_free:  # type: ignore[arg-type]
+            # The last job is a head that cannot fit and nothing follows it: the reservation it would get
+            # protects no one, so the decision is just the jobs before it, in order (the engine returns
+            # before computing a reservation when every job it is given starts).
+            queue.pop()
+        if not queue:
+            return []
         decision = easy_backfill(
             self.state,
             [run.alloc for run in queue if run.alloc is not None],
