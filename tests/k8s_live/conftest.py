@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,15 +31,26 @@ from tests.support import require
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "k8s"
 BIN = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/bin"))
-# Ports and state apart from a developer's own cluster started by scripts/k8s/start.sh defaults.
-TEST_ENV = {
-    "K8S_STATE_DIR": "/tmp/gpuportal-k8s-pytest",
-    "K8S_ETCD_PORT": "24479",
-    "K8S_ETCD_PEER_PORT": "24480",
-    "K8S_API_PORT": "24543",
-    "K8S_SCHEDULER_PORT": "24559",
-}
 GPU = "nvidia.com/gpu"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def session_env() -> dict[str, str]:
+    """Own state dir and free loopback ports per session: a developer's cluster (start.sh defaults) or
+    another engineer's test run on this shared machine is never touched (start.sh stops only the
+    cluster of its own state dir)."""
+    return {
+        "K8S_STATE_DIR": tempfile.mkdtemp(prefix="gpuportal-k8s-pytest-"),
+        "K8S_ETCD_PORT": str(free_port()),
+        "K8S_ETCD_PEER_PORT": str(free_port()),
+        "K8S_API_PORT": str(free_port()),
+        "K8S_SCHEDULER_PORT": str(free_port()),
+    }
 
 
 def load_seed() -> ModuleType:
@@ -93,7 +106,7 @@ class Cluster:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     require_fixture()
-    env = {**os.environ, **TEST_ENV, "K8S_BIN_DIR": str(BIN)}
+    env = {**os.environ, **session_env(), "K8S_BIN_DIR": str(BIN)}
     started = time.monotonic()
     done = subprocess.run(
         ["bash", str(SCRIPTS / "start.sh")], env=env, capture_output=True, text=True, timeout=180, check=False
@@ -101,7 +114,8 @@ def cluster() -> Iterator[Cluster]:
     start_seconds = time.monotonic() - started
     if done.returncode != 0:
         subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
-        pytest.fail(f"scripts/k8s/start.sh failed:\n{done.stdout}\n{done.stderr}")
+        logs = env["K8S_STATE_DIR"] + "/log"  # kept for a look: only a passing session removes its state
+        pytest.fail(f"scripts/k8s/start.sh failed (logs in {logs}):\n{done.stdout}\n{done.stderr}")
     values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     state = Path(values["K8S_STATE_DIR"])
     admin = k8s_config.new_client_from_config(config_file=values["K8S_ADMIN_KUBECONFIG"])
@@ -117,6 +131,7 @@ def cluster() -> Iterator[Cluster]:
         admin.close()
         portal.close()
         subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
+        shutil.rmtree(env["K8S_STATE_DIR"], ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------ the API's own answers

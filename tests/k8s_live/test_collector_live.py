@@ -220,6 +220,26 @@ def test_a_pod_the_scheduler_binds_after_a_collect_is_counted_by_the_next_one(cl
         cluster.core.delete_namespaced_pod("late-trial", "hpo", grace_period_seconds=0)
 
 
+def test_a_pod_being_deleted_keeps_its_gpus_until_it_is_gone(cluster, collector):
+    # Deletion of a bound pod waits for its kubelet to stop the containers; until then the scheduler
+    # still reserves its GPUs, and so does the portal. None runs here, so the pod stays Terminating.
+    pod = seed.Pod("hpo", "leaving-trial", 1, user="carol")
+    cluster.core.create_namespaced_pod("hpo", seed.pod_body(pod))
+    try:
+        node = seed.wait("leaving-trial to be bound", lambda: seed.bound_node(cluster.core, "hpo", "leaving-trial"))
+        before = collector.collect().node(node).gpu_allocated
+        cluster.core.delete_namespaced_pod("leaving-trial", "hpo", grace_period_seconds=30)
+        assert cluster.core.read_namespaced_pod("leaving-trial", "hpo").metadata.deletion_timestamp
+        assert collector.collect().node(node).gpu_allocated == before
+    finally:
+        cluster.core.delete_namespaced_pod("leaving-trial", "hpo", grace_period_seconds=0)
+    seed.wait(
+        "leaving-trial to be gone",
+        lambda: not any(p.metadata.name == "leaving-trial" for p in live_gpu_pods(cluster.core)),
+    )
+    assert collector.collect().node(node).gpu_allocated == before - 1
+
+
 def test_a_rejected_token_is_a_source_unavailable_error_that_is_not_retried(cluster):
     configuration = k8s.Configuration()
     configuration.host = cluster.env["K8S_API_URL"]
