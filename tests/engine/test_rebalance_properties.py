@@ -69,15 +69,16 @@ def test_pinned_and_unschedulable_nodes_never_move_and_no_node_moves_twice(situa
         assert not node.pinned and node.schedulable and node.orchestrator == move.source != move.target
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.floats(0.0, 0.1))
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 0.3))
 def test_noisy_demand_around_a_steady_level_does_not_flap_nodes_back_and_forth(seed: int, noise: float) -> None:
-    """Run 50 cycles with demand jittering ±noise around a fixed mix; once settled, nothing moves back."""
+    """50 cycles of 5 min with demand jittering ±noise around a fixed mix. Within ±5 % (the dead band)
+    no node ever moves back; with more noise a node may move back, but never before the hold time."""
     rng = random.Random(seed)
     nodes = [Node(f"n{i}", 8, orchestrator=POOLS[i % 3]) for i in range(24)]
     level = {"slurm": 96.0, "k8s": 40.0, "ray": 56.0}
     config = RebalanceConfig()
-    history: list[tuple[str, str, str]] = []
+    history: list[tuple[float, str, str, str]] = []
     last_change: dict[str, float] = {}
     for cycle in range(50):
         now = cycle * 300.0
@@ -85,8 +86,15 @@ def test_noisy_demand_around_a_steady_level_does_not_flap_nodes_back_and_forth(s
         held = {p: now - t for p, t in last_change.items()}
         decision = plan_rebalance(nodes, [], demand, {}, now=now, config=config, held_s=held)
         for move in decision.moves:
-            history.append((move.node, move.source, move.target))
+            history.append((now, move.node, move.source, move.target))
             last_change[move.source] = last_change[move.target] = now
             nodes = [Node(n.name, n.gpu_total, orchestrator=move.target) if n.name == move.node else n for n in nodes]
-    reversed_moves = [(n, s, t) for n, s, t in history if (n, t, s) in history]
-    assert not reversed_moves, f"flapped: {reversed_moves}"
+    reversals = [
+        (later - earlier, node)
+        for earlier, node, source, target in history
+        for later, node2, source2, target2 in history
+        if node2 == node and (source2, target2) == (target, source) and later > earlier
+    ]
+    if noise <= config.dead_band_fraction:
+        assert not reversals, f"flapped: {reversals}"
+    assert all(gap >= config.hold_s for gap, _node in reversals), f"moved back within the hold time: {reversals}"
