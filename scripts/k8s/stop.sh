@@ -17,6 +17,8 @@ stop() {
     kill "$pid" 2>/dev/null
     for _ in $(seq 1 50); do
         kill -0 "$pid" 2>/dev/null || return 0
+        # Exited but not yet reaped (a zombie still answers kill -0): it holds no port or file.
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
         sleep 0.1
     done
     kill -9 "$pid" 2>/dev/null

@@ -72,7 +72,7 @@ def require_fixture() -> None:
     missing = [str(BIN / b) for b in ("kube-apiserver", "kube-scheduler") if not (BIN / b).exists()]
     missing += [b for b in ("etcd", "openssl", "curl") if shutil.which(b) is None]
     if missing:
-        problems.append(f"missing {', '.join(missing)} (run scripts/k8s/install.sh: builds once, ~15 min)")
+        problems.append(f"missing {', '.join(missing)} (run scripts/k8s/install.sh: builds once, then cached)")
     require(not problems, f"live Kubernetes unavailable: {'; '.join(problems)}")
 
 
