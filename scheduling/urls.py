@@ -18,4 +18,6 @@ urlpatterns = [
     path("orchestrators/", views.orchestrators, name="orchestrators"),
     path("rebalance/", views.rebalance_overview, name="rebalance"),
     path("rebalance/<int:pk>/", views.rebalance_plan, name="rebalance-plan"),
+    path("rebalance/policies/", views.rebalance_policies, name="rebalance-policies"),
+    path("rebalance/policies/<int:pk>/", views.rebalance_policies, name="rebalance-policy"),
 ]

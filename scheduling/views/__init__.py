@@ -4,7 +4,7 @@ from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_
 from .fleet import fragmentation, orchestrators, utilisation
 from .overview import overview
 from .quota import quota_detail, quota_list, quota_new
-from .rebalance import rebalance_overview, rebalance_plan
+from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
 from .teams import team_detail, team_list
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "quota_new",
     "rebalance_overview",
     "rebalance_plan",
+    "rebalance_policies",
     "team_detail",
     "team_list",
     "utilisation",

@@ -7,14 +7,15 @@ service (it recomputes targets from the engine), decisions through ``approve_pla
 
 from collections import defaultdict
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from scheduling.models import Membership, RebalancePlan
-from scheduling.services import rebalance
+from scheduling.models import Membership, PoolPolicy, RebalancePlan
+from scheduling.services import pool_policies, rebalance
 
 from .common import time_range
 
@@ -91,3 +92,59 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
         apply_plan_step.delay(plan.pk)
     messages.success(request, f"{plan} {decision}d: {request.POST.get('reason', '').strip()}")
     return redirect("rebalance")
+
+
+# --- pool policies (admins): the calendar the rebalancer follows; every edit validated and audited ---
+
+
+class PoolPolicyForm(forms.ModelForm):
+    weekdays = forms.TypedMultipleChoiceField(
+        choices=[(1, "Mon"), (2, "Tue"), (3, "Wed"), (4, "Thu"), (5, "Fri"), (6, "Sat"), (7, "Sun")],
+        coerce=int, widget=forms.CheckboxSelectMultiple,
+    )
+    reason = forms.CharField(max_length=100, help_text="Why: stored with the change (audited).")
+
+    class Meta:
+        model = PoolPolicy
+        fields = ["orchestrator", "name", "weekdays", "start_time", "end_time", "floor_gpus", "ceiling_gpus",
+                  "lendable", "precedence", "enabled"]
+        widgets = {"start_time": forms.TimeInput(attrs={"type": "time"}),
+                   "end_time": forms.TimeInput(attrs={"type": "time"})}
+
+
+def _require_policy_admin(request: HttpRequest) -> None:
+    if not request.user.has_perm("scheduling.edit_pool_policies"):
+        raise PermissionDenied("Only portal admins edit pool policies.")
+
+
+@login_required
+def rebalance_policies(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    _require_policy_admin(request)
+    policy = get_object_or_404(PoolPolicy, pk=pk) if pk else None
+    form = PoolPolicyForm(request.POST or None, instance=policy)
+    if request.method == "POST" and request.POST.get("action") == "delete" and policy is not None:
+        try:
+            pool_policies.delete_policy(policy, by=request.user, reason=request.POST.get("reason", ""))
+        except ValidationError as error:
+            messages.error(request, " ".join(error.messages))
+            return redirect("rebalance-policy", pk=policy.pk)
+        messages.success(request, f"Deleted {policy}.")
+        return redirect("rebalance-policies")
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = pool_policies.save_policy(form.save(commit=False), by=request.user,
+                                              reason=form.cleaned_data["reason"])
+        except ValidationError as error:
+            for field, texts in error.message_dict.items():
+                for text in texts:
+                    form.add_error(field if field in form.fields else None, text)
+        else:
+            messages.success(request, f"Saved {saved}: {form.cleaned_data['reason']}")
+            return redirect("rebalance-policies")
+    context = {
+        "form": form,
+        "policy": policy,
+        "policies": PoolPolicy.objects.select_related("orchestrator"),
+        "history": PoolPolicy.history.select_related("history_user", "orchestrator").order_by("-history_date")[:50],
+    }
+    return render(request, "scheduling/rebalance_policies.html", context)

@@ -71,3 +71,32 @@ def test_an_admin_approval_queues_the_apply_task(client, cast, plan, monkeypatch
     plan.refresh_from_db()
     assert plan.state == RebalancePlan.State.APPROVED and queued == [plan.pk]
     assert plan.history.first().history_change_reason == "9 AM floor"
+
+
+@pytest.mark.parametrize("role", ("researcher", "lead", "outsider"))
+def test_only_admins_reach_the_pool_policy_page(client, cast, federation, role):
+    client.force_login(cast[role])
+    assert client.get(reverse("rebalance-policies")).status_code == 403
+
+
+def _policy_form(orch, floor, **extra):
+    return {"orchestrator": orch.pk, "name": extra.get("name", "inference floor"), "weekdays": list("12345"),
+            "start_time": "08:00", "end_time": "20:00", "floor_gpus": floor, "ceiling_gpus": "", "lendable": "on",
+            "precedence": 10, "enabled": "on", "reason": extra.get("reason", "inference SLA")}
+
+
+def test_an_admin_adds_a_policy_with_a_reason_and_an_impossible_floor_is_refused_with_the_rules_named(
+    client, cast, federation
+):
+    from scheduling.models import PoolPolicy
+
+    client.force_login(cast["admin"])
+    k8s, slurm = federation["orchs"]["k8s-serving"], federation["orchs"]["slurm-hpc"]
+    response = client.post(reverse("rebalance-policies"), _policy_form(k8s, 32))
+    assert response.status_code == 302
+    saved = PoolPolicy.objects.get()
+    assert saved.history.first().history_user == cast["admin"] and saved.weekdays == [1, 2, 3, 4, 5]
+    refused = client.post(reverse("rebalance-policies"), _policy_form(slurm, 40, name="training"))
+    body = refused.content.decode()
+    assert refused.status_code == 200 and "Floor gpus: floors cannot all be met" in body
+    assert "inference floor" in body and "training" in body and PoolPolicy.objects.count() == 1
