@@ -1,0 +1,33 @@
+"""The embedded demo federation rebalances live: a plan's nodes drain (the stepper stops placing on them),
+change owner once empty, and the next demo round schedules on them for their new orchestrator."""
+
+from datetime import time, timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduling.models import Node, Orchestrator, PoolPolicy, RebalancePlan
+from scheduling.services import demo, rebalance
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_approved_plan_moves_demo_nodes_between_rounds_until_it_is_applied(cast):
+    demo.create_demo_federation()
+    demo.fill_history(days=0.1, step_s=600)
+    ray = Orchestrator.objects.get(name="ray-sweeps")
+    PoolPolicy.objects.create(orchestrator=ray, name="overnight sweeps", weekdays=list(range(1, 8)),
+                              start_time=time(0), end_time=time(0), floor_gpus=96)
+    plan = rebalance.propose_plan().plan
+    assert plan is not None and not plan.dry_run
+    rebalance.approve_plan(plan, by=cast["admin"], reason="Ray sweeps overnight")
+    names = set(plan.moves.values_list("node__name", flat=True))
+    now = timezone.now()
+    for minute in range(1, 200):
+        outcome = rebalance.apply_step(plan.pk)
+        if outcome.finished:
+            break
+        demo.run_demo_round(now + timedelta(minutes=minute * 10))  # jobs on draining nodes finish meanwhile
+    assert outcome.plan_state == RebalancePlan.State.APPLIED, outcome
+    assert set(Node.objects.filter(name__in=names).values_list("orchestrator__name", flat=True)) == {"ray-sweeps"}
+    assert len(names) >= 2 and Node.objects.filter(orchestrator=ray).count() == 10 + len(names)  # 96-GPU floor met
