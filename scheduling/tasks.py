@@ -46,6 +46,8 @@ def ping(value: int) -> int:
 def propose_rebalance() -> dict[str, object]:
     from scheduling.services import rebalance
 
+    for plan_id in rebalance.resumable_plan_ids():  # idempotent: resumes a plan whose step chain was lost
+        apply_plan_step.delay(plan_id)
     proposal = rebalance.propose_plan()
     plan = proposal.plan
     if plan is not None and plan.state == plan.State.APPROVED:

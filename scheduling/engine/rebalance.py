@@ -77,6 +77,8 @@ class PoolTarget:
     desired_gpus: float
     target_gpus: int
     reason: str
+    lendable: bool = True
+    """False while a non-lendable rule is in force: the pool never gives a node away, not even to a floor."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +203,7 @@ def target_split(
             target, why = owned, f"held: it changed {held_s[n]:.0f} s ago (minimum hold {config.hold_s:g} s)"
         targets.append(PoolTarget(
             n, owned, floor[n], bounds[n].ceiling_gpus if n in bounds else None, round(want[n], 1),
-            max(floor[n], min(ceiling[n], round(target))), why,
+            max(floor[n], min(ceiling[n], round(target))), why, not _frozen(bounds.get(n)),
         ))
     return tuple(targets)
 
@@ -319,7 +321,7 @@ def _next_move(
         below_floor = owned[receiver.orchestrator] < receiver.floor_gpus
         if below_floor:  # a floor beats hysteresis: any pool above its own floor may give
             donors = sorted(
-                (t for t in targets.values() if t.orchestrator != receiver.orchestrator),
+                (t for t in targets.values() if t.orchestrator != receiver.orchestrator and t.lendable),
                 key=lambda t: (_gap(t, owned[t.orchestrator]), t.floor_gpus - owned[t.orchestrator], t.orchestrator),
             )
         for donor in donors:

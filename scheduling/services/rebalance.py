@@ -289,6 +289,12 @@ def propose_plan(now: datetime | None = None) -> Proposal:
     return Proposal(plan, decision)
 
 
+def resumable_plan_ids() -> list[int]:
+    """Approved or applying plans: a worker lost between steps is made good by queueing them again."""
+    states = (RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING)
+    return list(RebalancePlan.objects.filter(state__in=states).values_list("pk", flat=True))
+
+
 def _plan_reason(decision: RebalanceDecision) -> str:
     flows: dict[tuple[str, str], int] = defaultdict(int)
     for move in decision.moves:
@@ -554,10 +560,17 @@ def apply_step(plan_id: int, now: datetime | None = None, verbs=verbs_for) -> St
                 _advance(plan, move, verbs_of, now, timeout)
             except (CollectorError, DrainTimeout, ValueError, OSError) as error:
                 return _fail(plan, moves, verbs_of, f"{move.node.name}: {error}")
-        if all(m.state == NodeMove.State.MOVED for m in moves) and all(_verified(m, verbs_of) for m in moves):
-            plan.state = RebalancePlan.State.APPLIED
-            save_audited(plan, by=plan.decided_by, reason="applied: every node verified with its new owner")
-            return StepOutcome(plan.state, True, "applied")
+        if all(m.state == NodeMove.State.MOVED for m in moves):
+            if all(_verified(m, verbs_of) for m in moves):
+                plan.state = RebalancePlan.State.APPLIED
+                save_audited(plan, by=plan.decided_by, reason="applied: every node verified with its new owner")
+                return StepOutcome(plan.state, True, "applied")
+            if now - max(m.updated_at for m in moves) > timeout:
+                # Handed over but never seen right: nothing to roll back safely, so say so and stop.
+                plan.state = RebalancePlan.State.FAILED
+                plan.error = "moved, but the orchestrators never confirmed the new owner; check the nodes by hand"
+                save_audited(plan, by=plan.decided_by, reason="failed: not verified")
+                return StepOutcome(plan.state, True, plan.error)
         return StepOutcome(plan.state, False, _progress(moves))
 
 

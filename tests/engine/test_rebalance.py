@@ -169,3 +169,9 @@ def test_a_floor_starting_within_the_lead_time_is_already_in_force_so_nodes_drai
     assert bounds_ahead(rules, 1, 6 * 60, 60)["k8s"].floor_gpus == 8
     assert bounds_ahead(rules, 7, 23 * 60 + 30, 60)["k8s"].floor_gpus == 8  # Monday 08:00 is more than an hour off
     assert bounds_ahead(rules, 5, 7 * 60 + 30, 60)["k8s"].rule.startswith("business")
+
+
+def test_a_pool_under_a_non_lendable_rule_gives_no_node_even_to_a_floor() -> None:
+    nodes = fleet(slurm=4, k8s=0, ray=0)
+    bounds = {"k8s": Bounds("k8s", 16), "slurm": Bounds("slurm", 0, lendable=False)}
+    assert plan_rebalance(nodes, [], {}, bounds, now=0.0).moves == ()

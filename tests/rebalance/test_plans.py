@@ -167,3 +167,16 @@ def test_a_plan_between_auto_apply_orchestrators_is_approved_without_an_admin(fe
     plan = rebalance.propose_plan(MONDAY_9).plan
     assert plan.state == RebalancePlan.State.APPROVED and plan.decided_by is None
     assert plan.history.first().history_change_reason == "auto-approved by pool policy"
+
+
+def test_a_moved_node_that_is_never_seen_with_its_new_owner_fails_the_plan_after_the_timeout(
+    federation, inference_floor, cast, settings
+):
+    settings.GPUPORTAL_REBALANCE = {"drain_timeout_s": 60}
+    plan = _approved(cast)
+    rebalance.apply_step(plan.pk, MONDAY_9)
+    rebalance.apply_step(plan.pk, MONDAY_9)
+    assert set(plan.moves.values_list("state", flat=True)) == {NodeMove.State.MOVED}
+    outcome = rebalance.apply_step(plan.pk, timezone.now() + timedelta(minutes=5))
+    assert outcome.plan_state == RebalancePlan.State.FAILED and "never confirmed" in outcome.message
+    assert rebalance.resumable_plan_ids() == []
