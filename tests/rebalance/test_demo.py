@@ -31,3 +31,19 @@ def test_an_approved_plan_moves_demo_nodes_between_rounds_until_it_is_applied(ca
     assert outcome.plan_state == RebalancePlan.State.APPLIED, outcome
     assert set(Node.objects.filter(name__in=names).values_list("orchestrator__name", flat=True)) == {"ray-sweeps"}
     assert len(names) >= 2 and Node.objects.filter(orchestrator=ray).count() == 10 + len(names)  # 96-GPU floor met
+
+
+def test_the_page_shows_owned_vs_target_per_hour_from_the_demo_rollups(client, cast):
+    from django.urls import reverse
+
+    demo.create_demo_federation()
+    demo.fill_history(days=0.2, step_s=600)
+    now = timezone.now()
+    points = rebalance.split_history(now - timedelta(hours=24), now)
+    assert points and {p.orchestrator for p in points} == {"slurm-hpc", "k8s-serving", "ray-sweeps"}
+    hour = max(p.at for p in points)
+    owned = {p.orchestrator: round(p.owned) for p in points if p.at == hour}
+    assert sum(owned.values()) == 320
+    client.force_login(cast["researcher"])
+    body = client.get(reverse("rebalance")).content.decode()
+    assert "owns / target" in body and "No hourly samples" not in body
