@@ -216,6 +216,7 @@ GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # tra
 GPUPORTAL_SAMPLE_RETENTION_DAYS = env.int("GPUPORTAL_SAMPLE_RETENTION_DAYS", default=14)
 CELERY_BEAT_SCHEDULE = {
     "collect-and-decide": {"task": "scheduling.tasks.run_round", "schedule": GPUPORTAL_ROUND_SECONDS},
+    "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
 }
 

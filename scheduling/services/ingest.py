@@ -83,6 +83,8 @@ def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...]
     for seen in observed:
         node = existing.get(seen.name) or Node(name=seen.name)
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
+        if node.pk is not None and is_new_owner and _node_state(seen) in (Node.State.DRAINED, Node.State.DRAINING):
+            continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
         node.orchestrator = orchestrator
         node.gpu_model, node.gpu_total = seen.gpu_model or node.gpu_model or "unknown", seen.gpu_total
         node.gpu_allocated = min(seen.gpu_allocated, seen.gpu_total)

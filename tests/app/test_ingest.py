@@ -157,3 +157,10 @@ def test_register_orchestrator_is_idempotent_and_collect_reports_json(db, capsys
         "workloads_pending",
         "pending_gpus",
     }
+
+
+def test_a_drained_node_still_listed_by_its_old_owner_is_not_claimed_back(orchestrator, teams):
+    ray = Orchestrator.objects.create(name="ray-a", kind="ray", endpoint="http://127.0.0.1:8265")
+    ingest_snapshot(ray, Snapshot("ray-a", OrchestratorKind.RAY, T0, (_node("dgx01"),), ()))
+    ingest_snapshot(orchestrator, _snapshot([_node("dgx01", state_flags=("DRAIN",))], []))
+    assert Node.objects.get(name="dgx01").orchestrator == ray

@@ -63,7 +63,7 @@ def fast_insert(objects: list) -> None:
     adapters = [(field.attname, adapter(field)) for field in fields]
     columns = ", ".join(ops.quote_name(field.column) for field in fields)
     marks = ", ".join(["%s"] * len(fields))
-    sql = f"INSERT INTO {ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({marks})"
+    sql = f"INSERT INTO {ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({marks})"  # nosec B608 - table and column names come from model metadata, values are parameters
     rows = []
     for obj in objects:
         row = []
