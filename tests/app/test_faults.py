@@ -154,13 +154,15 @@ def private_redis():
 
 
 def test_pages_render_while_the_broker_is_down_and_queued_tasks_run_when_it_returns(
-    private_redis, cast, queues, settings
+    private_redis, cast, queues, settings, monkeypatch
 ):
     require_postgres()
     url, stop, restart = private_redis
     settings.CELERY_BROKER_URL = url
     from celery import Celery
 
+    monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery's env var would override the broker argument
+    monkeypatch.setenv("CELERY_RESULT_BACKEND", url)
     producer = Celery("fault-probe", broker=url, backend=url)  # its own app: the portal's stays untouched
     results = [producer.send_task("scheduling.tasks.ping", args=[n]) for n in range(3)]  # no worker yet
     stop()

@@ -67,7 +67,7 @@ def test_two_admins_approving_at_once_cannot_overcommit(cast, teams, queues, per
 
 
 @pytest.fixture
-def worker():
+def worker(monkeypatch):
     """A real `celery worker` process on Redis, reading the test database."""
     require_redis()
     require_postgres()
@@ -98,6 +98,9 @@ def worker():
     )
     from celery import Celery
 
+    # Celery lets CELERY_BROKER_URL in the environment override an app's broker argument (CI sets it).
+    monkeypatch.setenv("CELERY_BROKER_URL", redis_url())
+    monkeypatch.setenv("CELERY_RESULT_BACKEND", redis_url())
     producer = Celery("worker-probe", broker=redis_url(), backend=redis_url())  # leaves the portal's app alone
     yield producer
     process.terminate()
