@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, Subquery, Sum
-from django.utils import timezone
 
 from scheduling.engine.fairshare import entitlements
 from scheduling.engine.fragmentation import (
@@ -160,35 +159,6 @@ def largest_gangs_now() -> dict[int, int]:
     return largest_placeable([_engine_node(row) for row in _node_rows()], GANG_SHAPES)
 
 
-def pool_series(hours: int = 24, now: datetime | None = None) -> dict[str, list[tuple[datetime, float, float]]]:
-    """Per orchestrator: (time, capacity, allocated) over the window; raw samples for a day, rollups beyond."""
-    now = now or timezone.now()
-    since = now - timedelta(hours=hours)
-    series: dict[str, list[tuple[datetime, float, float]]] = defaultdict(list)
-    if hours <= 48:
-        rows = (
-            UsageSample.objects.filter(team__isnull=True, taken_at__gte=since)
-            .order_by("taken_at")
-            .values_list("orchestrator__name", "taken_at", "gpus_total", "gpus_allocated")
-        )
-        for name, taken_at, total, allocated in rows:
-            series[name].append((taken_at, total, allocated))
-        return dict(series)
-    rollups = (
-        UsageRollup.objects.filter(resolution=UsageRollup.Resolution.HOUR, team__isnull=True, period_start__gte=since)
-        .order_by("period_start")
-        .values_list("orchestrator__name", "period_start", "gpu_s_total", "gpu_s_allocated", "covered_s")
-    )
-    for name, start, total_s, allocated_s, covered in rollups:
-        if covered:
-            series[name].append((start, total_s / covered, allocated_s / covered))
-    return dict(series)
-
-
-def latest_plan() -> RebalancePlan | None:
-    return RebalancePlan.objects.prefetch_related("moves__node").first()
-
-
 # --------------------------------------------------------------------------------------------------
 # Page reads (issue 6). Every function here issues a fixed number of queries, whatever the number of
 # teams, nodes or workloads, so pages stay flat as the fleet grows.
@@ -291,12 +261,10 @@ def team_series(
 
 
 def busy_now() -> float | None:
-    """Busy GPUs (DCGM-style utilisation) in the latest round, or None when no source reports it."""
-    latest = UsageSample.objects.filter(team__isnull=True).order_by("-taken_at").values_list("taken_at", flat=True)[:1]
-    stamp = next(iter(latest), None)
-    if stamp is None:
-        return None
-    return UsageSample.objects.filter(team__isnull=True, taken_at=stamp).aggregate(busy=Sum("gpus_busy"))["busy"]
+    """Busy GPUs fleet-wide from each pool's latest measured sample (busy lags allocation by a round)."""
+    from scheduling.selectors_busy import busy_now as measured_busy_now
+
+    return measured_busy_now()
 
 
 # --- who sees what -----------------------------------------------------------------------------------

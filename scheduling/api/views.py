@@ -27,9 +27,10 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.services import collection, governance, quota
+from scheduling.services.audit import stamp_author
 
 from . import filters, serializers
-from .access import only_visible
+from .access import only_visible, pools_or_visible
 from .permissions import ReadOrAdminWrite
 
 
@@ -108,9 +109,7 @@ class OrchestratorViewSet(viewsets.ModelViewSet):
         )
 
     def perform_update(self, serializer):
-        instance = serializer.instance
-        instance._history_user = self.request.user
-        instance._change_reason = "changed through the API"
+        stamp_author(serializer.instance, by=self.request.user, reason="changed through the API")
         serializer.save()
 
 
@@ -199,7 +198,7 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         rows = UsageSample.objects.select_related("orchestrator", "team").order_by("-taken_at")
-        return _pool_or_visible(rows, self.request.user)
+        return pools_or_visible(rows, self.request.user)
 
 
 class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
@@ -211,16 +210,7 @@ class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         rows = UsageRollup.objects.select_related("orchestrator", "team").order_by("-period_start")
-        return _pool_or_visible(rows, self.request.user)
-
-
-def _pool_or_visible(queryset, user):
-    from django.db.models import Q
-
-    from .access import visible_team_ids
-
-    ids = visible_team_ids(user)
-    return queryset if ids is None else queryset.filter(Q(team__isnull=True) | Q(team_id__in=ids))
+        return pools_or_visible(rows, self.request.user)
 
 
 class CollectorRunViewSet(viewsets.ReadOnlyModelViewSet):

@@ -13,9 +13,14 @@ def require_reason(reason: str) -> str:
     return reason
 
 
-def save_audited(instance: models.Model, *, by, reason: str) -> None:
-    """Save with the author and the reason recorded in the instance's history row."""
+def stamp_author(instance: models.Model, *, by, reason: str) -> None:
+    """Record who and why in the history row the next save or delete of ``instance`` writes."""
     instance._history_user = by  # type: ignore[attr-defined]
     instance._change_reason = require_reason(reason)  # type: ignore[attr-defined]
+
+
+def save_audited(instance: models.Model, *, by, reason: str) -> None:
+    """Validate and save with the author and the reason recorded in the instance's history row."""
+    stamp_author(instance, by=by, reason=reason)
     instance.full_clean()
     instance.save()

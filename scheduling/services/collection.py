@@ -24,6 +24,7 @@ from scheduling.collectors import (
 )
 from scheduling.models import CollectorRun, Orchestrator
 
+from .audit import save_audited
 from .busy import scrape_busy
 from .ingest import ingest_snapshot, record_failure
 
@@ -102,10 +103,6 @@ def acquire_lease(orchestrator_id: int) -> bool:
     return Orchestrator.objects.filter(Q(pk=orchestrator_id) & free).update(lease_until=now + LEASE) == 1
 
 
-def release_lease(orchestrator_id: int) -> None:
-    Orchestrator.objects.filter(pk=orchestrator_id).update(lease_until=None)
-
-
 @dataclass(frozen=True)
 class ScrapeOutcome:
     orchestrator: str
@@ -159,8 +156,5 @@ def register_orchestrator(
     orchestrator.kind, orchestrator.endpoint = kind, url
     orchestrator.credentials_ref = credentials_ref or orchestrator.credentials_ref
     orchestrator.options = {**(orchestrator.options or {}), **(options or {})}
-    orchestrator._history_user = by  # type: ignore[attr-defined]
-    orchestrator._change_reason = reason  # type: ignore[attr-defined]
-    orchestrator.full_clean()
-    orchestrator.save()
+    save_audited(orchestrator, by=by, reason=reason)
     return orchestrator, created

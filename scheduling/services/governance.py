@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from scheduling.models import Queue, Team
 
-from .audit import require_reason
+from .audit import require_reason, stamp_author
 from .capacity import fleet_capacity, peak_granted
 
 
@@ -100,8 +100,7 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
         touched.append(queue)
     check_tree(list(existing.values()))
     for queue in touched:
-        queue._history_user = by  # type: ignore[attr-defined]
-        queue._change_reason = reason  # type: ignore[attr-defined]
+        stamp_author(queue, by=by, reason=reason)
         queue.save()
     return touched
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 from scheduling.engine.calendar import Bounds, PolicyRule, bounds_ahead, bounds_at, check_rules
 from scheduling.models import Node, PoolPolicy
 
-from .audit import require_reason, save_audited
+from .audit import require_reason, save_audited, stamp_author
 
 
 def local_moment(now: datetime | None = None) -> tuple[int, int]:
@@ -90,6 +90,5 @@ def save_policy(policy: PoolPolicy, *, by, reason: str) -> PoolPolicy:
 
 @transaction.atomic
 def delete_policy(policy: PoolPolicy, *, by, reason: str) -> None:
-    policy._history_user = by  # type: ignore[attr-defined]
-    policy._change_reason = require_reason(reason)  # type: ignore[attr-defined]
+    stamp_author(policy, by=by, reason=reason)
     policy.delete()

@@ -8,14 +8,14 @@ from django.utils import timezone
 
 from scheduling.models import CapacityLock, QuotaGrant, QuotaRequest, Team
 
+from .audit import stamp_author
 from .capacity import headroom
 
 State = QuotaRequest.State
 
 
 def _audited_save(obj, *, by, reason: str) -> None:
-    obj._history_user = by
-    obj._change_reason = reason
+    stamp_author(obj, by=by, reason=reason)
     obj.save()
 
 

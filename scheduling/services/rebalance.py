@@ -143,26 +143,37 @@ def running_now(orchestrators: list[Orchestrator]) -> list[RunningWorkload]:
     preempt = {o.pk: bool(_options(o).get("preempt_gangs", False)) for o in orchestrators}
     rows = Workload.objects.filter(orchestrator__in=orchestrators, state=Workload.State.RUNNING)
     running = []
-    for row in rows.only("external_id", "orchestrator_id", "gang_size", "gpus_per_member", "priority", "started_at",
-                         "duration_estimate_s", "kind", "nodes"):
+    for row in rows.only(
+        "external_id",
+        "orchestrator_id",
+        "gang_size",
+        "gpus_per_member",
+        "priority",
+        "started_at",
+        "duration_estimate_s",
+        "kind",
+        "nodes",
+    ):
         assignments = tuple(
             MemberAssignment(i, str(a.get("node", "")), tuple(a.get("gpus") or range(row.gpus_per_member)))
             for i, a in enumerate(row.nodes or ())
             if isinstance(a, dict)
         )
         started = _epoch(row.started_at)
-        running.append(RunningWorkload(
-            id=row.external_id,
-            team="",
-            gpus=float(row.gang_size * row.gpus_per_member),
-            assignments=assignments,
-            priority=row.priority,
-            started_at=started,
-            gang_id=row.external_id,
-            preemptible=row.gang_size <= 1 or preempt[row.orchestrator_id],
-            kind=WorkloadKind(row.kind) if row.kind in WorkloadKind._value2member_map_ else WorkloadKind.BATCH,
-            expected_end=started + row.duration_estimate_s if row.duration_estimate_s else None,
-        ))
+        running.append(
+            RunningWorkload(
+                id=row.external_id,
+                team="",
+                gpus=float(row.gang_size * row.gpus_per_member),
+                assignments=assignments,
+                priority=row.priority,
+                started_at=started,
+                gang_id=row.external_id,
+                preemptible=row.gang_size <= 1 or preempt[row.orchestrator_id],
+                kind=WorkloadKind(row.kind) if row.kind in WorkloadKind._value2member_map_ else WorkloadKind.BATCH,
+                expected_end=started + row.duration_estimate_s if row.duration_estimate_s else None,
+            )
+        )
     return running
 
 
@@ -194,9 +205,13 @@ def demand_now(orchestrators: list[Orchestrator], now: datetime) -> dict[str, Po
 
 def _trends(orchestrators: list[Orchestrator], now: datetime) -> dict[int, float]:
     window = timedelta(seconds=float(rebalance_settings()["trend_window_s"]))
-    samples = UsageSample.objects.filter(
-        team__isnull=True, orchestrator__in=orchestrators, taken_at__gte=now - window, taken_at__lte=now
-    ).order_by("taken_at").values_list("orchestrator_id", "taken_at", "gpus_allocated", "gpus_pending")
+    samples = (
+        UsageSample.objects.filter(
+            team__isnull=True, orchestrator__in=orchestrators, taken_at__gte=now - window, taken_at__lte=now
+        )
+        .order_by("taken_at")
+        .values_list("orchestrator_id", "taken_at", "gpus_allocated", "gpus_pending")
+    )
     ends: dict[int, list[tuple[datetime, float]]] = defaultdict(list)
     for orch_id, taken_at, alloc, pend in samples:
         ends[orch_id].append((taken_at, alloc + pend))
@@ -260,7 +275,8 @@ def propose_plan(now: datetime | None = None) -> Proposal:
     now = now or timezone.now()
     with transaction.atomic():
         orchestrators = list(
-            Orchestrator.objects.select_for_update().filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS)
+            Orchestrator.objects.select_for_update()
+            .filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS)
             .order_by("pk")
         )
         open_plan = RebalancePlan.objects.filter(state__in=OPEN_STATES).first()
@@ -281,11 +297,19 @@ def propose_plan(now: datetime | None = None) -> Proposal:
         )
         save_audited(plan, by=None, reason="auto-approved by pool policy" if auto else "proposed by the rebalancer")
         nodes = {n.name: n for n in NodeRow.objects.filter(name__in=[m.node for m in decision.moves])}
-        NodeMove.objects.bulk_create([
-            NodeMove(plan=plan, node=nodes[m.node], source=by_name[m.source], target=by_name[m.target],
-                     drain_cost_gpu_s=m.drain_cost_gpu_s, reason=m.reason[:300])
-            for m in decision.moves
-        ])
+        NodeMove.objects.bulk_create(
+            [
+                NodeMove(
+                    plan=plan,
+                    node=nodes[m.node],
+                    source=by_name[m.source],
+                    target=by_name[m.target],
+                    drain_cost_gpu_s=m.drain_cost_gpu_s,
+                    reason=m.reason[:300],
+                )
+                for m in decision.moves
+            ]
+        )
     return Proposal(plan, decision)
 
 
@@ -460,7 +484,8 @@ class KubernetesVerbs(PoolVerbs):
 
         pods = client.CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node.name}")
         return not [
-            p for p in pods.items
+            p
+            for p in pods.items
             if p.status.phase not in ("Succeeded", "Failed")
             and not any(ref.kind == "DaemonSet" for ref in (p.metadata.owner_references or ()))
         ]
@@ -519,8 +544,11 @@ class RayVerbs(PoolVerbs):
 def verbs_for(orchestrator: Orchestrator, dry_run: bool) -> PoolVerbs:
     if is_demo(orchestrator):
         return DemoVerbs(orchestrator, dry_run)
-    kinds = {Orchestrator.Kind.SLURM: SlurmVerbs, Orchestrator.Kind.KUBERNETES: KubernetesVerbs,
-             Orchestrator.Kind.RAY: RayVerbs}
+    kinds = {
+        Orchestrator.Kind.SLURM: SlurmVerbs,
+        Orchestrator.Kind.KUBERNETES: KubernetesVerbs,
+        Orchestrator.Kind.RAY: RayVerbs,
+    }
     return kinds[orchestrator.kind](orchestrator, dry_run)
 
 
@@ -648,12 +676,21 @@ def _dry_run(plan: RebalancePlan, moves: list[NodeMove], verbs) -> StepOutcome:
     for move in moves:
         source, target = verbs(move.source, True), verbs(move.target, True)
         if isinstance(source, DemoVerbs) or isinstance(target, DemoVerbs):
-            actions.append({"node": move.node.name, "release": f"demo: {move.node.name} state=draining",
-                            "take": f"demo: owner -> {move.target.name}"})
+            actions.append(
+                {
+                    "node": move.node.name,
+                    "release": f"demo: {move.node.name} state=draining",
+                    "take": f"demo: owner -> {move.target.name}",
+                }
+            )
             continue
-        actions.append({"node": move.node.name,
-                        "release": source.release(move.node.name, f"gpuportal plan {plan.pk}: to {move.target.name}"),
-                        "take": target.take(move.node.name)})
+        actions.append(
+            {
+                "node": move.node.name,
+                "release": source.release(move.node.name, f"gpuportal plan {plan.pk}: to {move.target.name}"),
+                "take": target.take(move.node.name),
+            }
+        )
     plan.expected_effect = {**plan.expected_effect, "dry_run_actions": actions}
     plan.state = RebalancePlan.State.APPLIED
     save_audited(plan, by=plan.decided_by, reason="dry run: the commands are recorded, nothing was changed")

@@ -1,4 +1,4 @@
-import json
+from json import dumps
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         for orchestrator in orchestrators.exclude(endpoint__startswith=demo.DEMO_PREFIX):
             collection.scrape(orchestrator.pk)
         for row in (_summary(o) for o in orchestrators.order_by("name")):
-            self.stdout.write(_dumps(row) if json else _line(row))
+            self.stdout.write(dumps(row) if json else _line(row))
 
 
 def _summary(orchestrator: Orchestrator) -> dict:
@@ -43,10 +43,6 @@ def _summary(orchestrator: Orchestrator) -> dict:
         "stale": orchestrator.is_stale,
         "error": orchestrator.last_error if orchestrator.is_stale else "",
     }
-
-
-def _dumps(row: dict) -> str:
-    return json.dumps(row, sort_keys=False)
 
 
 def _line(row: dict) -> str:
