@@ -43,27 +43,40 @@ def _svg(width: int, height: int, body: list[str], title: str) -> str:
 
 
 def _legend(items: list[tuple[str, str]], x: int, y: int) -> list[str]:
-    parts = []
-    for i, (label, colour) in enumerate(items):
-        left = x + i * 130
-        parts.append(f'<rect x="{left}" y="{y}" width="10" height="10" fill="{colour}"/>')
-        parts.append(f'<text x="{left + 14}" y="{y + 9}">{escape(label)}</text>')
+    parts, left = [], float(x)
+    for label, colour in items:
+        parts.append(f'<rect x="{left:.0f}" y="{y}" width="10" height="10" fill="{colour}"/>')
+        parts.append(f'<text x="{left + 14:.0f}" y="{y + 9}">{escape(label)}</text>')
+        left += 34 + 6.5 * len(label)  # about one character width of 11 px sans-serif per letter
     return parts
 
 
 def capacity_chart(pools: list[dict]) -> str:
     """Stacked bars per pool: allocated, idle, down/drained and planned GPU-hours."""
-    keys = (("allocated_h", "allocated"), ("idle_h", "idle"), ("unavailable_h", "unavailable"), ("planned_h", "planned"))
+    keys = (
+        ("allocated_h", "allocated"),
+        ("idle_h", "idle"),
+        ("unavailable_h", "unavailable"),
+        ("planned_h", "planned"),
+    )
     width, label_w, bar_h = 640, 110, 22
     height = 40 + len(pools) * (bar_h + 10)
     top = max((p["capacity_h"] for p in pools), default=0) or 1
-    body = _legend([("allocated", PALETTE["allocated"]), ("idle", PALETTE["idle"]),
-                    ("down/drained", PALETTE["unavailable"]), ("planned", PALETTE["planned"])], label_w, 6)
+    body = _legend(
+        [
+            ("allocated", PALETTE["allocated"]),
+            ("idle", PALETTE["idle"]),
+            ("down/drained", PALETTE["unavailable"]),
+            ("planned", PALETTE["planned"]),
+        ],
+        label_w,
+        6,
+    )
     for i, pool in enumerate(pools):
         y, x = 30 + i * (bar_h + 10), float(label_w)
         body.append(f'<text x="4" y="{y + 15}">{escape(pool["name"])}</text>')
         for key, colour in keys:
-            w = (width - label_w - 70) * (pool[key] or 0) / top
+            w = (width - label_w - 110) * (pool[key] or 0) / top
             if w > 0:
                 body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{PALETTE[colour]}"/>')
             x += w
@@ -87,20 +100,23 @@ def share_chart(teams: list[dict]) -> str:
             f'<rect x="{label_w}" y="{y + bar_h + 1}" width="{actual * scale:.1f}" height="{bar_h}" '
             f'fill="{PALETTE["allocated"]}"/>'
         )
-        body.append(f'<text x="{label_w + max(target, actual) * scale + 4:.1f}" y="{y + 13}">'
-                    f'{target:.0f} % / {actual:.0f} %</text>')
+        body.append(
+            f'<text x="{label_w + max(target, actual) * scale + 4:.1f}" y="{y + 13}">'
+            f"{target:.0f} % / {actual:.0f} %</text>"
+        )
     return _svg(width, height, body, "Target vs actual share of GPU-hours per top-level team")
 
 
 def line_chart(points: list[dict], series: list[tuple[str, str, str]], title: str) -> str:
     """A small multi-series line chart over time; ``series`` is (key, label, colour)."""
     width, height, left, bottom = 640, 200, 40, 30
+    right = 40  # room for the last time label
     if not points:
         return _svg(width, 40, ['<text x="4" y="20">No data in this period.</text>'], title)
     top = max((p[key] or 0) for p in points for key, _l, _c in series) or 1
-    step = (width - left - 10) / max(len(points) - 1, 1)
+    step = (width - left - right) / max(len(points) - 1, 1)
     body = _legend([(label, colour) for _k, label, colour in series], left, 4)
-    body.append(f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#999"/>')
+    body.append(f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#999"/>')
     body.append(f'<text x="2" y="30">{top:,.0f}</text><text x="2" y="{height - bottom}">0</text>')
     for key, _label, colour in series:
         coords = " ".join(
@@ -122,8 +138,10 @@ def charts(content: dict) -> dict[str, str]:
         "shares": share_chart(sections.get("teams", {}).get("teams", [])),
         "fragmentation": line_chart(
             frag,
-            [("fragmented", "free but unusable GPUs", PALETTE["unavailable"]),
-             ("largest_gang", "largest gang placeable (GPUs)", PALETTE["allocated"])],
+            [
+                ("fragmented", "free but unusable GPUs", PALETTE["unavailable"]),
+                ("largest_gang", "largest gang placeable (GPUs)", PALETTE["allocated"]),
+            ],
             "Fragmentation over the week",
         ),
     }
@@ -185,32 +203,66 @@ def csv_rows(content: dict, scope) -> list[tuple]:
             rows.append((section, row, key, data.get(key), unit))
 
     for src in s.get("completeness", {}).get("sources", []):
-        add("completeness", src["name"], src, {"runs": "runs", "failures": "runs", "stale_h": "hours",
-                                                "longest_stale_h": "hours", "fresh_pct": "%"})
-    pool_units = {k: "GPU-hours" for k in ("capacity_h", "allocated_h", "idle_h", "unavailable_h", "planned_h",
-                                            "pending_h", "busy_h")} | {"allocation_pct": "%", "coverage_pct": "%"}
+        add(
+            "completeness",
+            src["name"],
+            src,
+            {"runs": "runs", "failures": "runs", "stale_h": "hours", "longest_stale_h": "hours", "fresh_pct": "%"},
+        )
+    pool_units = {
+        k: "GPU-hours"
+        for k in ("capacity_h", "allocated_h", "idle_h", "unavailable_h", "planned_h", "pending_h", "busy_h")
+    } | {"allocation_pct": "%", "coverage_pct": "%"}
     cap = s.get("capacity", {})
     for pool in [*cap.get("pools", []), *([cap["fleet"]] if cap.get("fleet") else [])]:
         add("capacity", pool["name"], pool, pool_units)
     for team in s.get("teams", {}).get("teams", []):
-        add("teams", team["slug"], team, {"target_pct": "%", "actual_pct": "%", "guaranteed_h": "GPU-hours",
-                                          "used_h": "GPU-hours", "burst_h": "GPU-hours", "busy_h": "GPU-hours",
-                                          "busy_pct": "%"})
+        add(
+            "teams",
+            team["slug"],
+            team,
+            {
+                "target_pct": "%",
+                "actual_pct": "%",
+                "guaranteed_h": "GPU-hours",
+                "used_h": "GPU-hours",
+                "burst_h": "GPU-hours",
+                "busy_h": "GPU-hours",
+                "busy_pct": "%",
+            },
+        )
         for user in team["top_users"]:
             rows.append(("top_users", f"{team['slug']}/{user['user']}", "gpu_h", user["gpu_h"], "GPU-hours"))
     for wait in s.get("waits", {}).get("by_orchestrator", []):
-        add("waits", f"{wait['orchestrator']}/{wait['size']}", wait,
-            {"jobs": "jobs", "p50_s": "seconds", "p90_s": "seconds", "p99_s": "seconds"})
+        add(
+            "waits",
+            f"{wait['orchestrator']}/{wait['size']}",
+            wait,
+            {"jobs": "jobs", "p50_s": "seconds", "p90_s": "seconds", "p99_s": "seconds"},
+        )
     for reason in s.get("waits", {}).get("pending_reasons", []):
         add("pending_reasons", reason["reason"], reason, {"workloads": "workloads", "gpus": "GPUs"})
     frag = s.get("fragmentation", {})
-    add("fragmentation", "week", frag, {"average_fragmented": "GPUs", "average_free": "GPUs",
-                                        "largest_gang_min": "GPUs", "largest_gang_max": "GPUs"})
+    add(
+        "fragmentation",
+        "week",
+        frag,
+        {"average_fragmented": "GPUs", "average_free": "GPUs", "largest_gang_min": "GPUs", "largest_gang_max": "GPUs"},
+    )
     reb = s.get("rebalancing", {})
     add("rebalancing", "week", reb, {"moves": "nodes", "gpus_moved": "GPUs"})
     for floor in reb.get("floors", []):
-        add("floors", floor["orchestrator"], floor, {"floor_max": "GPUs", "hours_with_floor": "hours",
-                                                     "hours_breached": "hours", "worst_shortfall_gpus": "GPUs"})
+        add(
+            "floors",
+            floor["orchestrator"],
+            floor,
+            {
+                "floor_max": "GPUs",
+                "hours_with_floor": "hours",
+                "hours_breached": "hours",
+                "worst_shortfall_gpus": "GPUs",
+            },
+        )
     add("quota", "week", s.get("quota", {}), {"filed": "requests", "approved": "requests", "denied": "requests"})
     for row in s.get("trend", {}).get("rows", []):
         rows.append(("trend", row["key"], "current", row["current"], ""))

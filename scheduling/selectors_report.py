@@ -129,7 +129,9 @@ def held_intervals(since: datetime, until: datetime) -> list[Interval]:
     rows = (
         Workload.objects.filter(started_at__isnull=False, started_at__lt=until)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
-        .values_list("team_id", "user", "orchestrator__name", "gang_size", "gpus_per_member", "started_at", "finished_at")
+        .values_list(
+            "team_id", "user", "orchestrator__name", "gang_size", "gpus_per_member", "started_at", "finished_at"
+        )
     )
     result = []
     for team_id, user, orch, gang, per_member, started, finished in rows:
@@ -178,11 +180,27 @@ def queue_change_moments(since: datetime, until: datetime) -> list[datetime]:
 
 
 def queues_as_of(moment: datetime) -> dict[int, QueueVersion]:
-    """The any-model entitlements in force at ``moment``, from the policy history (django-simple-history)."""
-    return {
+    """The any-model entitlements in force at ``moment``, from the policy history (django-simple-history).
+
+    A queue whose history starts after ``moment`` (the portal was installed, or the queue created, later)
+    counts with its first recorded version: a report over a week before the history began would otherwise
+    read every target as 0 %. ``policy_history_starts`` tells the reader when that applies."""
+    found = {
         q.team_id: QueueVersion(q.team_id, float(q.weight), q.guaranteed, q.burst_limit)
         for q in Queue.history.as_of(moment).filter(gpu_model="")
     }
+    later = (
+        Queue.history.filter(gpu_model="", history_date__gt=moment, history_type="+")
+        .exclude(team_id__in=list(found))
+        .order_by("history_date")
+    )
+    for q in later:
+        found.setdefault(q.team_id, QueueVersion(q.team_id, float(q.weight), q.guaranteed, q.burst_limit))
+    return found
+
+
+def policy_history_starts() -> datetime | None:
+    return Queue.history.filter(gpu_model="").order_by("history_date").values_list("history_date", flat=True).first()
 
 
 def pool_rules_as_of(moment: datetime):
@@ -253,7 +271,6 @@ def previous_content(period_start: datetime) -> dict | None:
         .first()
     )
     return row or None
-
 
 
 def stored_reports():

@@ -1,8 +1,8 @@
 """Who may do what, in one place: (method, path template) -> roles allowed. Used by the API role tests.
 
-Paths take ``{request}`` (a request of nlp, filed by the researcher), ``{queue}`` (research's queue) and
-``{orchestrator}`` and ``{report}`` (a stored weekly capacity report). "Allowed" means 2xx; a denied signed-in user gets 403 (or 404 where the object is
-hidden from them); anonymous gets 401/403.
+Paths take ``{request}`` (a request of nlp, filed by the researcher), ``{queue}`` (research's queue),
+``{orchestrator}`` and ``{report}`` (a stored weekly capacity report). "Allowed" means 2xx; a denied
+signed-in user gets 403 (or 404 where the object is hidden from them); anonymous gets 401/403.
 """
 
 ROLES = ("anonymous", "outsider", "researcher", "lead", "admin")

@@ -18,8 +18,17 @@ class CapacityReportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CapacityReport
-        fields = ["id", "period_start", "period_end", "time_zone", "status", "generated_at", "sent_at", "recipients",
-                  "downloads"]
+        fields = [
+            "id",
+            "period_start",
+            "period_end",
+            "time_zone",
+            "status",
+            "generated_at",
+            "sent_at",
+            "recipients",
+            "downloads",
+        ]
 
     def get_downloads(self, report) -> dict[str, str]:
         request = self.context["request"]

@@ -12,6 +12,7 @@ the window and the sections computed before it (plain dicts) and returns a datac
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import defaultdict
@@ -236,12 +237,13 @@ class Teams:
     teams: list[TeamUse]
     total_used_h: float
     policy_segments: list[str]
+    policy_history_starts: str | None
 
 
 def policy_segments(window: Window) -> list[tuple[datetime, datetime, dict[int, reads.QueueVersion]]]:
     """The entitlements in force over the week, as segments between policy changes."""
     moments = [window.start, *reads.queue_change_moments(window.start, window.end), window.end]
-    return [(a, b, reads.queues_as_of(a)) for a, b in zip(moments, moments[1:], strict=False) if b > a]
+    return [(a, b, reads.queues_as_of(a)) for a, b in itertools.pairwise(moments) if b > a]
 
 
 def _integrate_over(
@@ -256,7 +258,7 @@ def _integrate_over(
         events.setdefault(start, 0.0)
     moments = sorted(events)
     held = used = burst = 0.0
-    for moment, following in zip(moments, moments[1:], strict=False):
+    for moment, following in itertools.pairwise(moments):
         held += events[moment]
         span = (following - moment).total_seconds()
         guaranteed = next((g for a, b, g in guarantee_steps if a <= moment < b), 0.0)
@@ -289,7 +291,13 @@ def teams_section(window: Window, done: dict) -> Teams:
         + ", ".join(f"{teams[q.team_id].slug} {q.weight:g} %/{q.guaranteed}" for q in v.values() if q.team_id in teams)
         for a, b, v in segments
     ]
-    return Teams(rows, _h(sum(i.gpus * (i.end - i.start).total_seconds() for i in intervals)), described)
+    first = reads.policy_history_starts()
+    return Teams(
+        rows,
+        _h(sum(i.gpus * (i.end - i.start).total_seconds() for i in intervals)),
+        described,
+        first.isoformat() if first and first > window.start else None,
+    )
 
 
 def _subtree_intervals(tid: int, children: dict, by_team: dict) -> list[reads.Interval]:

@@ -145,7 +145,9 @@ def deliver(report: CapacityReport, base_url: str) -> int:
     """One message per subscriber (text and HTML parts, the PDF or CSV attached as they chose), each
     rendered for what that subscriber may read; one SMTP connection for all."""
     links = _links(report, base_url)
-    subscriptions = ReportSubscription.objects.select_related("user").filter(user__is_active=True).exclude(user__email="")
+    subscriptions = (
+        ReportSubscription.objects.select_related("user").filter(user__is_active=True).exclude(user__email="")
+    )
     rendered: dict[tuple[frozenset[str] | None, str], tuple[str, str, bytes | str | None]] = {}
     messages = []
     for subscription in subscriptions.order_by("user__username"):

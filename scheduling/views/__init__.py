@@ -4,8 +4,8 @@ from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_
 from .fleet import fragmentation, orchestrators, utilisation
 from .overview import overview
 from .quota import quota_detail, quota_list, quota_new
-from .reports import report_detail, report_download, report_list, report_subscription
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
+from .reports import report_detail, report_download, report_list, report_subscription
 from .teams import team_detail, team_list
 
 __all__ = [

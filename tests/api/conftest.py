@@ -49,6 +49,10 @@ def stored_report(db):
 
     start = timezone.now().replace(microsecond=0) - timedelta(days=14)
     return CapacityReport.objects.create(
-        period_start=start, period_end=start + timedelta(days=7), time_zone="UTC", status="sent",
-        generated_at=timezone.now(), content={"period": {}, "sections": {}, "titles": {}},
+        period_start=start,
+        period_end=start + timedelta(days=7),
+        time_zone="UTC",
+        status="sent",
+        generated_at=timezone.now(),
+        content={"period": {}, "sections": {}, "titles": {}},
     )

@@ -9,7 +9,10 @@ pytestmark = pytest.mark.django_db
 
 def _path(template, nlp_request, queues, orchestrator, report=None):
     return template.format(
-        request=nlp_request.pk, queue=queues["research"].pk, orchestrator=orchestrator.pk, report=getattr(report, "pk", 0)
+        request=nlp_request.pk,
+        queue=queues["research"].pk,
+        orchestrator=orchestrator.pk,
+        report=getattr(report, "pk", 0),
     )
 
 

@@ -53,8 +53,12 @@ def week(orchestrator, fleet, teams, cast):
     production.save()
     _backdate(Queue, THURSDAY, history_date__gt=BEFORE)
     PoolPolicy.objects.create(
-        orchestrator=orchestrator, name="business hours", weekdays=[1, 2, 3, 4, 5],
-        start_time="08:00", end_time="20:00", floor_gpus=64,
+        orchestrator=orchestrator,
+        name="business hours",
+        weekdays=[1, 2, 3, 4, 5],
+        start_time="08:00",
+        end_time="20:00",
+        floor_gpus=64,
     )
     _backdate(PoolPolicy, BEFORE)
     _samples(orchestrator)
@@ -100,9 +104,17 @@ def _node(name: str, gpus: int) -> dict:
 
 def _workloads(orchestrator, teams) -> None:
     make = lambda ext, team, user, gang, per, sub, start, end, **kw: Workload.objects.create(  # noqa: E731
-        orchestrator=orchestrator, external_id=ext, team=teams[team], user=user, gang_size=gang,
-        gpus_per_member=per, submitted_at=sub, started_at=start, finished_at=end,
-        state=kw.pop("state", Workload.State.COMPLETED if end else Workload.State.RUNNING), **kw,
+        orchestrator=orchestrator,
+        external_id=ext,
+        team=teams[team],
+        user=user,
+        gang_size=gang,
+        gpus_per_member=per,
+        submitted_at=sub,
+        started_at=start,
+        finished_at=end,
+        state=kw.pop("state", Workload.State.COMPLETED if end else Workload.State.RUNNING),
+        **kw,
     )
     make("w1", "nlp", "rita", 2, 8, at(0, 9), at(0, 10), at(0, 16, 31), nodes=[_node("dgx00", 8), _node("dgx01", 8)])
     make("w2", "research", "leo", 1, 8, at(-1, 19), at(-1, 20), at(1, 2, 15))
@@ -111,18 +123,36 @@ def _workloads(orchestrator, teams) -> None:
     make("w5", "nlp", "rita", 1, 4, at(2, 9), at(2, 9, 45), at(2, 12), nodes=[_node("dgx02", 4)])
     reason = "no {} free GPUs inside one leaf switch (largest free block 4)"
     make("w6", "nlp", "rita", 1, 8, at(5, 1), None, None, state=Workload.State.PENDING, pending_reason=reason.format(8))
-    make("w7", "production", "otto", 2, 8, at(6, 1), None, None, state=Workload.State.PENDING,
-         pending_reason=reason.format(16))
+    make(
+        "w7",
+        "production",
+        "otto",
+        2,
+        8,
+        at(6, 1),
+        None,
+        None,
+        state=Workload.State.PENDING,
+        pending_reason=reason.format(16),
+    )
 
 
 def _moves_and_quota(orchestrator, k8s, fleet, teams, cast) -> None:
     plan = RebalancePlan.objects.create(state=RebalancePlan.State.APPLIED, reason="ray is deeper")
     RebalancePlan.objects.filter(pk=plan.pk).update(created_at=at(2, 3))
-    move = NodeMove.objects.create(plan=plan, node=fleet[7], source=orchestrator, target=k8s, state=NodeMove.State.MOVED)
+    move = NodeMove.objects.create(
+        plan=plan, node=fleet[7], source=orchestrator, target=k8s, state=NodeMove.State.MOVED
+    )
     NodeMove.objects.filter(pk=move.pk).update(updated_at=at(2, 4))
     filed = lambda gpus, state, decided: QuotaRequest.objects.create(  # noqa: E731
-        requester=cast["researcher"], team=teams["nlp"], gpus=gpus, starts_at=at(8, 0), ends_at=at(9, 12),
-        justification="deadline", state=state, decided_at=decided,
+        requester=cast["researcher"],
+        team=teams["nlp"],
+        gpus=gpus,
+        starts_at=at(8, 0),
+        ends_at=at(9, 12),
+        justification="deadline",
+        state=state,
+        decided_at=decided,
     )
     approved = filed(8, QuotaRequest.State.APPROVED, at(3, 9))
     filed(16, QuotaRequest.State.DENIED, at(3, 10))

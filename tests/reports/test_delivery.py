@@ -31,7 +31,7 @@ def test_each_subscriber_gets_text_and_html_parts_with_the_attachment_they_chose
     admin = by_address["ada@example.org"]
     assert admin.subject == "[gpuportal] Weekly capacity report, week of 2026-11-16"
     assert "Suggested actions" in admin.body and f"https://portal.example/reports/{report.pk}/" in admin.body
-    (html, mime), = admin.alternatives
+    ((html, mime),) = admin.alternatives
     assert mime == "text/html" and "<svg" in html
     assert admin.attachments[0][0] == "capacity-report-2026-11-16.pdf" and admin.attachments[0][1].startswith(b"%PDF")
     assert by_address["rita@example.org"].attachments[0][2] == "text/csv"

@@ -41,8 +41,13 @@ def test_every_signed_in_role_reads_the_list_and_the_fleet_report(client, cast, 
 
 @pytest.mark.parametrize(
     ("role", "sees_leo", "sees_rita"),
-    [("admin", True, True), ("lead", True, True), ("nlp_lead", False, True), ("researcher", False, False),
-     ("outsider", False, False)],
+    [
+        ("admin", True, True),
+        ("lead", True, True),
+        ("nlp_lead", False, True),
+        ("researcher", False, False),
+        ("outsider", False, False),
+    ],
 )
 def test_top_users_show_only_to_admins_and_leads_of_the_team(client, cast, stored, role, sees_leo, sees_rita):
     page = _as(client, cast[role]).get(reverse("report-detail", args=[stored.pk])).content.decode()
