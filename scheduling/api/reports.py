@@ -69,7 +69,7 @@ class CapacityReportViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], url_path=r"download/(?P<fmt>html|pdf|csv)", url_name="download")
     def download(self, request, pk=None, fmt="html"):
         report = self.get_object()
-        return rendered(report, fmt, report_delivery.top_user_scope(request.user), request.build_absolute_uri("/"))
+        return rendered(report, fmt, report_delivery.top_user_scope(request.user))
 
     @extend_schema(request=SubscriptionSerializer, responses={200: SubscriptionSerializer, 204: None})
     @action(detail=False, methods=["get", "put", "delete"], url_path="subscription")

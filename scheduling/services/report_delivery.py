@@ -9,15 +9,15 @@ and the other returns without doing anything. A worker that dies while sending l
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ from scheduling.models import CapacityReport, ReportSubscription
 
 from .capacity_report import Window, build_report, week_before
 
-log = logging.getLogger(__name__)
+BUILD_TIMEOUT = timedelta(hours=1)  # a build takes seconds; a claim older than this lost its worker
 
 
 def worker_name() -> str:
@@ -46,8 +46,22 @@ def generate_report(window: Window, *, worker: str | None = None) -> CapacityRep
                 claimed_at=timezone.now(),
             )
     except IntegrityError:
-        return CapacityReport.objects.get(period_start=window.start, period_end=window.end)
+        report = CapacityReport.objects.get(period_start=window.start, period_end=window.end)
+        if not _reclaim_build(report, worker):
+            return report
+        report.refresh_from_db()
     return _build_into(report, window)
+
+
+def _reclaim_build(report: CapacityReport, worker: str) -> bool:
+    """Take over a build that failed, or whose worker vanished (claimed longer ago than BUILD_TIMEOUT)."""
+    now = timezone.now()
+    failed = Q(status=CapacityReport.Status.FAILED, generated_at__isnull=True)
+    abandoned = Q(status=CapacityReport.Status.GENERATING, claimed_at__lt=now - BUILD_TIMEOUT)
+    claimed = CapacityReport.objects.filter(failed | abandoned, pk=report.pk).update(
+        status=CapacityReport.Status.GENERATING, claimed_by=worker, claimed_at=now, error=""
+    )
+    return claimed == 1
 
 
 def rebuild_report(report: CapacityReport) -> CapacityReport:

@@ -54,7 +54,7 @@ def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def rendered(report, fmt: str, scope, base_url: str) -> HttpResponse:
+def rendered(report, fmt: str, scope) -> HttpResponse:
     """One stored report as a downloadable file, with what this reader may see."""
     if fmt == "pdf":
         payload: bytes | str = reports.render_pdf(report.content, scope)
@@ -73,7 +73,7 @@ def report_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     if fmt not in CONTENT_TYPES:
         raise Http404("Formats: html, pdf, csv.")
     report = _report_or_404(pk)
-    return rendered(report, fmt, report_delivery.top_user_scope(request.user), request.build_absolute_uri("/"))
+    return rendered(report, fmt, report_delivery.top_user_scope(request.user))
 
 
 @login_required

@@ -7,6 +7,7 @@ from celery.schedules import crontab
 from django.conf import settings
 from django.core import mail
 from django.db import connection
+from django.utils import timezone
 
 from scheduling.models import CapacityReport, ReportSubscription
 from scheduling.services import report_delivery
@@ -101,3 +102,26 @@ def test_two_concurrent_workers_build_one_report_and_send_it_exactly_once(week, 
     assert sorted(m.to[0] for m in mail.outbox) == ["ada@example.org", "leo@example.org", "rita@example.org"]
     report = CapacityReport.objects.get()
     assert report.status == CapacityReport.Status.SENT and report.claimed_by in ("worker-0", "worker-1")
+
+
+@pytest.mark.django_db
+def test_a_failed_build_is_taken_over_by_the_next_run_and_a_live_one_is_not(week):
+    report = CapacityReport.objects.create(
+        period_start=WEEK.start, period_end=WEEK.end, time_zone="UTC", status=CapacityReport.Status.FAILED
+    )
+    rebuilt = report_delivery.generate_report(WEEK, worker="second")
+    assert (rebuilt.pk, rebuilt.status, rebuilt.claimed_by) == (report.pk, CapacityReport.Status.READY, "second")
+    CapacityReport.objects.filter(pk=report.pk).update(
+        status=CapacityReport.Status.GENERATING, generated_at=None, claimed_at=timezone.now(), claimed_by="first"
+    )
+    assert report_delivery.generate_report(WEEK, worker="third").claimed_by == "first"
+
+
+@pytest.mark.django_db
+def test_an_admin_resend_puts_a_sent_report_back_in_the_queue_once(week, cast):
+    _subscribe(cast)
+    report = report_delivery.generate_report(WEEK)
+    report_delivery.send_report(report.pk)
+    report_delivery.resend_report(report)
+    assert report_delivery.send_report(report.pk) == 3 and report_delivery.send_report(report.pk) == 0
+    assert len(mail.outbox) == 6
