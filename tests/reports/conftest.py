@@ -1,6 +1,6 @@
 """A small, hand-computable week of history (TIME_ZONE UTC): Mon 2026-11-16 00:00 to Mon 2026-11-23 00:00.
 
-Pool slurm-a: 64 GPUs, 56 on Mon 08:00-10:00; 20 allocated all week; 8 down for the first 24 h; 8 planned
+Pool slurm-a: 64 GPUs, 56 on Mon 08:00-10:00; 20 allocated all week (nlp measured busy 4 of 10 on Tue); 8 down for the first 24 h; 8 planned
 for 6 h (hours 24-30); 16 pending for 10 h. Policy: research 40 % / 16 GPUs until Thu 00:00, then 50 % /
 32; production 60 % then 50 %, 24 GPUs. Floor 64 GPUs on weekdays 08-20 for slurm-a. Workloads with
 start and end times to the minute. Every expected figure in the tests is worked out from these lines.
@@ -61,14 +61,14 @@ def week(orchestrator, fleet, teams, cast):
         floor_gpus=64,
     )
     _backdate(PoolPolicy, BEFORE)
-    _samples(orchestrator)
+    _samples(orchestrator, teams["nlp"])
     _runs(orchestrator)
     _workloads(orchestrator, teams)
     _moves_and_quota(orchestrator, k8s, fleet, teams, cast)
     return {"orchestrator": orchestrator, "k8s": k8s}
 
 
-def _samples(orchestrator) -> None:
+def _samples(orchestrator, nlp) -> None:
     rows = []
     for h in range(168):
         rows.append(
@@ -81,6 +81,17 @@ def _samples(orchestrator) -> None:
                 gpus_unavailable=8 if h < 24 else 0,
                 gpus_planned=8 if 24 <= h < 30 else 0,
                 gpus_pending=16 if 100 <= h < 110 else 0,
+            )
+        )
+    for h in range(24):  # DCGM measured nlp on Tuesday: 10 GPUs allocated, 4 of them busy
+        rows.append(
+            UsageSample(
+                taken_at=MONDAY + timedelta(days=1, hours=h, minutes=30),
+                interval_s=3600,
+                orchestrator=orchestrator,
+                team=nlp,
+                gpus_allocated=10,
+                gpus_busy=4,
             )
         )
     UsageSample.objects.bulk_create(rows)

@@ -72,6 +72,16 @@ def test_burst_counts_only_gpu_hours_held_above_the_guarantee_of_that_moment(rep
     assert _team(report, "production")["burst_h"] == 0
 
 
+def test_busy_vs_allocated_shows_where_dcgm_measured_and_counts_in_the_parent(report):
+    nlp, research, production = (_team(report, slug) for slug in ("nlp", "research", "production"))
+    assert (nlp["measured_allocated_h"], nlp["busy_h"], nlp["busy_pct"]) == (240, 96, 40)
+    assert (research["measured_allocated_h"], research["busy_h"]) == (240, 96)
+    assert production["busy_pct"] is None  # never measured: not read as idle
+    assert report["sections"]["capacity"]["pools"][0]["busy_h"] is None
+    idle = [a["text"] for a in report["sections"]["trend"]["actions"] if a["rule"] == "idle-allocation"]
+    assert any(text.startswith("NLP's GPUs were busy only 40 %") for text in idle)
+
+
 def test_top_users_rank_by_gpu_hours_within_the_subtree(report):
     users = [(u["user"], u["gpu_h"]) for u in _team(report, "research")["top_users"]]
     assert users == [("leo", pytest.approx(W2, abs=1e-5)), ("rita", pytest.approx(W1 + W5, abs=1e-5))]

@@ -125,3 +125,15 @@ def test_an_admin_resend_puts_a_sent_report_back_in_the_queue_once(week, cast):
     report_delivery.resend_report(report)
     assert report_delivery.send_report(report.pk) == 3 and report_delivery.send_report(report.pk) == 0
     assert len(mail.outbox) == 6
+
+
+@pytest.mark.django_db
+def test_the_beat_task_builds_and_sends_last_weeks_report(week, cast, settings):
+    from unittest import mock
+
+    from scheduling import tasks
+
+    _subscribe(cast)
+    with mock.patch("django.utils.timezone.now", return_value=at(7, 7)):  # Monday 07:00, as beat fires
+        result = tasks.weekly_capacity_report.apply().get()
+    assert result["period_start"] == WEEK.start.isoformat() and result["sent"] == 3
