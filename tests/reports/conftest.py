@@ -1,9 +1,10 @@
 """A small, hand-computable week of history (TIME_ZONE UTC): Mon 2026-11-16 00:00 to Mon 2026-11-23 00:00.
 
-Pool slurm-a: 64 GPUs, 56 on Mon 08:00-10:00; 20 allocated all week (nlp measured busy 4 of 10 on Tue); 8 down for the first 24 h; 8 planned
-for 6 h (hours 24-30); 16 pending for 10 h. Policy: research 40 % / 16 GPUs until Thu 00:00, then 50 % /
-32; production 60 % then 50 %, 24 GPUs. Floor 64 GPUs on weekdays 08-20 for slurm-a. Workloads with
-start and end times to the minute. Every expected figure in the tests is worked out from these lines.
+Pool slurm-a: 64 GPUs, 56 on Mon 08:00-10:00; 20 allocated all week; 8 down for the first 24 h; 8 planned
+for 6 h (hours 24-30); 16 pending for 10 h; nlp measured by DCGM on Tuesday, 4 of its 10 GPUs busy.
+Policy: research 40 % / 16 GPUs until Thu 00:00, then 50 % / 32; production 60 % then 50 %, 24 GPUs.
+Floor 64 GPUs on weekdays 08-20 for slurm-a. Workloads with start and end times to the minute. Every
+expected figure in the tests is worked out from these lines.
 """
 
 from datetime import UTC, datetime, timedelta
