@@ -5,7 +5,9 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from scheduling import reports, selectors_report
 from scheduling.models import CapacityReport, ReportSubscription
@@ -71,20 +73,31 @@ class CapacityReportViewSet(viewsets.ReadOnlyModelViewSet):
         report = self.get_object()
         return rendered(report, fmt, report_delivery.top_user_scope(request.user))
 
-    @extend_schema(request=SubscriptionSerializer, responses={200: SubscriptionSerializer, 204: None})
-    @action(detail=False, methods=["get", "put", "delete"], url_path="subscription")
-    def subscription(self, request):
-        if request.method == "DELETE":
-            report_delivery.unsubscribe(request.user)
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        if request.method == "PUT":
-            serializer = SubscriptionSerializer(data=request.data)
-            serializer.is_valid(raise_exception=True)
-            try:
-                report_delivery.subscribe(request.user, serializer.validated_data["format"])
-            except ValidationError as error:
-                return Response(error.message_dict, status=status.HTTP_400_BAD_REQUEST)
+
+class ReportSubscriptionView(APIView):
+    """The caller's own subscription to the weekly report: GET it, PUT a format, DELETE to unsubscribe."""
+
+    permission_classes = [IsAuthenticated]
+    serializer_class = SubscriptionSerializer
+
+    @extend_schema(responses={200: SubscriptionSerializer, 404: None})
+    def get(self, request):
         current = report_delivery.subscription_of(request.user)
         if current is None:
             return Response({"detail": "Not subscribed."}, status=status.HTTP_404_NOT_FOUND)
         return Response(SubscriptionSerializer({"format": current.format}).data)
+
+    @extend_schema(request=SubscriptionSerializer, responses={200: SubscriptionSerializer})
+    def put(self, request):
+        serializer = SubscriptionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            report_delivery.subscribe(request.user, serializer.validated_data["format"])
+        except ValidationError as error:
+            return Response(error.message_dict, status=status.HTTP_400_BAD_REQUEST)
+        return Response(serializer.data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request):
+        report_delivery.unsubscribe(request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
