@@ -218,12 +218,21 @@ CELERY_BEAT_SCHEDULE = {
     "collect-and-decide": {"task": "scheduling.tasks.run_round", "schedule": GPUPORTAL_ROUND_SECONDS},
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
+    # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
+    "weekly-capacity-report": {
+        "task": "scheduling.tasks.weekly_capacity_report",
+        "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
+    },
 }
+# Links in the report email point here; a source is stale in the report once its last success is older.
+GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:8000/")
+GPUPORTAL_REPORT_STALE_AFTER_S = env.float("GPUPORTAL_REPORT_STALE_AFTER_S", default=600.0)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # WeasyPrint logs each layout step at INFO; only its warnings (a missing font, a bad CSS rule) matter.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"}},
 }

@@ -157,3 +157,24 @@ admin.site.register(models.UsageRollup)
 admin.site.register(models.UsageSample)
 admin.site.register(models.WorkloadUtilisation)
 admin.site.register(models.CapacityLock)
+
+
+@admin.register(models.CapacityReport)
+class CapacityReportAdmin(admin.ModelAdmin):
+    """Stored weekly reports; the content is computed, never edited. "Resend" is the one deliberate retry."""
+
+    list_display = ("period_start", "status", "generated_at", "sent_at", "recipients", "claimed_by")
+    list_filter = ("status",)
+    readonly_fields = [f.name for f in models.CapacityReport._meta.fields]
+    actions = ["resend"]
+
+    @admin.action(description="Send again to every subscriber")
+    def resend(self, request, queryset):
+        from .services import report_delivery
+
+        for report in queryset.filter(generated_at__isnull=False):
+            report_delivery.resend_report(report)
+            report_delivery.send_report(report.pk, base_url=request.build_absolute_uri("/"))
+
+
+admin.site.register(models.ReportSubscription)

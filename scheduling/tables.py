@@ -4,7 +4,7 @@ import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html
 
-from scheduling.models import QuotaGrant, QuotaRequest, Workload
+from scheduling.models import CapacityReport, QuotaGrant, QuotaRequest, Workload
 
 ATTRS = {"class": "grid"}
 
@@ -112,3 +112,33 @@ class QuotaGrantTable(tables.Table):
 
     def render_gpus(self, record):
         return f"+{record.gpus} {record.gpu_model or 'any model'}"
+
+
+class CapacityReportTable(tables.Table):
+    period_start = tables.DateTimeColumn(
+        format="D Y-m-d", verbose_name="Week of", linkify=("report-detail", {"pk": tables.A("pk")})
+    )
+    status = tables.Column(verbose_name="Status")
+    generated_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Generated")
+    sent_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Sent")
+    recipients = tables.Column(verbose_name="Recipients")
+    downloads = tables.Column(verbose_name="Download", empty_values=(), orderable=False)
+
+    class Meta:
+        model = CapacityReport
+        attrs = ATTRS
+        fields = ("period_start", "status", "generated_at", "sent_at", "recipients", "downloads")
+        empty_text = "No report yet: the first is built on Monday 07:00 for the week before."
+        order_by = ("-period_start",)
+
+    def render_status(self, value, record):
+        tone = {"sent": "ok", "ready": "info", "failed": "bad", "sending": "warn", "generating": "warn"}
+        return format_html('<span class="badge {}">{}</span>', tone.get(record.status, "info"), value)
+
+    def render_downloads(self, record):
+        if not record.generated_at:
+            return "—"
+        links = [(fmt.upper(), reverse("report-download", args=[record.pk, fmt])) for fmt in ("html", "pdf", "csv")]
+        return format_html(
+            " · ".join(['<a href="{}">{}</a>'] * len(links)), *[part for label, url in links for part in (url, label)]
+        )

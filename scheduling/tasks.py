@@ -64,3 +64,11 @@ def apply_plan_step(plan_id: int) -> dict[str, object]:
     if not outcome.finished:
         apply_plan_step.apply_async((plan_id,), countdown=rebalance.rebalance_settings()["step_retry_s"])
     return {"plan": plan_id, "state": outcome.plan_state, "finished": outcome.finished, "message": outcome.message}
+
+
+@shared_task(acks_late=True)
+def weekly_capacity_report() -> dict[str, object]:
+    """Last week's capacity report: built once and mailed once, however many workers run this."""
+    from scheduling.services import report_delivery
+
+    return report_delivery.run_weekly()

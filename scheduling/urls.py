@@ -20,4 +20,8 @@ urlpatterns = [
     path("rebalance/<int:pk>/", views.rebalance_plan, name="rebalance-plan"),
     path("rebalance/policies/", views.rebalance_policies, name="rebalance-policies"),
     path("rebalance/policies/<int:pk>/", views.rebalance_policies, name="rebalance-policy"),
+    path("reports/", views.report_list, name="report-list"),
+    path("reports/subscription/", views.report_subscription, name="report-subscription"),
+    path("reports/<int:pk>/", views.report_detail, name="report-detail"),
+    path("reports/<int:pk>/<str:fmt>/", views.report_download, name="report-download"),
 ]

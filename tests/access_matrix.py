@@ -1,8 +1,8 @@
 """Who may do what, in one place: (method, path template) -> roles allowed. Used by the API role tests.
 
-Paths take ``{request}`` (a request of nlp, filed by the researcher), ``{queue}`` (research's queue) and
-``{orchestrator}``. "Allowed" means 2xx; a denied signed-in user gets 403 (or 404 where the object is
-hidden from them); anonymous gets 401/403.
+Paths take ``{request}`` (a request of nlp, filed by the researcher), ``{queue}`` (research's queue),
+``{orchestrator}`` and ``{report}`` (a stored weekly capacity report). "Allowed" means 2xx; a denied
+signed-in user gets 403 (or 404 where the object is hidden from them); anonymous gets 401/403.
 """
 
 ROLES = ("anonymous", "outsider", "researcher", "lead", "admin")
@@ -24,6 +24,9 @@ READS = {
     "/api/v1/collector-runs/": SIGNED_IN,
     "/api/v1/rebalance-plans/": SIGNED_IN,
     "/api/v1/fragmentation/": SIGNED_IN,
+    "/api/v1/reports/": SIGNED_IN,
+    "/api/v1/reports/{report}/": SIGNED_IN,
+    "/api/v1/reports/{report}/download/csv/": SIGNED_IN,
 }
 
 WRITES = {
@@ -34,4 +37,5 @@ WRITES = {
     ("post", "/api/v1/quota-requests/"): ("researcher", "lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/approve/"): ("lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/deny/"): ("lead", "admin"),
+    ("put", "/api/v1/reports/subscription/"): SIGNED_IN,
 }

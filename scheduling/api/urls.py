@@ -3,6 +3,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.routers import DefaultRouter
 
 from . import views
+from .reports import CapacityReportViewSet, ReportSubscriptionView
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -16,8 +17,11 @@ router.register("usage/samples", views.UsageSampleViewSet, basename="usagesample
 router.register("usage/rollups", views.UsageRollupViewSet, basename="usagerollup")
 router.register("collector-runs", views.CollectorRunViewSet, basename="collectorrun")
 router.register("rebalance-plans", views.RebalancePlanViewSet, basename="rebalanceplan")
+router.register("reports", CapacityReportViewSet, basename="capacityreport")
 
 urlpatterns = [
+    # Before the router, whose reports/<pk>/ would otherwise take "subscription" for an id.
+    path("v1/reports/subscription/", ReportSubscriptionView.as_view(), name="report-subscription-api"),
     path("v1/", include(router.urls)),
     path("v1/fragmentation/", views.FragmentationView.as_view(), name="fragmentation"),
     path("v1/auth/tokens/", views.TokenCreateView.as_view(), name="token-create"),

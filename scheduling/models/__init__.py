@@ -2,10 +2,12 @@ from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisati
 from .metrics import UsageRollup, UsageSample
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
+from .reports import CapacityReport, ReportSubscription
 from .teams import Membership, Queue, Team
 
 __all__ = [
     "CapacityLock",
+    "CapacityReport",
     "CollectorRun",
     "Membership",
     "Node",
@@ -16,6 +18,7 @@ __all__ = [
     "QuotaGrant",
     "QuotaRequest",
     "RebalancePlan",
+    "ReportSubscription",
     "Team",
     "UsageRollup",
     "UsageSample",

@@ -16,6 +16,10 @@ class UsageSample(models.Model):
     gpus_allocated = models.FloatField(default=0)
     gpus_busy = models.FloatField(null=True, blank=True)
     gpus_pending = models.FloatField(default=0)
+    # Capacity the pool had but could not use: GPUs on down, drained or draining nodes that run nothing,
+    # and idle GPUs held for a pending gang (Slurm's PLANNED node state). Zero where a source cannot tell.
+    gpus_unavailable = models.FloatField(default=0)
+    gpus_planned = models.FloatField(default=0)
     interval_s = models.FloatField(default=30, help_text="Seconds this sample stands for (the round length)")
 
     class Meta:
@@ -40,6 +44,8 @@ class UsageRollup(models.Model):
     gpu_s_allocated = models.FloatField(default=0)
     gpu_s_busy = models.FloatField(null=True, blank=True)
     gpu_s_pending = models.FloatField(default=0)
+    gpu_s_unavailable = models.FloatField(default=0)
+    gpu_s_planned = models.FloatField(default=0)
     covered_s = models.FloatField(default=0, help_text="Seconds of the period that samples cover")
 
     class Meta:

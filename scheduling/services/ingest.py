@@ -153,6 +153,24 @@ def _fill_workload(row: Workload, item: ObservedWorkload, teams: dict[str, Team]
     return row
 
 
+PLANNED_FLAGS = {"PLANNED"}  # Slurm >= 23.02: idle nodes the backfill scheduler holds for a pending job
+
+
+def unusable_gpus(observed: ObservedNode) -> int:
+    """Free GPUs of a node that is down, drained or draining: capacity nobody can be given."""
+    if _node_state(observed) in (Node.State.DOWN, Node.State.DRAINED, Node.State.DRAINING):
+        return max(observed.gpu_total - observed.gpu_allocated, 0)
+    return 0
+
+
+def planned_gpus(observed: ObservedNode) -> int:
+    """Free GPUs of a schedulable node the scheduler keeps idle for a pending gang."""
+    flags = {f.upper() for f in observed.state_flags} | {observed.state.upper()}
+    if flags & PLANNED_FLAGS and not unusable_gpus(observed):
+        return max(observed.gpu_total - observed.gpu_allocated, 0)
+    return 0
+
+
 def _record_samples(orchestrator: Orchestrator, snapshot: Snapshot, now: datetime) -> None:
     interval = 30.0
     if orchestrator.last_success_at:
@@ -172,6 +190,8 @@ def _record_samples(orchestrator: Orchestrator, snapshot: Snapshot, now: datetim
             gpus_total=snapshot.gpu_total,
             gpus_allocated=snapshot.gpu_allocated,
             gpus_pending=snapshot.pending_gpus,
+            gpus_unavailable=sum(unusable_gpus(n) for n in snapshot.nodes),
+            gpus_planned=sum(planned_gpus(n) for n in snapshot.nodes),
         )
     ]
     for slug in set(allocated) | set(pending):

@@ -37,6 +37,8 @@ def refresh_rollups(start: datetime, end: datetime) -> int:
                 allocated=Sum(F("gpus_allocated") * F("interval_s")),
                 busy=Sum(F("gpus_busy") * F("interval_s")),
                 pending=Sum(F("gpus_pending") * F("interval_s")),
+                unavailable=Sum(F("gpus_unavailable") * F("interval_s")),
+                planned=Sum(F("gpus_planned") * F("interval_s")),
                 covered=Sum("interval_s"),
             )
         )
@@ -50,6 +52,8 @@ def refresh_rollups(start: datetime, end: datetime) -> int:
                 gpu_s_allocated=row["allocated"] or 0,
                 gpu_s_busy=row["busy"],
                 gpu_s_pending=row["pending"] or 0,
+                gpu_s_unavailable=row["unavailable"] or 0,
+                gpu_s_planned=row["planned"] or 0,
                 covered_s=row["covered"] or 0,
             )
             for row in totals

@@ -26,10 +26,11 @@ def local_moment(now: datetime | None = None) -> tuple[int, int]:
     return local.isoweekday(), local.hour * 60 + local.minute
 
 
-def rule_of(policy: PoolPolicy) -> PolicyRule:
+def rule_of(policy: PoolPolicy, orchestrator_name: str | None = None) -> PolicyRule:
+    """The engine's rule for a policy row (``orchestrator_name`` spares the lookup for historical rows)."""
     return PolicyRule(
         name=policy.name,
-        orchestrator=policy.orchestrator.name,
+        orchestrator=orchestrator_name or policy.orchestrator.name,
         weekdays=frozenset(int(d) for d in policy.weekdays or () if str(d).lstrip("-").isdigit()),
         start_minute=policy.start_time.hour * 60 + policy.start_time.minute,
         end_minute=policy.end_time.hour * 60 + policy.end_time.minute,

@@ -5,6 +5,7 @@ from .fleet import fragmentation, orchestrators, utilisation
 from .overview import overview
 from .quota import quota_detail, quota_list, quota_new
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
+from .reports import report_detail, report_download, report_list, report_subscription
 from .teams import team_detail, team_list
 
 __all__ = [
@@ -21,6 +22,10 @@ __all__ = [
     "rebalance_overview",
     "rebalance_plan",
     "rebalance_policies",
+    "report_detail",
+    "report_download",
+    "report_list",
+    "report_subscription",
     "team_detail",
     "team_list",
     "utilisation",

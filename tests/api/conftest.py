@@ -38,3 +38,21 @@ def nlp_request(cast, teams, queues, period):
 def iso_period(period):
     start, end = period
     return start.isoformat(), end.isoformat(), (start - timedelta(days=2)).isoformat()
+
+
+@pytest.fixture
+def stored_report(db):
+    """A stored weekly capacity report with empty sections (the matrix checks access, not figures)."""
+    from django.utils import timezone
+
+    from scheduling.models import CapacityReport
+
+    start = timezone.now().replace(microsecond=0) - timedelta(days=14)
+    return CapacityReport.objects.create(
+        period_start=start,
+        period_end=start + timedelta(days=7),
+        time_zone="UTC",
+        status="sent",
+        generated_at=timezone.now(),
+        content={"period": {}, "sections": {}, "titles": {}},
+    )

@@ -7,8 +7,13 @@ from tests.access_matrix import READS, ROLES, WRITES
 pytestmark = pytest.mark.django_db
 
 
-def _path(template, nlp_request, queues, orchestrator):
-    return template.format(request=nlp_request.pk, queue=queues["research"].pk, orchestrator=orchestrator.pk)
+def _path(template, nlp_request, queues, orchestrator, report=None):
+    return template.format(
+        request=nlp_request.pk,
+        queue=queues["research"].pk,
+        orchestrator=orchestrator.pk,
+        report=getattr(report, "pk", 0),
+    )
 
 
 def _write_body(path, iso_period, teams):
@@ -19,6 +24,8 @@ def _write_body(path, iso_period, teams):
         return {"team": "nlp", "gpu_model": "H100", "weight": "10", "guaranteed": 0, "burst_limit": 8, "reason": "m"}
     if "/queues/" in path:
         return {"weight": "35", "reason": "matrix"}
+    if path.endswith("/reports/subscription/"):
+        return {"format": "pdf"}
     if path.endswith("/orchestrators/"):
         return {"name": "ray-m", "kind": "ray", "endpoint": "http://127.0.0.1:8265"}
     if "/orchestrators/" in path:
@@ -28,8 +35,8 @@ def _write_body(path, iso_period, teams):
 
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("template", sorted(READS))
-def test_reads_follow_the_matrix(api, role, template, nlp_request, queues, orchestrator):
-    response = api(role).get(_path(template, nlp_request, queues, orchestrator))
+def test_reads_follow_the_matrix(api, role, template, nlp_request, queues, orchestrator, stored_report):
+    response = api(role).get(_path(template, nlp_request, queues, orchestrator, stored_report))
     if role in READS[template]:
         assert response.status_code == 200, response.content
     else:

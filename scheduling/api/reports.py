@@ -1,0 +1,103 @@
+"""Capacity reports over the API: list, detail (content as the reader may see it), downloads, subscription."""
+
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduling import reports, selectors_report
+from scheduling.models import CapacityReport, ReportSubscription
+from scheduling.services import report_delivery
+from scheduling.views.reports import rendered
+
+
+class CapacityReportSerializer(serializers.ModelSerializer):
+    downloads = serializers.SerializerMethodField()
+
+    class Meta:
+        model = CapacityReport
+        fields = [
+            "id",
+            "period_start",
+            "period_end",
+            "time_zone",
+            "status",
+            "generated_at",
+            "sent_at",
+            "recipients",
+            "downloads",
+        ]
+
+    def get_downloads(self, report) -> dict[str, str]:
+        request = self.context["request"]
+        return {
+            fmt: request.build_absolute_uri(reverse("capacityreport-download", args=[report.pk, fmt]))
+            for fmt in ("html", "pdf", "csv")
+        }
+
+
+class CapacityReportDetailSerializer(CapacityReportSerializer):
+    content = serializers.SerializerMethodField()
+
+    class Meta(CapacityReportSerializer.Meta):
+        fields = [*CapacityReportSerializer.Meta.fields, "content"]
+
+    def get_content(self, report) -> dict:
+        return reports.visible_content(report.content, report_delivery.top_user_scope(self.context["request"].user))
+
+
+class SubscriptionSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=ReportSubscription.Format.choices)
+
+
+class CapacityReportViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every signed-in user reads the fleet report; per-user rows follow the page's rule."""
+
+    queryset = CapacityReport.objects.none()
+    filterset_fields = ["status"]
+
+    def get_queryset(self):
+        rows = selectors_report.stored_reports().order_by("-period_start")
+        return rows if self.action == "list" else CapacityReport.objects.filter(generated_at__isnull=False)
+
+    def get_serializer_class(self):
+        return CapacityReportDetailSerializer if self.action == "retrieve" else CapacityReportSerializer
+
+    @extend_schema(responses={200: OpenApiResponse(description="The report as HTML, PDF or CSV")})
+    @action(detail=True, methods=["get"], url_path=r"download/(?P<fmt>html|pdf|csv)", url_name="download")
+    def download(self, request, pk=None, fmt="html"):
+        report = self.get_object()
+        return rendered(report, fmt, report_delivery.top_user_scope(request.user))
+
+
+class ReportSubscriptionView(APIView):
+    """The caller's own subscription to the weekly report: GET it, PUT a format, DELETE to unsubscribe."""
+
+    permission_classes = [IsAuthenticated]
+    serializer_class = SubscriptionSerializer
+
+    @extend_schema(responses={200: SubscriptionSerializer, 404: None})
+    def get(self, request):
+        current = report_delivery.subscription_of(request.user)
+        if current is None:
+            return Response({"detail": "Not subscribed."}, status=status.HTTP_404_NOT_FOUND)
+        return Response(SubscriptionSerializer({"format": current.format}).data)
+
+    @extend_schema(request=SubscriptionSerializer, responses={200: SubscriptionSerializer})
+    def put(self, request):
+        serializer = SubscriptionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            report_delivery.subscribe(request.user, serializer.validated_data["format"])
+        except ValidationError as error:
+            return Response(error.message_dict, status=status.HTTP_400_BAD_REQUEST)
+        return Response(serializer.data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request):
+        report_delivery.unsubscribe(request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,282 @@
+"""ORM reads for the weekly capacity report: plain tuples and dataclasses, a fixed number of queries each.
+
+The report is computed from these in ``scheduling.services.capacity_report``; nothing here decides or
+formats. Windows are half-open ``[since, until)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, OuterRef, Q, Subquery, Sum
+
+from scheduling.models import (
+    CapacityReport,
+    CollectorRun,
+    NodeMove,
+    Orchestrator,
+    PoolPolicy,
+    Queue,
+    QuotaGrant,
+    QuotaRequest,
+    RebalancePlan,
+    UsageRollup,
+    Workload,
+)
+
+
+@dataclass(frozen=True)
+class SourceRuns:
+    """One source's scrape outcomes in the window, and its last success before the window."""
+
+    name: str
+    kind: str
+    last_ok_before: datetime | None
+    runs: list[tuple[datetime, bool]]
+
+
+def source_runs(since: datetime, until: datetime) -> list[SourceRuns]:
+    before = CollectorRun.objects.filter(orchestrator=OuterRef("pk"), ok=True, started_at__lt=since)
+    orchestrators = Orchestrator.objects.filter(enabled=True).annotate(
+        last_ok_before=Subquery(before.order_by("-started_at").values("started_at")[:1])
+    )
+    runs: dict[int, list[tuple[datetime, bool]]] = defaultdict(list)
+    for orch_id, started, ok in (
+        CollectorRun.objects.filter(started_at__gte=since, started_at__lt=until)
+        .order_by("started_at")
+        .values_list("orchestrator_id", "started_at", "ok")
+    ):
+        runs[orch_id].append((started, ok))
+    return [SourceRuns(o.name, o.kind, o.last_ok_before, runs.get(o.pk, [])) for o in orchestrators.order_by("name")]
+
+
+@dataclass(frozen=True)
+class PoolSeconds:
+    """GPU-seconds of one orchestrator's pool over the window, as its collector reported them."""
+
+    name: str
+    kind: str
+    total: float
+    allocated: float
+    unavailable: float
+    planned: float
+    pending: float
+    busy: float | None
+    covered_s: float
+
+
+def pool_seconds(since: datetime, until: datetime) -> list[PoolSeconds]:
+    rows = (
+        UsageRollup.objects.filter(
+            resolution=UsageRollup.Resolution.HOUR, team__isnull=True, period_start__gte=since, period_start__lt=until
+        )
+        .values("orchestrator__name", "orchestrator__kind")
+        .annotate(
+            total=Sum("gpu_s_total"),
+            allocated=Sum("gpu_s_allocated"),
+            unavailable=Sum("gpu_s_unavailable"),
+            planned=Sum("gpu_s_planned"),
+            pending=Sum("gpu_s_pending"),
+            busy=Sum("gpu_s_busy"),
+            covered=Sum("covered_s"),
+        )
+        .order_by("orchestrator__name")
+    )
+    return [
+        PoolSeconds(
+            r["orchestrator__name"],
+            r["orchestrator__kind"],
+            r["total"] or 0.0,
+            r["allocated"] or 0.0,
+            r["unavailable"] or 0.0,
+            r["planned"] or 0.0,
+            r["pending"] or 0.0,
+            r["busy"],
+            r["covered"] or 0.0,
+        )
+        for r in rows
+    ]
+
+
+def pool_hours_owned(since: datetime, until: datetime) -> dict[str, dict[datetime, float]]:
+    """Average GPUs each pool owned in each hour of the window (from its hourly rollups)."""
+    owned: dict[str, dict[datetime, float]] = defaultdict(dict)
+    for name, start, total, covered in UsageRollup.objects.filter(
+        resolution=UsageRollup.Resolution.HOUR, team__isnull=True, period_start__gte=since, period_start__lt=until
+    ).values_list("orchestrator__name", "period_start", "gpu_s_total", "covered_s"):
+        if covered:
+            owned[name][start] = total / covered
+    return dict(owned)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A workload's GPUs held from ``start`` to ``end`` (already clipped to the window)."""
+
+    team_id: int | None
+    user: str
+    orchestrator: str
+    gpus: int
+    start: datetime
+    end: datetime
+
+
+def held_intervals(since: datetime, until: datetime) -> list[Interval]:
+    """Every workload that held GPUs inside the window, its time clipped to the window (job accounting,
+    as Slurm's sreport does it: exact start and end times rather than sampled rounds)."""
+    rows = (
+        Workload.objects.filter(started_at__isnull=False, started_at__lt=until)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
+        .values_list(
+            "team_id", "user", "orchestrator__name", "gang_size", "gpus_per_member", "started_at", "finished_at"
+        )
+    )
+    result = []
+    for team_id, user, orch, gang, per_member, started, finished in rows:
+        start, end = max(started, since), min(finished or until, until)
+        if end > start and gang * per_member > 0:
+            result.append(Interval(team_id, user or "(unknown)", orch, gang * per_member, start, end))
+    return result
+
+
+def started_waits(since: datetime, until: datetime) -> list[tuple[str, int, float]]:
+    """(orchestrator, GPUs, wait seconds) of each workload that started in the window."""
+    rows = Workload.objects.filter(started_at__gte=since, started_at__lt=until).values_list(
+        "orchestrator__name", "gang_size", "gpus_per_member", "submitted_at", "started_at"
+    )
+    return [(o, g * p, max((s - sub).total_seconds(), 0.0)) for o, g, p, sub, s in rows]
+
+
+def pending_reasons(since: datetime, until: datetime) -> list[tuple[str, str, int]]:
+    """(orchestrator, reason, GPUs) of work submitted before the window ended that had not started by its
+    end, where the orchestrator said why (a reason is cleared once the work starts)."""
+    rows = (
+        Workload.objects.filter(submitted_at__lt=until, state=Workload.State.PENDING)
+        .exclude(pending_reason="")
+        .values_list("orchestrator__name", "pending_reason", "gang_size", "gpus_per_member")
+    )
+    return [(o, reason, g * p) for o, reason, g, p in rows]
+
+
+@dataclass(frozen=True)
+class QueueVersion:
+    team_id: int
+    weight: float
+    guaranteed: int
+    burst_limit: int
+
+
+def queue_change_moments(since: datetime, until: datetime) -> list[datetime]:
+    """When any-model entitlements changed inside the window (each starts a new segment of policy)."""
+    return sorted(
+        set(
+            Queue.history.filter(gpu_model="", history_date__gt=since, history_date__lt=until).values_list(
+                "history_date", flat=True
+            )
+        )
+    )
+
+
+def queues_as_of(moment: datetime) -> dict[int, QueueVersion]:
+    """The any-model entitlements in force at ``moment``, from the policy history (django-simple-history).
+
+    A queue whose history starts after ``moment`` (the portal was installed, or the queue created, later)
+    counts with its first recorded version: a report over a week before the history began would otherwise
+    read every target as 0 %. ``policy_history_starts`` tells the reader when that applies."""
+    found = {
+        q.team_id: QueueVersion(q.team_id, float(q.weight), q.guaranteed, q.burst_limit)
+        for q in Queue.history.as_of(moment).filter(gpu_model="")
+    }
+    later = (
+        Queue.history.filter(gpu_model="", history_date__gt=moment, history_type="+")
+        .exclude(team_id__in=list(found))
+        .order_by("history_date")
+    )
+    for q in later:
+        found.setdefault(q.team_id, QueueVersion(q.team_id, float(q.weight), q.guaranteed, q.burst_limit))
+    return found
+
+
+def policy_history_starts() -> datetime | None:
+    return Queue.history.filter(gpu_model="").order_by("history_date").values_list("history_date", flat=True).first()
+
+
+def pool_rules_as_of(moment: datetime):
+    """The enabled pool policies in force at ``moment`` (historical instances, with their orchestrator)."""
+    policies = list(PoolPolicy.history.as_of(moment).filter(enabled=True))
+    names = dict(Orchestrator.objects.values_list("pk", "name"))
+    return [(names.get(p.orchestrator_id, "?"), p) for p in policies]
+
+
+@dataclass(frozen=True)
+class MoveRow:
+    plan_id: int
+    node: str
+    gpus: int
+    source: str
+    target: str
+    at: datetime
+    reason: str
+
+
+def moves_done(since: datetime, until: datetime) -> list[MoveRow]:
+    rows = (
+        NodeMove.objects.filter(state=NodeMove.State.MOVED, updated_at__gte=since, updated_at__lt=until)
+        .order_by("updated_at")
+        .values_list("plan_id", "node__name", "node__gpu_total", "source__name", "target__name", "updated_at", "reason")
+    )
+    return [MoveRow(*row) for row in rows]
+
+
+def plans_by_state(since: datetime, until: datetime) -> dict[str, int]:
+    rows = RebalancePlan.objects.filter(created_at__gte=since, created_at__lt=until).values("state")
+    return {r["state"]: r["n"] for r in rows.annotate(n=Count("id")).order_by("state")}
+
+
+@dataclass(frozen=True)
+class QuotaFacts:
+    filed: list[tuple[str, int]]
+    decided: list[tuple[str, str, int]]
+    expiring: list[tuple[int, str, int, str, datetime]]
+
+
+def quota_facts(since: datetime, until: datetime, expiring_until: datetime) -> QuotaFacts:
+    filed = (
+        QuotaRequest.objects.filter(created_at__gte=since, created_at__lt=until)
+        .exclude(state=QuotaRequest.State.DRAFT)
+        .values_list("team__slug", "gpus")
+    )
+    decided = QuotaRequest.objects.filter(decided_at__gte=since, decided_at__lt=until).values_list(
+        "team__slug", "state", "gpus"
+    )
+    expiring = (
+        QuotaGrant.objects.filter(
+            state__in=(QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE),
+            ends_at__gte=until,
+            ends_at__lt=expiring_until,
+        )
+        .order_by("ends_at")
+        .values_list("request_id", "team__slug", "gpus", "gpu_model", "ends_at")
+    )
+    return QuotaFacts(list(filed), list(decided), list(expiring))
+
+
+def previous_content(period_start: datetime) -> dict | None:
+    """The stored content of the report of the week before, when it exists."""
+    row = (
+        CapacityReport.objects.filter(period_end=period_start, generated_at__isnull=False)
+        .values_list("content", flat=True)
+        .first()
+    )
+    return row or None
+
+
+def stored_reports():
+    """Stored reports, newest week first, without their (large) content."""
+    return CapacityReport.objects.defer("content")
+
+
+def stored_report(report_id: int) -> CapacityReport | None:
+    return CapacityReport.objects.filter(pk=report_id, generated_at__isnull=False).first()

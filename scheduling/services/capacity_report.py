@@ -1,0 +1,829 @@
+"""The weekly capacity report's content: one function per section, each returning plain data.
+
+Figures are in the terms operators use (Slurm ``sreport``, Open XDMoD): GPU-hours, exact to the second
+where job records give start and end times (team and user use), and from the collectors' hourly rollups
+where only the orchestrator knows (pool capacity, down/drained, planned). ``build_report`` runs the
+sections in order and returns a JSON-ready dict; every format (HTML, PDF, CSV, email) renders from it.
+
+To add a section (the forecast, the GPU ledger), append ``Section(key, title, function)`` to
+``SECTIONS``; to add a suggested action, append a function to ``ACTION_RULES``. A section function takes
+the window and the sections computed before it (plain dicts) and returns a dataclass or dict.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, is_dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+
+from scheduling import selectors, selectors_busy
+from scheduling import selectors_report as reads
+from scheduling.engine.calendar import bounds_at
+from scheduling.services.pool_policies import rule_of
+
+REPORT_VERSION = 1
+HOUR = 3600.0
+TOP_USERS = 5
+TREND_POINTS = 29  # every 6 hours over a week
+EXPIRING_WINDOW = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The report's period, ``[start, end)``, with the time zone its week is cut in."""
+
+    start: datetime
+    end: datetime
+    time_zone: str
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+    def previous(self) -> Window:
+        span = self.end - self.start
+        return Window(self.start - span, self.start, self.time_zone)
+
+
+def week_before(now: datetime, time_zone: str | None = None) -> Window:
+    """The last full week (Monday 00:00 to Monday 00:00 local) before ``now``, in ``TIME_ZONE``."""
+    zone = ZoneInfo(time_zone or settings.TIME_ZONE)
+    local = now.astimezone(zone)
+    monday = (local - timedelta(days=local.isoweekday() - 1)).date()
+    end = datetime(monday.year, monday.month, monday.day, tzinfo=zone)
+    first = monday - timedelta(days=7)
+    return Window(datetime(first.year, first.month, first.day, tzinfo=zone), end, zone.key)
+
+
+def _h(seconds: float) -> float:
+    """GPU-seconds to GPU-hours, kept to the second (rounded only when shown)."""
+    return round(seconds / HOUR, 6)
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(100.0 * part / whole, 3) if whole else None
+
+
+# --- 1. period and data completeness ------------------------------------------------------------
+
+
+@dataclass
+class SourceCompleteness:
+    name: str
+    kind: str
+    runs: int
+    failures: int
+    stale_h: float
+    longest_stale_h: float
+    fresh_pct: float
+
+
+@dataclass
+class Completeness:
+    start: str
+    end: str
+    time_zone: str
+    hours: float
+    stale_after_s: float
+    sources: list[SourceCompleteness]
+
+
+def stale_stretches(
+    since: datetime, until: datetime, last_ok_before: datetime | None, runs: list[tuple[datetime, bool]], limit_s: float
+) -> list[tuple[datetime, datetime]]:
+    """When a source was stale inside ``[since, until)``: its latest attempt had failed, or its latest
+    success was more than ``limit_s`` old (the health page's rule, replayed over the week)."""
+    stretches: list[tuple[datetime, datetime]] = []
+    limit = timedelta(seconds=limit_s)
+    last_ok, failed, cursor = last_ok_before, False, since
+    for at, ok in [*runs, (until, None)]:
+        at = min(max(at, since), until)
+        stale_from = cursor if failed or last_ok is None else max(cursor, last_ok + limit)
+        if stale_from < at:
+            if stretches and stretches[-1][1] == stale_from:
+                stretches[-1] = (stretches[-1][0], at)
+            else:
+                stretches.append((stale_from, at))
+        cursor = max(cursor, at)
+        if ok is not None:
+            failed = not ok
+            last_ok = at if ok else last_ok
+    return stretches
+
+
+def completeness_section(window: Window, done: dict) -> Completeness:
+    limit = float(getattr(settings, "GPUPORTAL_REPORT_STALE_AFTER_S", 600))
+    sources = []
+    for source in reads.source_runs(window.start, window.end):
+        stretches = stale_stretches(window.start, window.end, source.last_ok_before, source.runs, limit)
+        lengths = [(b - a).total_seconds() for a, b in stretches]
+        sources.append(
+            SourceCompleteness(
+                source.name,
+                source.kind,
+                len(source.runs),
+                sum(1 for _at, ok in source.runs if not ok),
+                _h(sum(lengths)),
+                _h(max(lengths, default=0.0)),
+                round(100.0 - (_pct(sum(lengths), window.seconds) or 0.0), 3),
+            )
+        )
+    return Completeness(
+        window.start.isoformat(), window.end.isoformat(), window.time_zone, _h(window.seconds), limit, sources
+    )
+
+
+# --- 2. capacity per pool ------------------------------------------------------------------------
+
+
+@dataclass
+class PoolCapacity:
+    name: str
+    kind: str
+    capacity_h: float
+    allocated_h: float
+    idle_h: float
+    unavailable_h: float
+    planned_h: float
+    pending_h: float
+    busy_h: float | None
+    allocation_pct: float | None
+    coverage_pct: float | None
+
+
+@dataclass
+class Capacity:
+    pools: list[PoolCapacity]
+    fleet: PoolCapacity
+
+
+def _pool_row(name: str, kind: str, p: reads.PoolSeconds | None, period_s: float) -> PoolCapacity:
+    total, allocated = (p.total, p.allocated) if p else (0.0, 0.0)
+    unavailable, planned = (p.unavailable, p.planned) if p else (0.0, 0.0)
+    idle = max(total - allocated - unavailable - planned, 0.0)
+    return PoolCapacity(
+        name,
+        kind,
+        _h(total),
+        _h(allocated),
+        _h(idle),
+        _h(unavailable),
+        _h(planned),
+        _h(p.pending if p else 0.0),
+        None if p is None or p.busy is None else _h(p.busy),
+        _pct(allocated, total),
+        _pct(p.covered_s, period_s) if p else None,
+    )
+
+
+def capacity_section(window: Window, done: dict) -> Capacity:
+    pools = reads.pool_seconds(window.start, window.end)
+    rows = [_pool_row(p.name, p.kind, p, window.seconds) for p in pools]
+    busy = [p.busy for p in pools if p.busy is not None]
+    fleet = reads.PoolSeconds(
+        "fleet",
+        "all",
+        sum(p.total for p in pools),
+        sum(p.allocated for p in pools),
+        sum(p.unavailable for p in pools),
+        sum(p.planned for p in pools),
+        sum(p.pending for p in pools),
+        sum(busy) if busy else None,
+        max((p.covered_s for p in pools), default=0.0),
+    )
+    return Capacity(rows, _pool_row("fleet", "all", fleet if pools else None, window.seconds))
+
+
+# --- 3. teams ------------------------------------------------------------------------------------
+
+
+@dataclass
+class TopUser:
+    user: str
+    gpu_h: float
+
+
+@dataclass
+class TeamUse:
+    slug: str
+    name: str
+    parent: str | None
+    depth: int
+    target_pct: float
+    actual_pct: float | None
+    guaranteed_gpus: float
+    burst_limit_gpus: float
+    guaranteed_h: float
+    used_h: float
+    burst_h: float
+    within_guarantee_h: float
+    measured_allocated_h: float | None
+    busy_h: float | None
+    busy_pct: float | None
+    policy_changes: int
+    top_users: list[TopUser] = field(default_factory=list)
+
+
+@dataclass
+class Teams:
+    teams: list[TeamUse]
+    total_used_h: float
+    policy_segments: list[str]
+    policy_history_starts: str | None
+
+
+def policy_segments(window: Window) -> list[tuple[datetime, datetime, dict[int, reads.QueueVersion]]]:
+    """The entitlements in force over the week, as segments between policy changes."""
+    moments = [window.start, *reads.queue_change_moments(window.start, window.end), window.end]
+    return [(a, b, reads.queues_as_of(a)) for a, b in itertools.pairwise(moments) if b > a]
+
+
+def _integrate_over(
+    intervals: list[reads.Interval], guarantee_steps: list[tuple[datetime, datetime, float]]
+) -> tuple[float, float]:
+    """(GPU-seconds held, GPU-seconds held above the guarantee in force) for one team's intervals."""
+    events: dict[datetime, float] = defaultdict(float)
+    for item in intervals:
+        events[item.start] += item.gpus
+        events[item.end] -= item.gpus
+    for start, _end, _gpus in guarantee_steps:
+        events.setdefault(start, 0.0)
+    moments = sorted(events)
+    held = used = burst = 0.0
+    for moment, following in itertools.pairwise(moments):
+        held += events[moment]
+        span = (following - moment).total_seconds()
+        guaranteed = next((g for a, b, g in guarantee_steps if a <= moment < b), 0.0)
+        used += held * span
+        burst += max(held - guaranteed, 0.0) * span
+    return used, burst
+
+
+def teams_section(window: Window, done: dict) -> Teams:
+    teams, children = selectors.team_tree()
+    segments = policy_segments(window)
+    intervals = reads.held_intervals(window.start, window.end)
+    by_team: dict[int | None, list[reads.Interval]] = defaultdict(list)
+    for item in intervals:
+        by_team[item.team_id].append(item)
+    efficiency = {e.key: e for e in selectors_busy.efficiency_by_team(window.start, window.end)}
+    rows: list[TeamUse] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        kids = children.get(parent, [])
+        used_of = {tid: _subtree_intervals(tid, children, by_team) for tid in kids}
+        sibling_used = {tid: sum(i.gpus * (i.end - i.start).total_seconds() for i in v) for tid, v in used_of.items()}
+        for tid in kids:
+            rows.append(_team_row(teams, tid, depth, segments, used_of[tid], sibling_used, efficiency, children))
+            walk(tid, depth + 1)
+
+    walk(None, 0)
+    described = [
+        f"{a.isoformat()} – {b.isoformat()}: "
+        + ", ".join(f"{teams[q.team_id].slug} {q.weight:g} %/{q.guaranteed}" for q in v.values() if q.team_id in teams)
+        for a, b, v in segments
+    ]
+    first = reads.policy_history_starts()
+    return Teams(
+        rows,
+        _h(sum(i.gpus * (i.end - i.start).total_seconds() for i in intervals)),
+        described,
+        first.isoformat() if first and first > window.start else None,
+    )
+
+
+def _subtree_intervals(tid: int, children: dict, by_team: dict) -> list[reads.Interval]:
+    return [item for member in selectors.subtree_ids(tid, children) for item in by_team.get(member, [])]
+
+
+def _team_row(teams, tid, depth, segments, intervals, sibling_used, efficiency, children) -> TeamUse:
+    team = teams[tid]
+    steps = [(a, b, float(v[tid].guaranteed) if tid in v else 0.0) for a, b, v in segments]
+    period = sum((b - a).total_seconds() for a, b, _v in segments) or 1.0
+
+    def averaged(attribute: str) -> float:
+        total = sum(getattr(v[tid], attribute) * (b - a).total_seconds() for a, b, v in segments if tid in v)
+        return round(total / period, 4)
+
+    used, burst = _integrate_over(intervals, steps)
+    measured = [efficiency[teams[m].slug] for m in selectors.subtree_ids(tid, children) if teams[m].slug in efficiency]
+    allocated_m = sum(e.allocated_h for e in measured) if measured else None
+    busy_m = sum(e.busy_h or 0.0 for e in measured) if measured else None
+    users: dict[str, float] = defaultdict(float)
+    for item in intervals:
+        users[item.user] += item.gpus * (item.end - item.start).total_seconds()
+    top = sorted(users.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_USERS]
+    return TeamUse(
+        slug=team.slug,
+        name=team.name,
+        parent=teams[team.parent_id].slug if team.parent_id in teams else None,
+        depth=depth,
+        target_pct=averaged("weight"),
+        actual_pct=_pct(used, sum(sibling_used.values())),
+        guaranteed_gpus=averaged("guaranteed"),
+        burst_limit_gpus=averaged("burst_limit"),
+        guaranteed_h=_h(sum(g * (b - a).total_seconds() for a, b, g in steps)),
+        used_h=_h(used),
+        burst_h=_h(burst),
+        within_guarantee_h=_h(used - burst),
+        measured_allocated_h=None if allocated_m is None else round(allocated_m, 6),
+        busy_h=None if busy_m is None else round(busy_m, 6),
+        busy_pct=_pct(busy_m, allocated_m) if allocated_m else None,
+        policy_changes=max(len(segments) - 1, 0),
+        top_users=[TopUser(user, _h(seconds)) for user, seconds in top],
+    )
+
+
+# --- 4. queue waits ------------------------------------------------------------------------------
+
+
+@dataclass
+class WaitRow:
+    orchestrator: str
+    size: str
+    jobs: int
+    p50_s: float
+    p90_s: float
+    p99_s: float
+
+
+@dataclass
+class ReasonRow:
+    reason: str
+    workloads: int
+    gpus: int
+    orchestrators: list[str]
+
+
+@dataclass
+class Waits:
+    by_size: list[WaitRow]
+    by_orchestrator: list[WaitRow]
+    pending_reasons: list[ReasonRow]
+
+
+def _wait_rows(groups: dict[tuple[str, int], list[float]]) -> list[WaitRow]:
+    rows = []
+    for (orch, bucket), values in sorted(groups.items()):
+        values.sort()
+        label = f"{bucket} GPU" if bucket <= selectors.GANG_SHAPES[-1] else f">{selectors.GANG_SHAPES[-1]} GPU"
+        rows.append(
+            WaitRow(
+                orch,
+                label,
+                len(values),
+                selectors._percentile(values, 0.5),
+                selectors._percentile(values, 0.9),
+                selectors._percentile(values, 0.99),
+            )
+        )
+    return rows
+
+
+def reason_pattern(reason: str) -> str:
+    """One line per kind of reason: numbers become N so "no 16 free GPUs" and "no 8 free GPUs" group."""
+    return re.sub(r"\d+(\.\d+)?", "N", reason.strip())[:200]
+
+
+def waits_section(window: Window, done: dict) -> Waits:
+    by_size: dict[tuple[str, int], list[float]] = defaultdict(list)
+    by_orch: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for orch, gpus, wait in reads.started_waits(window.start, window.end):
+        bucket = selectors._size_bucket(gpus)
+        by_size[("all", bucket)].append(wait)
+        by_orch[(orch, bucket)].append(wait)
+    reasons: dict[str, list] = {}
+    for orch, reason, gpus in reads.pending_reasons(window.start, window.end):
+        entry = reasons.setdefault(reason_pattern(reason), [0, 0, set()])
+        entry[0], entry[1] = entry[0] + 1, entry[1] + gpus
+        entry[2].add(orch)
+    ranked = sorted(reasons.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))[:10]
+    return Waits(
+        _wait_rows(by_size),
+        _wait_rows(by_orch),
+        [ReasonRow(text, count, gpus, sorted(orchs)) for text, (count, gpus, orchs) in ranked],
+    )
+
+
+# --- 5. fragmentation ----------------------------------------------------------------------------
+
+
+@dataclass
+class FragmentationSample:
+    at: str
+    free: float
+    fragmented: float
+    largest_gang: int
+
+
+@dataclass
+class Fragmentation:
+    average_fragmented: float
+    average_free: float
+    largest_gang_min: int
+    largest_gang_max: int
+    points: list[FragmentationSample]
+
+
+def fragmentation_section(window: Window, done: dict) -> Fragmentation:
+    trend = selectors.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
+    points = [
+        FragmentationSample(
+            p.at.isoformat(),
+            round(p.free, 3),
+            round(p.fragmented, 3),
+            max((size for size, count in p.placeable.items() if count), default=0),
+        )
+        for p in trend
+    ]
+    count = len(points) or 1
+    return Fragmentation(
+        round(sum(p.fragmented for p in points) / count, 3),
+        round(sum(p.free for p in points) / count, 3),
+        min((p.largest_gang for p in points), default=0),
+        max((p.largest_gang for p in points), default=0),
+        points,
+    )
+
+
+# --- 6. rebalancing ------------------------------------------------------------------------------
+
+
+@dataclass
+class MoveSummary:
+    source: str
+    target: str
+    nodes: int
+    gpus: int
+
+
+@dataclass
+class FloorRow:
+    orchestrator: str
+    floor_max: int
+    hours_with_floor: int
+    hours_held: int
+    hours_breached: int
+    hours_unknown: int
+    worst_shortfall_gpus: float
+    lowest_owned_gpus: float | None
+
+
+@dataclass
+class Rebalancing:
+    moves: int
+    gpus_moved: int
+    by_direction: list[MoveSummary]
+    plans: dict[str, int]
+    floors: list[FloorRow]
+
+
+def _hours(window: Window) -> list[datetime]:
+    hours, moment = [], window.start
+    while moment < window.end:
+        hours.append(moment)
+        moment += timedelta(hours=1)
+    return hours
+
+
+def floor_rows(window: Window) -> list[FloorRow]:
+    """Each hour of the week: the floor in force (the policies as they stood that day) against the GPUs
+    the pool owned that hour; an hour without a rollup is unknown, never counted as held."""
+    zone = ZoneInfo(window.time_zone)
+    owned = reads.pool_hours_owned(window.start, window.end)
+    rules_by_day: dict[object, list] = {}
+    tally: dict[str, dict] = {}
+    for hour in _hours(window):
+        local = hour.astimezone(zone)
+        day = local.date()
+        if day not in rules_by_day:
+            rules_by_day[day] = [rule_of(p, name) for name, p in reads.pool_rules_as_of(hour)]
+        for name, bound in bounds_at(rules_by_day[day], local.isoweekday(), local.hour * 60 + local.minute).items():
+            if bound.floor_gpus <= 0:
+                continue
+            row = tally.setdefault(name, {"floor": 0, "with": 0, "held": 0, "breached": 0, "unknown": 0, "worst": 0.0})
+            row["floor"], row["with"] = max(row["floor"], bound.floor_gpus), row["with"] + 1
+            have = owned.get(name, {}).get(hour)
+            if have is None:
+                row["unknown"] += 1
+            elif have + 1e-9 < bound.floor_gpus:
+                row["breached"] += 1
+                row["worst"] = max(row["worst"], bound.floor_gpus - have)
+            else:
+                row["held"] += 1
+    return [
+        FloorRow(
+            name,
+            t["floor"],
+            t["with"],
+            t["held"],
+            t["breached"],
+            t["unknown"],
+            round(t["worst"], 3),
+            round(min(owned[name].values()), 3) if owned.get(name) else None,
+        )
+        for name, t in sorted(tally.items())
+    ]
+
+
+def rebalancing_section(window: Window, done: dict) -> Rebalancing:
+    moves = reads.moves_done(window.start, window.end)
+    directions: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for move in moves:
+        entry = directions[(move.source, move.target)]
+        entry[0], entry[1] = entry[0] + 1, entry[1] + move.gpus
+    return Rebalancing(
+        len(moves),
+        sum(m.gpus for m in moves),
+        [MoveSummary(s, t, n, g) for (s, t), (n, g) in sorted(directions.items())],
+        reads.plans_by_state(window.start, window.end),
+        floor_rows(window),
+    )
+
+
+# --- 7. quota requests ---------------------------------------------------------------------------
+
+APPROVED_STATES = ("approved", "active", "expired", "revoked")
+
+
+@dataclass
+class ExpiringGrant:
+    request: int
+    team: str
+    gpus: int
+    gpu_model: str
+    ends_at: str
+
+
+@dataclass
+class Quota:
+    filed: int
+    filed_gpus: int
+    approved: int
+    approved_gpus: int
+    denied: int
+    denied_gpus: int
+    expiring_next_week: list[ExpiringGrant]
+
+
+def quota_section(window: Window, done: dict) -> Quota:
+    facts = reads.quota_facts(window.start, window.end, window.end + EXPIRING_WINDOW)
+    approved = [gpus for _team, state, gpus in facts.decided if state in APPROVED_STATES]
+    denied = [gpus for _team, state, gpus in facts.decided if state == "denied"]
+    return Quota(
+        len(facts.filed),
+        sum(g for _t, g in facts.filed),
+        len(approved),
+        sum(approved),
+        len(denied),
+        sum(denied),
+        [ExpiringGrant(r, t, g, m or "any", e.isoformat()) for r, t, g, m, e in facts.expiring],
+    )
+
+
+# --- 8. trend and suggested actions --------------------------------------------------------------
+
+HEADLINE_KEYS = (
+    ("capacity_h", "Capacity GPU-h"),
+    ("allocated_h", "Allocated GPU-h"),
+    ("allocation_pct", "Allocation %"),
+    ("idle_h", "Idle GPU-h"),
+    ("unavailable_h", "Down/drained GPU-h"),
+    ("pending_h", "Pending demand GPU-h"),
+    ("p90_wait_s", "p90 queue wait (s)"),
+    ("fragmented_avg", "Free-but-unusable GPUs (avg)"),
+    ("floor_breach_hours", "Floor-breach hours"),
+    ("stale_h", "Source stale hours"),
+)
+
+
+def headline(sections: dict) -> dict[str, float | None]:
+    """The week in ten figures, from the sections' plain data (also read from a stored report)."""
+    fleet = sections.get("capacity", {}).get("fleet", {})
+    waits = [w for w in sections.get("waits", {}).get("by_size", [])]
+    jobs = sum(w["jobs"] for w in waits)
+    return {
+        "capacity_h": fleet.get("capacity_h"),
+        "allocated_h": fleet.get("allocated_h"),
+        "allocation_pct": fleet.get("allocation_pct"),
+        "idle_h": fleet.get("idle_h"),
+        "unavailable_h": fleet.get("unavailable_h"),
+        "pending_h": fleet.get("pending_h"),
+        # Jobs-weighted p90 of the size buckets: an approximation the stored reports can repeat exactly.
+        "p90_wait_s": round(sum(w["p90_s"] * w["jobs"] for w in waits) / jobs, 1) if jobs else None,
+        "fragmented_avg": sections.get("fragmentation", {}).get("average_fragmented"),
+        "floor_breach_hours": sum(f["hours_breached"] for f in sections.get("rebalancing", {}).get("floors", [])),
+        "stale_h": round(sum(s["stale_h"] for s in sections.get("completeness", {}).get("sources", [])), 3),
+    }
+
+
+@dataclass
+class TrendRow:
+    key: str
+    label: str
+    current: float | None
+    previous: float | None
+    change: float | None
+
+
+@dataclass
+class Action:
+    rule: str
+    severity: str
+    text: str
+
+
+@dataclass
+class Trend:
+    previous_source: str
+    rows: list[TrendRow]
+    actions: list[Action]
+
+
+def _previous_headline(window: Window) -> tuple[dict, str]:
+    stored = reads.previous_content(window.start)
+    if stored and "headline" in stored:
+        return stored["headline"], "stored report"
+    earlier = window.previous()
+    sections: dict = {}
+    for section in SECTIONS:
+        if section.key in HEADLINE_SECTIONS:
+            sections[section.key] = to_plain(section.build(earlier, sections))
+    return headline(sections), "recomputed"
+
+
+def trend_section(window: Window, done: dict) -> Trend:
+    now, (before, source) = headline(done), _previous_headline(window)
+    rows = []
+    for key, label in HEADLINE_KEYS:
+        current, previous = now.get(key), before.get(key)
+        change = None if current is None or previous is None else round(current - previous, 3)
+        rows.append(TrendRow(key, label, current, previous, change))
+    actions = [action for rule in ACTION_RULES for action in rule(done, now, before)]
+    order = {"high": 0, "medium": 1, "low": 2}
+    actions.sort(key=lambda a: order.get(a.severity, 3))
+    return Trend(source, rows, actions[:10])
+
+
+def _stale_sources(done, now, before):
+    for s in done.get("completeness", {}).get("sources", []):
+        if s["stale_h"] >= 1:
+            yield Action(
+                "stale-source",
+                "high" if s["stale_h"] >= 24 else "medium",
+                f"Source {s['name']} was stale {s['stale_h']:.1f} h ({s['failures']} failed scrapes): check its "
+                "endpoint and credentials; its figures this week are incomplete.",
+            )
+
+
+def _floor_breaches(done, now, before):
+    for f in done.get("rebalancing", {}).get("floors", []):
+        if f["hours_breached"]:
+            yield Action(
+                "floor-breached",
+                "high",
+                f"The floor of {f['orchestrator']} ({f['floor_max']} GPUs) was breached for {f['hours_breached']} h "
+                f"(short by up to {f['worst_shortfall_gpus']:g} GPUs): pin nodes to it or lower the rebalancer's "
+                "hold time before the floor window.",
+            )
+
+
+def _down_capacity(done, now, before):
+    fleet = done.get("capacity", {}).get("fleet", {})
+    if fleet.get("capacity_h") and fleet["unavailable_h"] >= 0.05 * fleet["capacity_h"]:
+        yield Action(
+            "down-capacity",
+            "medium",
+            f"{fleet['unavailable_h']:.0f} GPU-h ({100 * fleet['unavailable_h'] / fleet['capacity_h']:.0f} % of "
+            "capacity) sat on down or drained nodes: return them to service or retire them from the pools.",
+        )
+
+
+def _guarantees(done, now, before):
+    for t in done.get("teams", {}).get("teams", []):
+        if t["depth"] != 0 or not t["guaranteed_h"]:
+            continue
+        if t["used_h"] < 0.5 * t["guaranteed_h"]:
+            yield Action(
+                "guarantee-underused",
+                "low",
+                f"{t['name']} used {t['used_h']:.0f} of {t['guaranteed_h']:.0f} guaranteed GPU-h: its guarantee "
+                "could shrink, or its idle share is lent as burst.",
+            )
+        elif t["burst_h"] > 0.5 * t["used_h"]:
+            yield Action(
+                "burst-dependent",
+                "medium",
+                f"{t['name']} ran {t['burst_h']:.0f} of {t['used_h']:.0f} GPU-h above its guarantee: raise the "
+                "guarantee or file a quota request, or its work is first to be preempted.",
+            )
+
+
+def _idle_allocations(done, now, before):
+    for t in done.get("teams", {}).get("teams", []):
+        if t["busy_pct"] is not None and t["busy_pct"] < 50 and (t["measured_allocated_h"] or 0) >= 24:
+            yield Action(
+                "idle-allocation",
+                "medium",
+                f"{t['name']}'s GPUs were busy only {t['busy_pct']:.0f} % of the time they were allocated: see the "
+                "idle-allocated jobs on the utilisation page.",
+            )
+
+
+def _fragmentation(done, now, before):
+    frag = done.get("fragmentation", {})
+    pending = done.get("capacity", {}).get("fleet", {}).get("pending_h") or 0
+    if frag.get("average_fragmented", 0) >= 8 and pending > 0:
+        yield Action(
+            "fragmentation",
+            "medium",
+            f"On average {frag['average_fragmented']:.0f} free GPUs could not serve any waiting request size while "
+            "work was pending: use the fragmentation-aware placement policy or pack small jobs onto fewer nodes.",
+        )
+
+
+def _expiring_grants(done, now, before):
+    grants = done.get("quota", {}).get("expiring_next_week", [])
+    if grants:
+        teams = sorted({g["team"] for g in grants})
+        yield Action(
+            "grants-expiring",
+            "low",
+            f"{len(grants)} quota grant(s) ({sum(g['gpus'] for g in grants)} GPUs) expire next week for "
+            f"{', '.join(teams)}: renew them before the work that relies on them is preempted.",
+        )
+
+
+def _allocation_drop(done, now, before):
+    current, previous = now.get("allocation_pct"), before.get("allocation_pct")
+    if current is not None and previous is not None and previous - current >= 10:
+        yield Action(
+            "allocation-drop",
+            "medium",
+            f"Allocation fell from {previous:.0f} % to {current:.0f} % week over week: check the pending reasons.",
+        )
+
+
+ActionRule = Callable[[dict, dict, dict], object]
+# Suggested actions, each a clear rule over the report's own data; forecast-based rules append here.
+ACTION_RULES: list[ActionRule] = [
+    _stale_sources,
+    _floor_breaches,
+    _down_capacity,
+    _guarantees,
+    _idle_allocations,
+    _fragmentation,
+    _expiring_grants,
+    _allocation_drop,
+]
+
+
+# --- assembly ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    build: Callable[[Window, dict], object]
+
+
+SECTIONS: list[Section] = [
+    Section("completeness", "1. Period and data completeness", completeness_section),
+    Section("capacity", "2. Capacity per pool (GPU-hours)", capacity_section),
+    Section("teams", "3. Teams: guaranteed, used and burst", teams_section),
+    Section("waits", "4. Queue waits and pending reasons", waits_section),
+    Section("fragmentation", "5. Fragmentation", fragmentation_section),
+    Section("rebalancing", "6. Rebalancing and pool floors", rebalancing_section),
+    Section("quota", "7. Quota requests", quota_section),
+    Section("trend", "8. Week over week and suggested actions", trend_section),
+]
+HEADLINE_SECTIONS = {"completeness", "capacity", "waits", "fragmentation", "rebalancing"}
+
+
+def to_plain(value) -> dict:
+    """Dataclasses and datetimes to JSON types, as they will read back from the database."""
+    data = asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+
+
+def build_report(window: Window) -> dict:
+    sections: dict = {}
+    for section in SECTIONS:
+        sections[section.key] = to_plain(section.build(window, sections))
+    return {
+        "version": REPORT_VERSION,
+        "period": {"start": window.start.isoformat(), "end": window.end.isoformat(), "time_zone": window.time_zone},
+        "titles": {s.key: s.title for s in SECTIONS},
+        "order": [s.key for s in SECTIONS],
+        "headline": headline(sections),
+        "sections": sections,
+    }

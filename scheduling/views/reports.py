@@ -1,0 +1,96 @@
+"""Weekly capacity reports: the list with downloads and the subscription form, a report page, downloads.
+
+Who sees what (like Open XDMoD): every signed-in user reads the fleet report; the per-user rows of a
+team's top users only show to admins and to the leads of that team (or of a team above it).
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_tables2 import RequestConfig
+
+from scheduling import reports, selectors_report
+from scheduling.models import ReportSubscription
+from scheduling.services import report_delivery
+from scheduling.tables import CapacityReportTable
+
+CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8"}
+
+
+@login_required
+def report_list(request: HttpRequest) -> HttpResponse:
+    table = CapacityReportTable(selectors_report.stored_reports())
+    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    context = {
+        "table": table,
+        "subscription": report_delivery.subscription_of(request.user),
+        "formats": ReportSubscription.Format.choices,
+    }
+    return render(request, "scheduling/report_list.html", context)
+
+
+def _report_or_404(pk: int):
+    report = selectors_report.stored_report(pk)
+    if report is None:
+        raise Http404("No such report, or it is still being generated.")
+    return report
+
+
+def download_links(report) -> dict[str, str]:
+    return {fmt: reverse("report-download", args=[report.pk, fmt]) for fmt in CONTENT_TYPES}
+
+
+@login_required
+def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    report = _report_or_404(pk)
+    scope = report_delivery.top_user_scope(request.user)
+    body = reports.render_body(report.content, scope)
+    return render(
+        request, "scheduling/report_detail.html", {"report": report, "body": body, "links": download_links(report)}
+    )
+
+
+def rendered(report, fmt: str, scope) -> HttpResponse:
+    """One stored report as a downloadable file, with what this reader may see."""
+    if fmt == "pdf":
+        payload: bytes | str = reports.render_pdf(report.content, scope)
+    elif fmt == "csv":
+        payload = reports.render_csv(report.content, scope)
+    else:
+        payload = reports.render_html(report.content, scope)
+    response = HttpResponse(payload, content_type=CONTENT_TYPES[fmt])
+    name = f"capacity-report-{report.period_start:%Y-%m-%d}.{fmt}"
+    response["Content-Disposition"] = f'{"inline" if fmt == "html" else "attachment"}; filename="{name}"'
+    return response
+
+
+@login_required
+def report_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    if fmt not in CONTENT_TYPES:
+        raise Http404("Formats: html, pdf, csv.")
+    report = _report_or_404(pk)
+    return rendered(report, fmt, report_delivery.top_user_scope(request.user))
+
+
+@login_required
+@require_POST
+def report_subscription(request: HttpRequest) -> HttpResponse:
+    if request.POST.get("action") == "unsubscribe":
+        report_delivery.unsubscribe(request.user)
+        messages.success(request, "You will no longer get the weekly capacity report by email.")
+        return redirect("report-list")
+    try:
+        report_delivery.subscribe(request.user, request.POST.get("format", ""))
+    except ValidationError as error:
+        for problem in error.message_dict.get("format", []):
+            messages.error(request, problem)
+        return redirect("report-list")
+    if not request.user.email:
+        messages.warning(request, "Subscribed, but your account has no email address: add one to receive it.")
+    else:
+        messages.success(request, f"Subscribed: the report goes to {request.user.email} every Monday.")
+    return redirect("report-list")
