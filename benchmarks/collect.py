@@ -1,12 +1,18 @@
-"""How long and how much memory parsing a large fleet's answers takes.
+"""How long and how much memory a collection round takes. Prints one JSON line per case.
 
-Synthetic answers are built from our recorded samples (tests/collectors/fixtures) scaled up:
-5,000 Kubernetes nodes with 150,000 pods (in 500-item pages, as the collector lists them) and
-2,000 Slurm nodes with 50,000 jobs (one document each, as slurmrestd 22.05 answers). The timed part is
-what a collection round does after the bytes arrive: JSON decoding plus building the snapshot.
-Each case runs in its own process so that peak RSS is its own. Prints one JSON line per case.
+- ``slurm``: parsing 2,000 nodes / 50,000 jobs (one document each, as slurmrestd 22.05 answers).
+- ``k8s``: 5,000 nodes / 150,000 pods / 37,500 PodGroups served page by page (500 items, ``continue``
+  tokens) to the real ``KubernetesCollector``, then ``ingest_snapshot`` of three rounds (first, 5 %
+  churn, everything changed). Goal: parse + persist <= 10 s and <= 1 GB RSS.
+- ``live``: rounds of ``collection.scrape`` against the live Kubernetes, Ray and Prometheus fixtures,
+  started here on free ports (Slurm only when a running fleet is named). Goal: <= 2 s a round.
 
-    python benchmarks/collect.py            # both cases
+Synthetic answers are built from our recorded samples (tests/collectors/fixtures). The timed part is
+what a round does after the bytes arrive (making them is not timed). Wall and CPU seconds are given:
+the machine is shared. Each case runs in its own process, so its peak RSS is its own. The database is
+DATABASE_URL's (persist runs in a transaction rolled back at the end), else a throwaway SQLite file.
+
+    python benchmarks/collect.py            # every case
     python benchmarks/collect.py --case k8s
 """
 
@@ -15,6 +21,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
+import os
 import random
 import resource
 import subprocess
@@ -271,7 +279,111 @@ def _round(value: float) -> float:
     return round(value, 2)
 
 
-CASES = {"slurm": run_slurm, "k8s": run_k8s}
+# ------------------------------------------------------------------------------------- live round
+
+LIVE_ROUNDS = 5
+
+
+def run_live() -> dict:
+    """One collection round (``collection.scrape`` per orchestrator: collect + ingest, as Celery and
+    ``collect --once`` run it) against the live fixtures this benchmark starts: Kubernetes, Ray and
+    Prometheus. Slurm joins when a running fleet is named by ``SLURM_REST_URL`` + ``SLURM_JWT``
+    (its fixture has fixed ports; this benchmark never starts it). A warm-up round creates the rows;
+    then ``LIVE_ROUNDS`` rounds are timed. CPU is this process's; the daemons' own is not counted."""
+    from benchmarks import _live_fixtures as live
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would swamp the JSON
+    record: dict = {"case": "live_round", "rounds": LIVE_ROUNDS}
+    stops = []
+    try:
+        sources = _start_live_sources(live, stops, record)
+        if not sources:
+            return record | {"skipped": "no live fixture can run here"}
+        record |= _time_live_rounds(sources)
+    finally:
+        for stop in reversed(stops):
+            stop()
+    return record
+
+
+def _start_live_sources(live, stops: list, record: dict) -> list[tuple[str, str, str, dict]]:
+    """(name, kind, endpoint, options) of every fixture that started; the others are named, with why."""
+    sources, missing = [], {}
+    for name, start in (("k8s-live", live.start_kubernetes), ("ray-live", live.start_ray)):
+        try:
+            values, stop = start()
+        except live.Unavailable as why:
+            missing[name] = str(why)
+            continue
+        stops.append(stop)
+        if name == "k8s-live":
+            sources.append((name, "kubernetes", values["K8S_API_URL"], {"kubeconfig": values["K8S_PORTAL_KUBECONFIG"]}))
+        else:
+            sources.append((name, "ray", values["RAY_DASHBOARD_URL"], {}))
+    if os.environ.get("SLURM_REST_URL") and os.environ.get("SLURM_JWT"):
+        options = {"user": os.environ.get("SLURM_USER", "slurm")}
+        sources.append(("slurm-live", "slurm", os.environ["SLURM_REST_URL"], options | {"jwt_env": "SLURM_JWT"}))
+    else:
+        missing["slurm-live"] = "not started by this benchmark (set SLURM_REST_URL and SLURM_JWT for a running fleet)"
+    try:
+        values, stop = live.start_prometheus([f"dgx{i:02d}" for i in range(1, 7)])
+        stops.append(stop)
+        sources.append(("dcgm-live", "prometheus", values["PROMETHEUS_URL"], {"step_s": 1, "lag_s": 1}))
+    except live.Unavailable as why:
+        missing["dcgm-live"] = str(why)
+    record["not_measured"] = missing
+    return sources
+
+
+def _time_live_rounds(sources) -> dict:
+    from benchmarks.busy import setup_django
+
+    setup_django()
+    from scheduling.models import Node, Orchestrator
+    from scheduling.services import collection
+
+    rows = []
+    for name, kind, endpoint, options in sources:
+        credentials = f"env:{options.pop('jwt_env')}" if "jwt_env" in options else ""
+        orchestrator, _ = collection.register_orchestrator(
+            kind=kind, name=name, url=endpoint, credentials_ref=credentials, options=options
+        )
+        rows.append(orchestrator)
+    for orchestrator in rows:  # warm-up: the first round creates every row
+        _scrape_ok(collection, orchestrator)
+    rounds, per_source = [], {o.name: [] for o in rows}
+    for _ in range(LIVE_ROUNDS):
+        time.sleep(1.0)  # Prometheus scrapes every second: let each round find new samples
+        round_mark = _clock()
+        for orchestrator in rows:
+            mark = _clock()
+            _scrape_ok(collection, orchestrator)
+            per_source[orchestrator.name].append(_since(mark))
+        rounds.append(_since(round_mark))
+    Node.objects.filter(orchestrator__in=rows).delete()  # nodes protect their owner
+    Orchestrator.objects.filter(pk__in=[o.pk for o in rows]).delete()
+
+    def median(pairs, i):
+        return _round(sorted(p[i] for p in pairs)[len(pairs) // 2])
+
+    return {
+        "round_seconds": median(rounds, 0),
+        "round_cpu_seconds": median(rounds, 1),
+        "round_seconds_max": _round(max(r[0] for r in rounds)),
+        "per_source": {
+            name: {"seconds": median(pairs, 0), "cpu_seconds": median(pairs, 1)} for name, pairs in per_source.items()
+        },
+        "parallel_round_seconds": _round(max(median(pairs, 0) for pairs in per_source.values())),
+    }
+
+
+def _scrape_ok(collection, orchestrator) -> None:
+    outcome = collection.scrape(orchestrator.pk)
+    if outcome.run is None or not outcome.run.ok:
+        raise RuntimeError(f"{orchestrator.name}: {outcome.skipped or outcome.run.error}")
+
+
+CASES = {"slurm": run_slurm, "k8s": run_k8s, "live": run_live}
 
 
 def main() -> None:
