@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from django.db import models
 
 
-def changed_fields_snapshot(row: models.Model, fields: Sequence[str]) -> tuple:
-    """The stored values of ``fields`` (foreign keys by id, so nothing is fetched), to compare later."""
+def field_values(row: models.Model, fields: Sequence[str]) -> tuple:
+    """The values of ``fields`` as they stand (foreign keys by id, so nothing is fetched), to compare later."""
     meta = row._meta
     return tuple(getattr(row, meta.get_field(name).attname) for name in fields)
 

@@ -14,7 +14,7 @@ from simple_history.utils import bulk_create_with_history
 from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
-from .bulk import changed_fields_snapshot, chunks, write_rows
+from .bulk import chunks, field_values, write_rows
 from .metrics import refresh_rollups
 
 WORKLOAD_STATES = {
@@ -90,14 +90,14 @@ def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...]
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
         if node.pk is not None and is_new_owner and _node_state(seen) in (Node.State.DRAINED, Node.State.DRAINING):
             continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
-        before = changed_fields_snapshot(node, NODE_COUNTERS) if node.pk else None
+        before = field_values(node, NODE_COUNTERS) if node.pk else None
         _fill_node(node, seen, orchestrator, now)
         if node.pk is None:
             new_nodes.append(node)
         elif is_new_owner:
             node._change_reason = f"observed in {orchestrator.name}"  # type: ignore[attr-defined]
             node.save()
-        elif changed_fields_snapshot(node, NODE_COUNTERS) != before:
+        elif field_values(node, NODE_COUNTERS) != before:
             changed.append(node)
         else:
             unchanged.append(node.pk)
