@@ -1,12 +1,18 @@
-"""How long and how much memory parsing a large fleet's answers takes.
+"""How long and how much memory a collection round takes. Prints one JSON line per case.
 
-Synthetic answers are built from our recorded samples (tests/collectors/fixtures) scaled up:
-5,000 Kubernetes nodes with 150,000 pods (in 500-item pages, as the collector lists them) and
-2,000 Slurm nodes with 50,000 jobs (one document each, as slurmrestd 22.05 answers). The timed part is
-what a collection round does after the bytes arrive: JSON decoding plus building the snapshot.
-Each case runs in its own process so that peak RSS is its own. Prints one JSON line per case.
+- ``slurm``: parsing 2,000 nodes / 50,000 jobs (one document each, as slurmrestd 22.05 answers).
+- ``k8s``: 5,000 nodes / 150,000 pods / 37,500 PodGroups served page by page (500 items, ``continue``
+  tokens) to the real ``KubernetesCollector``, then ``ingest_snapshot`` of three rounds (first, 5 %
+  churn, everything changed). Goal: parse + persist <= 10 s and <= 1 GB RSS.
+- ``live``: rounds of ``collection.scrape`` against the live Kubernetes, Ray and Prometheus fixtures,
+  started here on free ports (Slurm only when a running fleet is named). Goal: <= 2 s a round.
 
-    python benchmarks/collect.py            # both cases
+Synthetic answers are built from our recorded samples (tests/collectors/fixtures). The timed part is
+what a round does after the bytes arrive (making them is not timed). Wall and CPU seconds are given:
+the machine is shared. Each case runs in its own process, so its peak RSS is its own. The database is
+DATABASE_URL's (persist runs in a transaction rolled back at the end), else a throwaway SQLite file.
+
+    python benchmarks/collect.py            # every case
     python benchmarks/collect.py --case k8s
 """
 
@@ -15,11 +21,16 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
+import os
 import random
 import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from itertools import chain
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,61 +106,284 @@ def run_slurm(nodes: int = 2000, jobs: int = 50_000) -> dict:
 # ------------------------------------------------------------------------------------- Kubernetes
 
 
-def k8s_pages(nodes: int, pods: int, rng: random.Random):
-    """Node list (one document) and pod pages as bytes, made lazily page by page like a real list."""
-    node_template = _fixture("k8s", "nodelist.json")["items"][0]
-    pod_items = _fixture("k8s", "podlist.json")["items"]
-    running = next(p for p in pod_items if p["spec"].get("nodeName"))
-    pending = next(p for p in pod_items if not p["spec"].get("nodeName"))
-    node_items = []
-    for i in range(nodes):
-        node = copy.deepcopy(node_template)
-        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = f"node{i:05d}"
-        node_items.append(node)
-    node_page = json.dumps({"kind": "NodeList", "metadata": {}, "items": node_items}).encode()
+class FakeListResponse:
+    """What ``_preload_content=False`` hands back: the body bytes and a connection to release."""
 
-    def pod_pages():
-        for start in range(0, pods, PAGE):
-            items = []
-            for i in range(start, min(start + PAGE, pods)):
-                bound = rng.random() < 0.8
-                pod = copy.deepcopy(running if bound else pending)
-                pod["metadata"]["name"] = f"pod-{i}"
-                pod["metadata"]["namespace"] = f"team{(i // 4) % 40}"
-                pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = f"job-{i // 4}"
-                if bound:
-                    pod["spec"]["nodeName"] = f"node{rng.randrange(nodes):05d}"
-                items.append(pod)
-            token = "more" if start + PAGE < pods else ""
-            yield json.dumps({"kind": "PodList", "metadata": {"continue": token}, "items": items}).encode()
+    def __init__(self, data: bytes) -> None:
+        self.data = data
 
-    return node_page, pod_pages()
+    def release_conn(self) -> None:
+        pass
 
 
-def run_k8s(nodes: int = 5000, pods: int = 150_000) -> dict:
-    node_page, pod_pages = k8s_pages(nodes, pods, random.Random(1))
-    elapsed, cpu, response_bytes, slimmed = 0.0, 0.0, len(node_page), []
-    for body in pod_pages:  # generating a page is not timed; decoding and slimming it is
-        response_bytes += len(body)
-        started, cpu_started = time.perf_counter(), time.process_time()
-        slimmed.extend(s for pod in json.loads(body)["items"] if (s := k8s.slim_pod(pod)) is not None)
-        elapsed, cpu = elapsed + time.perf_counter() - started, cpu + time.process_time() - cpu_started
-    started, cpu_started = time.perf_counter(), time.process_time()
-    snapshot = k8s.build_snapshot("bench-k8s", nodes=json.loads(node_page)["items"], pods=slimmed)
-    elapsed, cpu = elapsed + time.perf_counter() - started, cpu + time.process_time() - cpu_started
-    return {
+class SyntheticKubernetes:
+    """Serves a large cluster's list pages to the real collector, in the apiserver's JSON form, made
+    page by page as the collector asks (so only one page of bytes lives at a time). The time spent
+    making pages is counted here and taken off the measurement.
+
+    ``pods`` pods in gangs of 4 (one Volcano PodGroup each, 80 % of the gangs bound, the rest
+    pending), 40 team namespaces, on ``nodes`` nodes. ``round_no`` > 0 moves a ``churn`` share of
+    the gangs (bound or not, and where), as a later scrape of a busy cluster sees it."""
+
+    def __init__(self, nodes: int, pods: int, *, round_no: int = 0, churn: float = 0.0, seed: int = 1) -> None:
+        self.nodes, self.pods, self.round_no, self.churn, self.seed = nodes, pods, round_no, churn, seed
+        pod_items = _fixture("k8s", "podlist.json")["items"]
+        bound = copy.deepcopy(next(p for p in pod_items if p["spec"].get("nodeName")))
+        pending = copy.deepcopy(next(p for p in pod_items if not p["spec"].get("nodeName")))
+        for pod in (bound, pending):
+            pod["metadata"] |= {"name": "@NAME@", "namespace": "@NS@"}
+            pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "@GROUP@"
+        bound["spec"]["nodeName"] = "@NODE@"
+        self.bound_template, self.pending_template = json.dumps(bound), json.dumps(pending)
+        node = copy.deepcopy(_fixture("k8s", "nodelist.json")["items"][0])
+        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = "@NODE@"
+        self.node_template = json.dumps(node)
+        groups = {g["status"]["phase"]: g for g in _fixture("k8s", "volcano_podgrouplist.json")["items"]}
+        for group in groups.values():
+            group["metadata"] |= {"name": "@GROUP@", "namespace": "@NS@"}
+            group["spec"]["minMember"] = 4
+        self.group_templates = {phase: json.dumps(g) for phase, g in groups.items()}
+        self.queues = _fixture("k8s", "volcano_queuelist.json")
+        self.making_wall = self.making_cpu = 0.0
+        self.response_bytes = 0
+
+    # The three list calls the collector makes, with the official client's signatures.
+    def list_node(self, **kwargs):
+        return self._serve("NodeList", self.nodes, self._node, kwargs)
+
+    def list_pod_for_all_namespaces(self, **kwargs):
+        return self._serve("PodList", self.pods, self._pod, kwargs)
+
+    def list_cluster_custom_object(self, group, version, plural, **kwargs):
+        if plural == "queues":
+            return self._serve(
+                "QueueList", len(self.queues["items"]), lambda i: json.dumps(self.queues["items"][i]), kwargs
+            )
+        return self._serve("PodGroupList", self.pods // 4, self._podgroup, kwargs)
+
+    def _serve(self, kind, total, item, kwargs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        start = int(kwargs.get("_continue") or 0)
+        end = min(start + (kwargs.get("limit") or total), total)
+        token = str(end) if end < total else ""
+        items = ",".join(item(i) for i in range(start, end))
+        body = f'{{"kind":"{kind}","apiVersion":"v1","metadata":{{"continue":"{token}"}},"items":[{items}]}}'.encode()
+        self.making_wall += time.perf_counter() - wall
+        self.making_cpu += time.process_time() - cpu
+        self.response_bytes += len(body)
+        return FakeListResponse(body)
+
+    def _node(self, i: int) -> str:
+        return self.node_template.replace("@NODE@", f"node{i:05d}")
+
+    def _placement(self, gang: int) -> random.Random:
+        """Where a gang stands this round: unchanged unless it is one of the round's churned gangs."""
+        moved = self.round_no and random.Random(gang * 7 + self.seed).random() < self.churn
+        return random.Random((self.seed * 1_000_003 + gang) * (self.round_no + 1 if moved else 1))
+
+    def _gang_bound(self, gang: int) -> bool:
+        return self._placement(gang).random() < 0.8
+
+    def _pod(self, i: int) -> str:
+        gang = i // 4
+        place = self._placement(gang)
+        bound = place.random() < 0.8
+        text = (self.bound_template if bound else self.pending_template).replace("@NAME@", f"pod-{i}")
+        text = text.replace("@NS@", f"team{gang % 40}").replace("@GROUP@", f"job-{gang}")
+        if bound:
+            for _ in range(i % 4):
+                place.random()
+            text = text.replace("@NODE@", f"node{place.randrange(self.nodes):05d}")
+        return text
+
+    def _podgroup(self, gang: int) -> str:
+        text = self.group_templates["Running" if self._gang_bound(gang) else "Pending"]
+        return text.replace("@GROUP@", f"job-{gang}").replace("@NS@", f"team{gang % 40}")
+
+
+def _clock():
+    return time.perf_counter(), time.process_time()
+
+
+def _since(mark) -> tuple[float, float]:
+    return time.perf_counter() - mark[0], time.process_time() - mark[1]
+
+
+def collect_k8s(cluster: SyntheticKubernetes):
+    """One collection round through the real ``KubernetesCollector`` (paging, decoding, snapshot)."""
+    from kubernetes import client
+
+    collector = k8s.KubernetesCollector(client.ApiClient(), name="bench-k8s", page_size=PAGE)
+    collector.core = collector.custom = cluster
+    return collector.collect()
+
+
+def run_k8s(nodes: int = 5000, pods: int = 150_000, persist: bool = True) -> dict:
+    cluster = SyntheticKubernetes(nodes, pods)
+    mark = _clock()
+    snapshot = collect_k8s(cluster)
+    wall, cpu = _since(mark)
+    record = {
         "case": "k8s",
         "nodes": len(snapshot.nodes),
         "pods": pods,
+        "podgroups": pods // 4,
         "workloads": len(snapshot.workloads),
-        "response_mb": round(response_bytes / 2**20, 1),
-        "seconds": round(elapsed, 2),
-        "cpu_seconds": round(cpu, 2),
-        "peak_rss_mb": round(_peak_rss_mb()),
+        "response_mb": round(cluster.response_bytes / 2**20, 1),
+        "parse_seconds": _round(wall - cluster.making_wall),
+        "parse_cpu_seconds": _round(cpu - cluster.making_cpu),
+    }
+    if persist:
+        later = (collect_k8s(SyntheticKubernetes(nodes, pods, round_no=n, churn=c)) for n, c in ((1, CHURN), (2, 1.0)))
+        record |= persist_k8s(chain([snapshot], later))  # one round's snapshot in memory at a time
+        del snapshot
+        record["seconds"] = _round(record["parse_seconds"] + record["persist_seconds"])
+        record["cpu_seconds"] = _round(record["parse_cpu_seconds"] + record["persist_cpu_seconds"])
+    record["peak_rss_mb"] = round(_peak_rss_mb())
+    return record
+
+
+CHURN = 0.05  # share of gangs that start, stop or move between two scrapes 30 s apart (a busy cluster)
+
+
+def persist_k8s(snapshots) -> dict:
+    """``ingest_snapshot`` of three rounds: the first creates every row, the second sees ``CHURN`` of the
+    gangs changed (the figure a steady round costs), the third every gang moved (the worst round). All
+    inside a transaction rolled back at the end, so the database is left as it was. CPU is this
+    process's only: the database server's own work shows in the wall time."""
+    from benchmarks.busy import setup_django
+
+    setup_django()
+    from django.db import connection, transaction
+
+    from scheduling.models import Orchestrator, Team
+    from scheduling.services.ingest import ingest_snapshot
+
+    figures = {"database": connection.vendor, "churn": CHURN}
+    names = ("persist_first", "persist", "persist_all_changed")
+    with transaction.atomic():
+        orchestrator = Orchestrator.objects.create(name="bench-k8s", kind="kubernetes", endpoint="https://bench.k8s")
+        Team.objects.bulk_create([Team(slug=f"team{i}", name=f"Team {i}") for i in range(40)], ignore_conflicts=True)
+        start = datetime.now(UTC)
+        for n, name in enumerate(names):
+            snapshot = replace(next(snapshots), taken_at=start + timedelta(seconds=30 * n))
+            mark = _clock()
+            ingest_snapshot(orchestrator, snapshot)
+            del snapshot
+            figures[f"{name}_seconds"], figures[f"{name}_cpu_seconds"] = map(_round, _since(mark))
+        transaction.set_rollback(True)
+    return figures
+
+
+def _round(value: float) -> float:
+    return round(value, 2)
+
+
+# ------------------------------------------------------------------------------------- live round
+
+LIVE_ROUNDS = 5
+
+
+def run_live() -> dict:
+    """One collection round (``collection.scrape`` per orchestrator: collect + ingest, as Celery and
+    ``collect --once`` run it) against the live fixtures this benchmark starts: Kubernetes, Ray and
+    Prometheus. Slurm joins when a running fleet is named by ``SLURM_REST_URL`` + ``SLURM_JWT``
+    (its fixture has fixed ports; this benchmark never starts it). A warm-up round creates the rows;
+    then ``LIVE_ROUNDS`` rounds are timed. CPU is this process's; the daemons' own is not counted."""
+    from benchmarks import _live_fixtures as live
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would swamp the JSON
+    record: dict = {"case": "live_round", "rounds": LIVE_ROUNDS}
+    stops = []
+    try:
+        sources = _start_live_sources(live, stops, record)
+        if not sources:
+            return record | {"skipped": "no live fixture can run here"}
+        record |= _time_live_rounds(sources)
+    finally:
+        for stop in reversed(stops):
+            stop()
+    return record
+
+
+def _start_live_sources(live, stops: list, record: dict) -> list[tuple[str, str, str, dict]]:
+    """(name, kind, endpoint, options) of every fixture that started; the others are named, with why."""
+    sources, missing = [], {}
+    for name, start in (("k8s-live", live.start_kubernetes), ("ray-live", live.start_ray)):
+        try:
+            values, stop = start()
+        except live.Unavailable as why:
+            missing[name] = str(why)
+            continue
+        stops.append(stop)
+        if name == "k8s-live":
+            sources.append((name, "kubernetes", values["K8S_API_URL"], {"kubeconfig": values["K8S_PORTAL_KUBECONFIG"]}))
+        else:
+            sources.append((name, "ray", values["RAY_DASHBOARD_URL"], {}))
+    if os.environ.get("SLURM_REST_URL") and os.environ.get("SLURM_JWT"):
+        options = {"user": os.environ.get("SLURM_USER", "slurm")}
+        sources.append(("slurm-live", "slurm", os.environ["SLURM_REST_URL"], options | {"jwt_env": "SLURM_JWT"}))
+    else:
+        missing["slurm-live"] = "not started by this benchmark (set SLURM_REST_URL and SLURM_JWT for a running fleet)"
+    try:
+        values, stop = live.start_prometheus([f"dgx{i:02d}" for i in range(1, 7)])
+        stops.append(stop)
+        sources.append(("dcgm-live", "prometheus", values["PROMETHEUS_URL"], {"step_s": 1, "lag_s": 1}))
+    except live.Unavailable as why:
+        missing["dcgm-live"] = str(why)
+    record["not_measured"] = missing
+    return sources
+
+
+def _time_live_rounds(sources) -> dict:
+    from benchmarks.busy import setup_django
+
+    setup_django()
+    from scheduling.models import Node, Orchestrator
+    from scheduling.services import collection
+
+    rows = []
+    for name, kind, endpoint, options in sources:
+        credentials = f"env:{options.pop('jwt_env')}" if "jwt_env" in options else ""
+        orchestrator, _ = collection.register_orchestrator(
+            kind=kind, name=name, url=endpoint, credentials_ref=credentials, options=options
+        )
+        rows.append(orchestrator)
+    for orchestrator in rows:  # warm-up: the first round creates every row
+        _scrape_ok(collection, orchestrator)
+    rounds, per_source = [], {o.name: [] for o in rows}
+    for _ in range(LIVE_ROUNDS):
+        time.sleep(1.0)  # Prometheus scrapes every second: let each round find new samples
+        round_mark = _clock()
+        for orchestrator in rows:
+            mark = _clock()
+            _scrape_ok(collection, orchestrator)
+            per_source[orchestrator.name].append(_since(mark))
+        rounds.append(_since(round_mark))
+    Node.objects.filter(orchestrator__in=rows).delete()  # nodes protect their owner
+    Orchestrator.objects.filter(pk__in=[o.pk for o in rows]).delete()
+
+    def median(pairs, i):
+        return _round(sorted(p[i] for p in pairs)[len(pairs) // 2])
+
+    return {
+        "round_seconds": median(rounds, 0),
+        "round_cpu_seconds": median(rounds, 1),
+        "round_seconds_max": _round(max(r[0] for r in rounds)),
+        "per_source": {
+            name: {"seconds": median(pairs, 0), "cpu_seconds": median(pairs, 1)} for name, pairs in per_source.items()
+        },
+        "parallel_round_seconds": _round(max(median(pairs, 0) for pairs in per_source.values())),
     }
 
 
-CASES = {"slurm": run_slurm, "k8s": run_k8s}
+def _scrape_ok(collection, orchestrator) -> None:
+    outcome = collection.scrape(orchestrator.pk)
+    if outcome.run is None or not outcome.run.ok:
+        raise RuntimeError(f"{orchestrator.name}: {outcome.skipped or outcome.run.error}")
+
+
+CASES = {"slurm": run_slurm, "k8s": run_k8s, "live": run_live}
 
 
 def main() -> None:

@@ -182,13 +182,30 @@ class SlurmActuator:
 # ---------------------------------------------------------------------------------------- Kubernetes
 
 
+def taint_identity(taint: dict[str, Any]) -> tuple[str, str, str]:
+    """(key, value, effect) as the apiserver means it: it omits an empty value, so missing is ``""``."""
+    return str(taint.get("key") or ""), str(taint.get("value") or ""), str(taint.get("effect") or "")
+
+
 def taints_after(
     current: list[dict[str, Any]], key: str, value: str, effect: str, remove: bool
 ) -> list[dict[str, Any]]:
-    """The node's taint list with ``key:effect`` set (or removed); other taints kept as they are.
+    """The node's taint list with ``key:effect`` set (or removed); other taints kept as they are and
+    where they are (a taint already present is replaced in place, so re-applying it reorders nothing).
     The whole list is sent because Node taints have no merge key in a strategic-merge patch."""
-    kept = [t for t in current if not (t.get("key") == key and t.get("effect") == effect)]
-    return kept if remove else [*kept, {"key": key, "value": value, "effect": effect}]
+    same = [(t.get("key"), t.get("effect")) == (key, effect) for t in current]
+    if remove:
+        return [t for t, matched in zip(current, same, strict=True) if not matched]
+    wanted = {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
+    result: list[dict[str, Any]] = []
+    placed = False
+    for taint, matched in zip(current, same, strict=True):
+        if not matched:
+            result.append(taint)
+        elif not placed:  # the apiserver keeps key:effect unique; an unchanged entry stays its own
+            result.append(taint if taint_identity(taint) == (key, value, effect) else wanted)
+            placed = True
+    return result if placed else [*result, wanted]
 
 
 class KubernetesActuator:
@@ -230,7 +247,8 @@ class KubernetesActuator:
         current = raw.get("spec", {}).get("taints") or []
         wanted = taints_after(current, key, value, effect, remove)
         patch = {"spec": {"taints": wanted}}
-        return self._patch(verb, node, patch, lambda _raw: wanted == current, raw=raw)
+        unchanged = [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]
+        return self._patch(verb, node, patch, lambda _raw: unchanged, raw=raw)
 
     def _patch(
         self,

@@ -1,29 +1,29 @@
 """Kubernetes + Volcano collector: the official client -> :class:`Snapshot`.
 
-Lists are read page by page (``limit``/``continue``) as raw JSON (``_preload_content=False``): turning
-150,000 pods into the client's model objects would cost far more time and memory than the dicts we
-need. A page that fails, or a ``continue`` token that expires (HTTP 410), fails the whole list: there
-is no half snapshot.
+Lists are read page by page (``limit``/``continue``) as raw bytes (``_preload_content=False``) and
+decoded straight into the few fields we read (:mod:`.k8s_wire`): the client's model objects, or plain
+``json.loads`` dicts, would cost far more time and memory for 150,000 pods. A page that fails, is not
+whole JSON or has a mistyped field, or a ``continue`` token that expires (HTTP 410), fails the whole
+list: there is no half snapshot.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
+import msgspec
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
+from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
-from .httpjson import require
 from .reliability import DEFAULT_RETRY, CircuitBreaker, RetryPolicy, guarded, with_retries
 from .snapshot import (
     DEFAULT_LABELS,
@@ -39,17 +39,15 @@ from .snapshot import (
 )
 
 GPU_RESOURCE = "nvidia.com/gpu"
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 SERVICE_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "Deployment"})
 # Taints a GPU pod is expected to tolerate (the device plugin's own); any other NoSchedule/NoExecute
 # taint keeps new work off the node, which is how the portal drains it.
 TOLERATED_TAINTS = frozenset({GPU_RESOURCE})
-PODGROUP_STATES = {
-    "Running": WorkloadState.RUNNING,
-    "Pending": WorkloadState.PENDING,
-    "Inqueue": WorkloadState.PENDING,
-}
+# The unbound members of a group that already runs some (elastic jobs) wait as their own workload;
+# ":" cannot occur in a Kubernetes name, so this id never meets a real group's or pod's.
+PENDING_REMAINDER = ":pending"
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def epoch(timestamp: str | None) -> float | None:
@@ -69,93 +67,52 @@ def quantity(value: Any) -> int:
         raise MalformedResponse(f"unreadable GPU quantity {value!r}") from exc
 
 
-def pod_gpus(pod: dict[str, Any], resource: str = GPU_RESOURCE) -> int:
+def _container_gpus(container: wire.Container, resource: str) -> int:
+    resources = container.resources
+    requested = resources.requests.get(resource)
+    return quantity(requested if requested is not None else resources.limits.get(resource))
+
+
+def pod_gpus(pod: wire.Pod | dict[str, Any], resource: str = GPU_RESOURCE) -> int:
     """GPUs a pod holds: the larger of its app containers' sum and its largest init container
     (init containers run one at a time, before the app containers)."""
-    cached = pod.get("_gpus")  # set by slim_pod: counted once per pod, not once per use
-    if cached is not None:
-        return int(cached)
-    spec = pod.get("spec") or {}
-
-    def wanted(container: dict[str, Any]) -> int:
-        resources = container.get("resources") or {}
-        requested = (resources.get("requests") or {}).get(resource)
-        return quantity(requested if requested is not None else (resources.get("limits") or {}).get(resource))
-
-    app = sum(wanted(c) for c in spec.get("containers") or ())
-    init = max((wanted(c) for c in spec.get("initContainers") or ()), default=0)
+    spec = pod.spec if isinstance(pod, wire.Pod) else wire.as_wire(pod.get("spec") or {}, wire.PodSpec, "pod spec")
+    app = sum(_container_gpus(c, resource) for c in spec.containers)
+    init = max((_container_gpus(c, resource) for c in spec.initContainers), default=0)
     return max(app, init)
 
 
-Slimmer = Callable[[dict[str, Any]], dict[str, Any] | None]
-_KEPT_ANNOTATIONS = (GROUP_ANNOTATION, "scheduling.volcano.sh/queue-name")
+def slim_pod(pod: wire.Pod | dict[str, Any], resource: str = GPU_RESOURCE) -> wire.Pod | None:
+    """The pod as the collector reads it (only the fields it needs), or ``None`` for a pod without GPUs:
+    it takes no part in GPU accounting, and dropping it as its page arrives keeps memory flat."""
+    typed = wire.as_wire(pod, wire.Pod, "pod")
+    return typed if pod_gpus(typed, resource) else None
 
 
-def slim_pod(pod: dict[str, Any], resource: str = GPU_RESOURCE) -> dict[str, Any] | None:
-    """The few fields of a pod this collector reads, or ``None`` for a pod without GPUs (it takes no
-    part in GPU accounting). Keeps memory flat on clusters with 100,000s of pods."""
-    gpus = pod_gpus(pod, resource)
-    if not gpus:
-        return None
-    metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    annotations = metadata.get("annotations") or {}
-
-    def resources_only(containers: Any) -> list[dict[str, Any]]:
-        return [{"resources": c.get("resources") or {}} for c in containers or ()]
-
-    return {
-        "_gpus": gpus,
-        "metadata": {
-            "name": metadata.get("name"),
-            "namespace": metadata.get("namespace"),
-            "labels": metadata.get("labels") or {},
-            "annotations": {k: annotations[k] for k in _KEPT_ANNOTATIONS if k in annotations},
-            "ownerReferences": [{"kind": o.get("kind")} for o in metadata.get("ownerReferences") or ()],
-            "creationTimestamp": metadata.get("creationTimestamp"),
-        },
-        "spec": {
-            "nodeName": spec.get("nodeName"),
-            "priority": spec.get("priority"),
-            "containers": resources_only(spec.get("containers")),
-            "initContainers": resources_only(spec.get("initContainers")),
-        },
-        "status": {
-            "phase": status.get("phase"),
-            "startTime": status.get("startTime"),
-            "conditions": [c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"],
-        },
-    }
-
-
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == kind), {})
+def _condition(conditions: Iterable[wire.Condition] | None, kind: str) -> wire.Condition | None:
+    return next((c for c in conditions or () if c.type == kind), None)
 
 
 def parse_node(
-    raw: dict[str, Any],
+    raw: wire.Node | dict[str, Any],
     allocated: int,
     *,
     orchestrator: str,
     resource: str = GPU_RESOURCE,
     labels_config: TopologyLabels = DEFAULT_LABELS,
 ) -> ObservedNode:
-    metadata = require(raw, "metadata", (dict,), "node")
-    name = require(metadata, "name", (str,), "node")
-    status = require(raw, "status", (dict,), f"node {name}")
-    spec = raw.get("spec") or {}
-    labels = metadata.get("labels") or {}
-    taints = tuple(Taint(t["key"], t.get("value") or "", t.get("effect") or "") for t in spec.get("taints") or ())
-    ready = _condition(raw, "Ready")
-    cordoned = bool(spec.get("unschedulable"))
-    pressures = tuple(
-        c["type"] for c in status.get("conditions") or () if c.get("type") != "Ready" and c.get("status") == "True"
-    )
+    node = wire.as_wire(raw, wire.Node, "node")
+    name, labels = node.metadata.name, node.metadata.labels
+    taints = tuple(Taint(t.key, t.value, t.effect) for t in node.spec.taints)
+    ready = _condition(node.status.conditions, "Ready")
+    cordoned = node.spec.unschedulable
+    pressures = tuple(str(c.type) for c in node.status.conditions if c.type != "Ready" and c.status == "True")
     blocking = [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and t.key not in TOLERATED_TAINTS]
-    is_ready = ready.get("status") == "True"
+    is_ready = ready is not None and ready.status == "True"
     return ObservedNode(
         name=name,
         orchestrator=orchestrator,
-        gpu_total=quantity((status.get("allocatable") or {}).get(resource)),
+        gpu_total=quantity(node.status.allocatable.get(resource)),
         gpu_allocated=allocated,
         gpu_model=labels_config.first(labels, labels_config.gpu_model),
         nvlink_domain=labels_config.first(labels, labels_config.nvlink_domain) or name,
@@ -163,7 +120,7 @@ def parse_node(
         spine=labels_config.first(labels, labels_config.spine),
         state="ready" if is_ready else "notready" if ready else "unknown",
         state_flags=(("cordoned",) if cordoned else ()) + pressures,
-        reason="" if is_ready else str(ready.get("message") or ready.get("reason") or ""),
+        reason="" if is_ready or ready is None else str(ready.message or ready.reason or ""),
         labels=dict(labels),
         taints=taints,
         cordoned=cordoned,
@@ -171,145 +128,173 @@ def parse_node(
     )
 
 
-def parse_queue(raw: dict[str, Any], *, orchestrator: str, resource: str = GPU_RESOURCE) -> ObservedQueue:
-    spec = raw.get("spec") or {}
-    capability = (spec.get("capability") or {}).get(resource)
-    guarantee = ((spec.get("guarantee") or {}).get("resource") or {}).get(resource)
+def parse_queue(raw: wire.Queue | dict[str, Any], *, orchestrator: str, resource: str = GPU_RESOURCE) -> ObservedQueue:
+    queue = wire.as_wire(raw, wire.Queue, "queue")
+    spec = queue.spec or wire.QueueSpec()
+    capability = (spec.capability or {}).get(resource)
+    guarantee = ((spec.guarantee or wire.Guarantee()).resource or {}).get(resource)
     return ObservedQueue(
-        name=require(require(raw, "metadata", (dict,), "queue"), "name", (str,), "queue"),
+        name=queue.metadata.name,
         orchestrator=orchestrator,
         kind="volcano_queue",
-        state=str((raw.get("status") or {}).get("state") or ""),
-        weight=float(spec.get("weight") or 0),
+        state=str((queue.status or wire.QueueStatus()).state or ""),
+        weight=float(spec.weight or 0),
         guaranteed_gpus=quantity(guarantee) if guarantee is not None else None,
         capability_gpus=quantity(capability) if capability is not None else None,
-        reclaimable=spec.get("reclaimable"),
+        reclaimable=spec.reclaimable,
     )
 
 
-def _pending_reason(pods: list[dict[str, Any]], podgroup: dict[str, Any] | None) -> str:
+def _reason(condition: wire.Condition) -> str:
+    return f"{condition.reason or ''}: {condition.message or ''}".strip(": ")
+
+
+def _pending_reason(pods: list[wire.Pod], podgroup: wire.PodGroup | None) -> str:
     """The scheduler's own words: the PodGroup's Unschedulable condition, else a pod's PodScheduled."""
-    if podgroup:
-        unschedulable = _condition(podgroup, "Unschedulable")
-        if unschedulable.get("status") == "True":
-            return f"{unschedulable.get('reason', '')}: {unschedulable.get('message', '')}".strip(": ")
+    status = (podgroup.status if podgroup else None) or wire.PodGroupStatus()
+    unschedulable = _condition(status.conditions, "Unschedulable")
+    if unschedulable is not None and unschedulable.status == "True":
+        return _reason(unschedulable)
     for pod in pods:
-        scheduled = _condition(pod, "PodScheduled")
-        if scheduled.get("status") == "False":
-            return f"{scheduled.get('reason', '')}: {scheduled.get('message', '')}".strip(": ")
+        scheduled = _condition(pod.status.conditions, "PodScheduled")
+        if scheduled is not None and scheduled.status == "False":
+            return _reason(scheduled)
     if podgroup:
-        return str((podgroup.get("status") or {}).get("phase") or "")
+        return str(status.phase or "")
     return "not yet seen by a scheduler"
 
 
-def _pod_state(pod: dict[str, Any]) -> WorkloadState | None:
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed"):
-        return None
-    if (pod.get("spec") or {}).get("nodeName"):
-        return WorkloadState.RUNNING  # bound: holds its GPUs even while images pull
-    return WorkloadState.PENDING
+Member = tuple[wire.Pod, int]  # a live GPU pod and the GPUs it holds
 
 
-def _workload(
+def _group_workloads(
     key: str,
-    pods: list[dict[str, Any]],
-    podgroup: dict[str, Any] | None,
+    members: list[Member],
+    podgroup: wire.PodGroup | None,
     *,
     orchestrator: str,
     teams: TeamMapping,
     resource: str,
-) -> ObservedWorkload | None:
-    live = [p for p in pods if _pod_state(p) is not None]
-    gpus = [pod_gpus(p, resource) for p in live]
-    states = {_pod_state(p) for p in live}
-    if podgroup is not None:
-        phase = (podgroup.get("status") or {}).get("phase")
-        state = PODGROUP_STATES.get(str(phase))
-        min_member = int((podgroup.get("spec") or {}).get("minMember") or 1)
-        members = max(len(live), min_member)
-        min_gpus = quantity(((podgroup.get("spec") or {}).get("minResources") or {}).get(resource))
-        per_member = max(gpus, default=0) or min_gpus / max(min_member, 1)
-    else:
-        state = WorkloadState.RUNNING if WorkloadState.RUNNING in states else WorkloadState.PENDING
-        members, per_member = len(live), max(gpus, default=0)
-    if state is None or not live or per_member == 0:
-        return None
-    first = (podgroup or live[0])["metadata"]
-    labels = {**(live[0]["metadata"].get("labels") or {}), **(first.get("labels") or {})}
-    owners = {o.get("kind") for p in live for o in p["metadata"].get("ownerReferences") or ()}
-    started = [t for p in live if (t := epoch((p.get("status") or {}).get("startTime")))]
-    annotations = live[0]["metadata"].get("annotations") or {}
+) -> list[ObservedWorkload]:
+    """One group's workloads, by the counting rule: its bound members run (they hold GPUs on their
+    nodes), its unbound members wait. A group with both (a Volcano elastic job that got more than
+    ``minMember`` but not all its pods placed) is two workloads, the waiting part ``<key>:pending``.
+    The group's phase decides nothing: Volcano's ``Running`` says ``minMember`` are placed, not all."""
+    spec = (podgroup.spec if podgroup else None) or wire.PodGroupSpec()
+    bound = [m for m in members if m[0].spec.nodeName]
+    unbound = [m for m in members if not m[0].spec.nodeName]
+    min_member = int(spec.minMember or 1)
+    min_gpus = quantity((spec.minResources or {}).get(resource))
+    gang_size = max(len(members), min_member) if podgroup is not None else len(members)
+    context = {"orchestrator": orchestrator, "teams": teams, "podgroup": podgroup, "total": gang_size}
+    workloads = []
+    if bound:
+        workloads.append(_workload(key, bound, WorkloadState.RUNNING, len(bound), **context))
+    if unbound:
+        waiting = len(unbound) if bound else gang_size
+        per_member_default = min_gpus / max(min_member, 1)
+        workloads.append(
+            _workload(
+                key + PENDING_REMAINDER if bound else key,
+                unbound,
+                WorkloadState.PENDING,
+                waiting,
+                per_member_default=per_member_default,
+                **context,
+            )
+        )
+    return [w for w in workloads if w.gpus_per_member > 0]
+
+
+def _workload(
+    key: str,
+    members: list[Member],
+    state: WorkloadState,
+    size: int,
+    *,
+    orchestrator: str,
+    teams: TeamMapping,
+    podgroup: wire.PodGroup | None,
+    total: int,
+    per_member_default: float = 0.0,
+) -> ObservedWorkload:
+    pods = [pod for pod, _gpus in members]
+    first_pod = pods[0]
+    meta = podgroup.metadata if podgroup is not None else first_pod.metadata
+    labels = {**first_pod.metadata.labels, **meta.labels}
+    owners = {o.kind for pod in pods for o in pod.metadata.ownerReferences}
+    running = state is WorkloadState.RUNNING
+    started = [t for pod in pods if (t := epoch(pod.status.startTime))] if running else []
+    queue = ((podgroup.spec if podgroup else None) or wire.PodGroupSpec()).queue
     return ObservedWorkload(
         external_id=key,
         orchestrator=orchestrator,
-        team=teams.k8s_team(first.get("namespace", ""), labels),
+        team=teams.k8s_team(meta.namespace, labels),
         user=str(labels.get(teams.k8s_user_label, "")),
-        name=str(first.get("name", "")),
+        name=meta.name,
         state=state,
-        gang_size=members,
-        gpus_per_member=float(per_member),
+        gang_size=size,
+        gpus_per_member=float(max((gpus for _pod, gpus in members), default=0) or per_member_default),
         kind=WorkloadKind.INFERENCE
         if owners & SERVICE_OWNERS
         else WorkloadKind.TRAINING
-        if members > 1
+        if total > 1
         else WorkloadKind.BATCH,
-        priority=int((live[0].get("spec") or {}).get("priority") or 0),
-        submitted_at=epoch(first.get("creationTimestamp")),
-        started_at=min(started) if state is WorkloadState.RUNNING and started else None,
-        nodes=tuple(dict.fromkeys(n for p in live if (n := (p.get("spec") or {}).get("nodeName")))),
-        pending_reason="" if state is WorkloadState.RUNNING else _pending_reason(live, podgroup),
-        queue=str(
-            ((podgroup or {}).get("spec") or {}).get("queue") or annotations.get("scheduling.volcano.sh/queue-name", "")
-        ),
+        priority=int(first_pod.spec.priority or 0),
+        submitted_at=epoch(meta.creationTimestamp),
+        started_at=min(started) if started else None,
+        nodes=tuple(dict.fromkeys(pod.spec.nodeName for pod in pods if pod.spec.nodeName)),
+        pending_reason="" if running else _pending_reason(pods, podgroup),
+        queue=str(queue or first_pod.metadata.annotations.queue),
     )
+
+
+def _group_key(pod: wire.Pod) -> str:
+    meta = pod.metadata
+    group = meta.annotations.group
+    return f"{meta.namespace}/{group}" if group else f"{meta.namespace}/pod/{meta.name}"
 
 
 def build_snapshot(
     name: str,
     *,
-    nodes: Iterable[dict[str, Any]],
-    pods: Iterable[dict[str, Any]],
-    queues: Iterable[dict[str, Any]] = (),
-    podgroups: Iterable[dict[str, Any]] = (),
+    nodes: Iterable[wire.Node | dict[str, Any]],
+    pods: Iterable[wire.Pod | dict[str, Any]],
+    queues: Iterable[wire.Queue | dict[str, Any]] = (),
+    podgroups: Iterable[wire.PodGroup | dict[str, Any]] = (),
     teams: TeamMapping = DEFAULT_TEAMS,
     labels_config: TopologyLabels = DEFAULT_LABELS,
     resource: str = GPU_RESOURCE,
     errors: tuple[str, ...] = (),
     taken_at: datetime | None = None,
 ) -> Snapshot:
-    """Parse listed items (every page already joined) into a snapshot (pure; tests and benchmark)."""
+    """Parse listed items (every page already joined; decoded Structs or plain dicts) into a snapshot
+    (pure; tests and benchmark)."""
     allocated: dict[str, int] = defaultdict(int)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[Member]] = defaultdict(list)
     pending = 0
-    for pod in pods:
-        metadata = require(pod, "metadata", (dict,), "pod")
+    for raw in pods:
+        pod = wire.as_wire(raw, wire.Pod, "pod")
         gpus = pod_gpus(pod, resource)
-        state = _pod_state(pod)
-        if not gpus or state is None:
+        if not gpus or pod.status.phase in TERMINATED_PHASES:
             continue
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node:
-            allocated[node] += gpus
+        if pod.spec.nodeName:
+            allocated[pod.spec.nodeName] += gpus
         else:
             pending += gpus
-        group = (metadata.get("annotations") or {}).get(GROUP_ANNOTATION)
-        key = f"{metadata.get('namespace')}/{group}" if group else f"{metadata.get('namespace')}/pod/{metadata['name']}"
-        groups[key].append(pod)
-    by_group = {f"{g['metadata'].get('namespace')}/{g['metadata']['name']}": g for g in podgroups}
+        groups[_group_key(pod)].append((pod, gpus))
+    typed_groups = (wire.as_wire(g, wire.PodGroup, "podgroup") for g in podgroups)
+    by_group = {f"{g.metadata.namespace}/{g.metadata.name}": g for g in typed_groups}
     context = {"orchestrator": name, "teams": teams, "resource": resource}
     workloads = tuple(
-        w for key, members in groups.items() if (w := _workload(key, members, by_group.get(key), **context)) is not None
+        w for key, members in groups.items() for w in _group_workloads(key, members, by_group.get(key), **context)
     )
+    typed_nodes = (wire.as_wire(n, wire.Node, "node") for n in nodes)
     observed_nodes = tuple(
         parse_node(
-            n,
-            allocated.get(n.get("metadata", {}).get("name", ""), 0),
-            orchestrator=name,
-            resource=resource,
-            labels_config=labels_config,
+            n, allocated.get(n.metadata.name, 0), orchestrator=name, resource=resource, labels_config=labels_config
         )
-        for n in nodes
+        for n in typed_nodes
     )
     return Snapshot(
         orchestrator_name=name,
@@ -363,20 +348,22 @@ class KubernetesCollector:
 
     def _collect(self) -> Snapshot:
         taken_at = datetime.now(UTC)
-        nodes = self.list_all("nodes", self.core.list_node)
+        nodes = self.list_all("nodes", self.core.list_node, kind=wire.NodeList)
         pods = self.list_all(
             "pods",
             self.core.list_pod_for_all_namespaces,
-            slim=partial(slim_pod, resource=self.resource),
+            kind=wire.PodList,
+            keep=lambda pod: pod_gpus(pod, self.resource) > 0,
             field_selector="status.phase!=Succeeded,status.phase!=Failed",
         )
-        queues: list[dict[str, Any]] = []
-        podgroups: list[dict[str, Any]] = []
+        queues: list[Any] = []
+        podgroups: list[Any] = []
         errors: tuple[str, ...] = ()
         if self.volcano:
+            custom = self.custom.list_cluster_custom_object
             try:
-                queues = self.list_all("queues", self.custom.list_cluster_custom_object, *VOLCANO, "queues")
-                podgroups = self.list_all("podgroups", self.custom.list_cluster_custom_object, *VOLCANO, "podgroups")
+                queues = self.list_all("queues", custom, *VOLCANO, "queues", kind=wire.QueueList)
+                podgroups = self.list_all("podgroups", custom, *VOLCANO, "podgroups", kind=wire.PodGroupList)
             except SourceUnavailable as exc:
                 if exc.status != 404:
                     raise
@@ -395,26 +382,45 @@ class KubernetesCollector:
         )
 
     def list_all(
-        self, what: str, call: Callable[..., Any], *args: Any, slim: Slimmer | None = None, **kwargs: Any
-    ) -> list[dict[str, Any]]:
-        """Every item of a list call, all pages or nothing (retried from the first page). ``slim`` cuts
-        each item down as its page arrives, so 150,000 pods never sit in memory whole."""
-        return with_retries(lambda: self._pages(what, call, *args, slim=slim, **kwargs), self.retry, self.sleep)
+        self,
+        what: str,
+        call: Callable[..., Any],
+        *args: Any,
+        kind: type[wire.AnyList],
+        keep: Callable[[Any], bool] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Every item of a list call, all pages or nothing (retried from the first page). Items are
+        decoded straight into ``kind``'s Structs; ``keep`` drops items as their page arrives, so the
+        150,000 pods of a large cluster never sit in memory whole."""
+        page_decoder = _decoder(kind)
+        return with_retries(
+            lambda: self._pages(what, call, *args, page_decoder=page_decoder, keep=keep, **kwargs),
+            self.retry,
+            self.sleep,
+        )
 
     def _pages(
-        self, what: str, call: Callable[..., Any], *args: Any, slim: Slimmer | None = None, **kwargs: Any
-    ) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+        self,
+        what: str,
+        call: Callable[..., Any],
+        *args: Any,
+        page_decoder: msgspec.json.Decoder[Any],
+        keep: Callable[[Any], bool] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        items: list[Any] = []
         token: str | None = None
         while True:
-            page = self._page(what, call, *args, _continue=token, **kwargs)
-            rows = require(page, "items", (list,), what)
-            items.extend(rows if slim is None else (s for row in rows if (s := slim(row)) is not None))
-            token = (page.get("metadata") or {}).get("continue") or None
+            page = wire.decode(what, self._page(what, call, *args, _continue=token, **kwargs), page_decoder)
+            items.extend(page.items if keep is None else filter(keep, page.items))
+            token = page.metadata.continue_ or None
             if not token:
                 return items
 
-    def _page(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _page(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+        """The raw bytes of one page (``_preload_content=False``: the official client's model
+        deserialisation is skipped)."""
         if kwargs.get("_continue") is None:
             kwargs.pop("_continue")
         try:
@@ -422,17 +428,20 @@ class KubernetesCollector:
                 *args, limit=self.page_size, _preload_content=False, _request_timeout=self.timeout, **kwargs
             )
             try:
-                body = response.data
+                return bytes(response.data)
             finally:
                 response.release_conn()  # unpreloaded responses keep their connection until released
         except ApiException as exc:
             raise _api_error(what, exc) from exc
         except (Urllib3Error, OSError) as exc:
             raise SourceUnavailable(f"kubernetes: list {what} failed: {exc}") from exc
-        try:
-            page = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise MalformedResponse(f"kubernetes: {what} page is not whole JSON ({exc})") from exc
-        if not isinstance(page, dict):
-            raise MalformedResponse(f"kubernetes: {what} page is not an object")
-        return page
+
+
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
+    """One decoder per list type (building one compiles the type's schema)."""
+    if kind not in _DECODERS:
+        _DECODERS[kind] = wire.decoder(kind)
+    return _DECODERS[kind]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -191,6 +191,61 @@ def _job_gpus(raw: dict[str, Any], nodes: int, running: bool) -> int:
     return _gpus_in_tres(raw.get("tres_per_job"))
 
 
+def _allocated_nodes(raw: dict[str, Any]) -> list[str]:
+    """The job's nodes in Slurm's own order, the order of ``gres_detail``: ``job_resources``'
+    ``allocated_nodes`` (v0.0.38) where given, else the expanded ``nodes`` hostlist."""
+    listed = expand_hostlist(raw.get("nodes"))
+    resources = raw.get("job_resources") or {}
+    named = [n.get("nodename") for n in resources.get("allocated_nodes") or () if isinstance(n, dict)]
+    return [str(n) for n in named] if sorted(map(str, named)) == sorted(listed) else listed
+
+
+def gpu_placement(raw: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """(nodes, GPU indices per node) of a running job. ``gres_detail`` has one entry per allocated node
+    (``gpu:h100:4(IDX:1-4)``); when it is missing, or does not line up with the nodes, or names no
+    index, the indices are left empty rather than guessed."""
+    nodes = _allocated_nodes(raw)
+    detail = raw.get("gres_detail") or []
+    if len(detail) != len(nodes):
+        return tuple(nodes), ()
+    indices = tuple(tuple(i for e in parse_gres(d) if e.name == "gpu" for i in e.indices) for d in detail)
+    return tuple(nodes), indices if all(indices) else ()
+
+
+def fill_indices_from_nodes(
+    workloads: tuple[ObservedWorkload, ...], nodes: tuple[ObservedNode, ...]
+) -> tuple[ObservedWorkload, ...]:
+    """Give a running job without ``gres_detail`` indices (older API versions) the indices of its node's
+    ``gres_used`` that no other job claims, where that is unambiguous: it is the only such job on each
+    of its nodes and the free-of-claims indices number exactly its GPUs there."""
+    used = {n.name: set(n.gpu_allocated_indices) for n in nodes if n.gpu_allocated_indices}
+    unknown: dict[str, list[ObservedWorkload]] = {}
+    for w in workloads:
+        if w.state is not WorkloadState.RUNNING:
+            continue
+        for i, node in enumerate(w.nodes):
+            if w.node_gpu_indices:
+                used.get(node, set()).difference_update(w.node_gpu_indices[i])
+            else:
+                unknown.setdefault(node, []).append(w)
+
+    def resolved(w: ObservedWorkload) -> tuple[tuple[int, ...], ...]:
+        per_node = []
+        for node in w.nodes:
+            free = used.get(node, set())
+            if len(unknown.get(node, ())) != 1 or len(free) != round(w.gpus_per_member):
+                return ()
+            per_node.append(tuple(sorted(free)))
+        return tuple(per_node)
+
+    return tuple(
+        replace(w, node_gpu_indices=found)
+        if w.state is WorkloadState.RUNNING and w.nodes and not w.node_gpu_indices and (found := resolved(w))
+        else w
+        for w in workloads
+    )
+
+
 def _job_state(raw: dict[str, Any]) -> WorkloadState | None:
     state = str(raw["job_state"]).upper()
     if state in RUNNING_JOB_STATES:
@@ -228,6 +283,8 @@ def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> 
         return None
     external_id, array_id, instances = _array_identity(raw)
     reason = str(raw.get("state_reason") or "")
+    running = state is WorkloadState.RUNNING
+    nodes_held, indices = gpu_placement(raw) if running else ((), ())
     return ObservedWorkload(
         external_id=external_id,
         orchestrator=orchestrator,
@@ -242,10 +299,11 @@ def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> 
         priority=int(raw.get("priority") or 0),
         submitted_at=float(raw["submit_time"]) if raw.get("submit_time") else None,
         started_at=float(raw["start_time"]) if state is WorkloadState.RUNNING and raw.get("start_time") else None,
-        nodes=tuple(expand_hostlist(raw.get("nodes"))) if state is WorkloadState.RUNNING else (),
-        pending_reason="" if reason == "None" or state is WorkloadState.RUNNING else reason,
+        nodes=nodes_held,
+        pending_reason="" if reason == "None" or running else reason,
         array_id=array_id,
         queue=str(raw.get("partition") or ""),
+        node_gpu_indices=indices,
     )
 
 
@@ -294,6 +352,7 @@ def build_snapshot(
         for raw in _items(jobs_doc, "jobs", "jobs")
         if (w := parse_job(raw, orchestrator=name, teams=teams)) is not None
     )
+    workloads = fill_indices_from_nodes(workloads, nodes)
     gpus_by_node = {n.name: n.gpu_total for n in nodes}
     queues = tuple(
         parse_partition(raw, orchestrator=name, gpus_by_node=gpus_by_node)

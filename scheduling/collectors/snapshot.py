@@ -92,7 +92,10 @@ class ObservedNode:
 @dataclass(frozen=True, slots=True)
 class ObservedWorkload:
     """One unit of demand. ``instances`` identical copies (pending Slurm array tasks, Ray demand
-    shapes) each of ``gang_size`` members x ``gpus_per_member`` GPUs (a float: Ray allows 0.5 GPU)."""
+    shapes) each of ``gang_size`` members x ``gpus_per_member`` GPUs (a float: Ray allows 0.5 GPU).
+
+    ``node_gpu_indices``, when the source says which GPUs a running workload holds (Slurm), has one
+    entry per entry of ``nodes``: the GPU indices on that node. Empty when the source does not say."""
 
     external_id: str
     orchestrator: str
@@ -111,6 +114,7 @@ class ObservedWorkload:
     pending_reason: str = ""
     array_id: str = ""
     queue: str = ""
+    node_gpu_indices: tuple[tuple[int, ...], ...] = ()
 
     @property
     def gpus(self) -> float:

@@ -129,7 +129,8 @@ class Workload(models.Model):
     gang_size = models.PositiveIntegerField(default=1)
     gpus_per_member = models.PositiveIntegerField(default=1)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    priority = models.IntegerField(default=0)
+    # 64-bit: Slurm's priorities are uint32 (priority/basic counts down from 4294901759).
+    priority = models.BigIntegerField(default=0)
     submitted_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
+from simple_history.utils import bulk_create_with_history
 
 from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
+from .bulk import chunks, field_values, write_rows
 from .metrics import refresh_rollups
 
 WORKLOAD_STATES = {
@@ -72,34 +74,49 @@ NODE_COUNTERS = [
     "spine",
     "state",
     "labels",
-    "last_seen_at",
 ]
 
 
 def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...], now: datetime) -> None:
-    """Counters are bulk-updated without history; a new node or a change of owner is saved with history."""
-    existing = {n.name: n for n in Node.objects.filter(name__in=[o.name for o in observed])}
-    unchanged_owner: list[Node] = []
+    """A new node is created with history, a change of owner saved with history; counters that changed
+    are written in bulk without history, and ``last_seen_at`` of the rest set in one update."""
+    names = [o.name for o in observed]
+    existing = {n.name: n for chunk in chunks(names) for n in Node.objects.filter(name__in=chunk)}
+    new_nodes: list[Node] = []
+    changed: list[Node] = []
+    unchanged: list[int] = []
     for seen in observed:
         node = existing.get(seen.name) or Node(name=seen.name)
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
         if node.pk is not None and is_new_owner and _node_state(seen) in (Node.State.DRAINED, Node.State.DRAINING):
             continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
-        node.orchestrator = orchestrator
-        node.gpu_model, node.gpu_total = seen.gpu_model or node.gpu_model or "unknown", seen.gpu_total
-        node.gpu_allocated = min(seen.gpu_allocated, seen.gpu_total)
-        node.cpu_total = seen.cpu_total or node.cpu_total
-        node.nvlink_domain = seen.nvlink_domain or node.nvlink_domain or seen.name
-        node.leaf_switch, node.spine = seen.leaf_switch or node.leaf_switch, seen.spine or node.spine
-        node.state, node.labels, node.last_seen_at = _node_state(seen), dict(seen.labels), now
-        if is_new_owner:
+        before = field_values(node, NODE_COUNTERS) if node.pk else None
+        _fill_node(node, seen, orchestrator, now)
+        if node.pk is None:
+            new_nodes.append(node)
+        elif is_new_owner:
             node._change_reason = f"observed in {orchestrator.name}"  # type: ignore[attr-defined]
             node.save()
+        elif field_values(node, NODE_COUNTERS) != before:
+            changed.append(node)
         else:
-            unchanged_owner.append(node)
-    Node.objects.bulk_update(unchanged_owner, NODE_COUNTERS, batch_size=1000)
-    gone = Node.objects.filter(orchestrator=orchestrator).exclude(name__in=[o.name for o in observed])
+            unchanged.append(node.pk)
+    bulk_create_with_history(new_nodes, Node, batch_size=1000, default_change_reason=f"observed in {orchestrator.name}")
+    write_rows(Node, changed, [*NODE_COUNTERS, "last_seen_at"])
+    for chunk in chunks(unchanged):
+        Node.objects.filter(pk__in=chunk).update(last_seen_at=now)
+    gone = Node.objects.filter(orchestrator=orchestrator).exclude(name__in=names)
     gone.update(state=Node.State.DOWN, gpu_allocated=0)
+
+
+def _fill_node(node: Node, seen: ObservedNode, orchestrator: Orchestrator, now: datetime) -> None:
+    node.orchestrator = orchestrator
+    node.gpu_model, node.gpu_total = seen.gpu_model or node.gpu_model or "unknown", seen.gpu_total
+    node.gpu_allocated = min(seen.gpu_allocated, seen.gpu_total)
+    node.cpu_total = seen.cpu_total or node.cpu_total
+    node.nvlink_domain = seen.nvlink_domain or node.nvlink_domain or seen.name
+    node.leaf_switch, node.spine = seen.leaf_switch or node.leaf_switch, seen.spine or node.spine
+    node.state, node.labels, node.last_seen_at = _node_state(seen), dict(seen.labels), now
 
 
 WORKLOAD_FIELDS = [
@@ -117,40 +134,69 @@ WORKLOAD_FIELDS = [
     "pending_reason",
     "nodes",
 ]
+WORKLOAD_COLUMNS = [Workload._meta.get_field(name).attname for name in WORKLOAD_FIELDS]  # team -> team_id
 
 
 def _upsert_workloads(orchestrator: Orchestrator, observed: tuple[ObservedWorkload, ...], now: datetime):
-    teams = {t.slug: t for t in Team.objects.all()}
+    """New workloads are created, changed ones written in bulk, unchanged ones left alone (in a steady
+    cluster nearly all of them); the active ones no longer listed are marked completed. Stored rows are
+    read as plain tuples: building 40,000 model instances per round only to compare them costs seconds."""
+    team_ids = dict(Team.objects.values_list("slug", "pk"))
+    columns = ["pk", "external_id", *WORKLOAD_COLUMNS]
     active = Workload.objects.filter(orchestrator=orchestrator, state__in=Workload.ACTIVE_STATES)
-    existing = {w.external_id: w for w in active}
-    listed = Workload.objects.filter(orchestrator=orchestrator, external_id__in=[o.external_id for o in observed])
-    existing.update((w.external_id, w) for w in listed)
+    existing = {row[1]: row for row in active.values_list(*columns)}
+    unseen = [o.external_id for o in observed if o.external_id not in existing]
+    for chunk in chunks(unseen):  # listed again after they were marked finished
+        listed = Workload.objects.filter(orchestrator=orchestrator, external_id__in=chunk)
+        existing.update((row[1], row) for row in listed.values_list(*columns))
     counts = {Workload.State.RUNNING: 0, Workload.State.PENDING: 0}
     new_rows, changed_rows = [], []
     for item in observed:
         row = existing.pop(item.external_id, None)
-        (changed_rows if row else new_rows).append(
-            _fill_workload(row or Workload(orchestrator=orchestrator, external_id=item.external_id), item, teams, now)
-        )
         counts[WORKLOAD_STATES[item.state]] += 1
+        stored = dict(zip(WORKLOAD_COLUMNS, row[2:], strict=True)) if row else {}
+        values = _workload_values(item, team_ids, stored, now)
+        if row is None:
+            new_rows.append(Workload(orchestrator=orchestrator, external_id=item.external_id, **values))
+        elif values != stored:
+            changed_rows.append(Workload(pk=row[0], orchestrator=orchestrator, external_id=item.external_id, **values))
     Workload.objects.bulk_create(new_rows, batch_size=1000)
-    Workload.objects.bulk_update(changed_rows, WORKLOAD_FIELDS, batch_size=1000)
-    finished = [w.pk for w in existing.values() if w.state in Workload.ACTIVE_STATES]
-    Workload.objects.filter(pk__in=finished).update(state=Workload.State.COMPLETED, finished_at=now)
+    write_rows(Workload, changed_rows, WORKLOAD_FIELDS)
+    finished = [
+        row[0] for row in existing.values() if row[2 + WORKLOAD_COLUMNS.index("state")] in Workload.ACTIVE_STATES
+    ]
+    for chunk in chunks(finished):
+        Workload.objects.filter(pk__in=chunk).update(state=Workload.State.COMPLETED, finished_at=now)
     return counts[Workload.State.RUNNING], counts[Workload.State.PENDING]
 
 
-def _fill_workload(row: Workload, item: ObservedWorkload, teams: dict[str, Team], now: datetime) -> Workload:
+def _workload_values(item: ObservedWorkload, team_ids: dict[str, int], stored: dict, now: datetime) -> dict:
+    """The columns of ``WORKLOAD_COLUMNS`` for ``item``; ``stored`` (the row's current values, if any)
+    supplies the times a source stops reporting (a start time Slurm no longer lists)."""
     state = WORKLOAD_STATES[item.state]
-    row.team, row.user, row.name, row.kind = teams.get(item.team), item.user, item.name[:200], item.kind.value
-    row.gang_size, row.gpus_per_member = item.gang_size * item.instances, round(item.gpus_per_member)
-    row.state, row.priority = state, item.priority
-    row.submitted_at = _aware(item.submitted_at, row.submitted_at or now)
-    row.started_at = _aware(item.started_at, row.started_at or now) if state == Workload.State.RUNNING else None
-    row.pending_reason = item.pending_reason[:300] if state == Workload.State.PENDING else ""
-    row.nodes = [{"node": name, "gpus": []} for name in item.nodes]
-    row.finished_at = None
-    return row
+    running = state == Workload.State.RUNNING
+    return {
+        "team_id": team_ids.get(item.team),
+        "user": item.user,
+        "name": item.name[:200],
+        "kind": item.kind.value,
+        "gang_size": item.gang_size * item.instances,
+        "gpus_per_member": round(item.gpus_per_member),
+        "state": state,
+        "priority": item.priority,
+        "submitted_at": _aware(item.submitted_at, stored.get("submitted_at") or now),
+        "started_at": _aware(item.started_at, stored.get("started_at") or now) if running else None,
+        "finished_at": None,
+        "pending_reason": item.pending_reason[:300] if state == Workload.State.PENDING else "",
+        "nodes": placements(item),
+    }
+
+
+def placements(item: ObservedWorkload) -> list[dict]:
+    """``Workload.nodes``: each node with the GPU indices the workload holds there when the scheduler
+    says (Slurm's ``gres_detail``; busy-time attribution joins DCGM samples on them), else ``[]``."""
+    indices = item.node_gpu_indices if len(item.node_gpu_indices) == len(item.nodes) else ()
+    return [{"node": name, "gpus": list(indices[i]) if indices else []} for i, name in enumerate(item.nodes)]
 
 
 PLANNED_FLAGS = {"PLANNED"}  # Slurm >= 23.02: idle nodes the backfill scheduler holds for a pending job

@@ -164,3 +164,30 @@ def test_a_drained_node_still_listed_by_its_old_owner_is_not_claimed_back(orches
     ingest_snapshot(ray, Snapshot("ray-a", OrchestratorKind.RAY, T0, (_node("dgx01"),), ()))
     ingest_snapshot(orchestrator, _snapshot([_node("dgx01", state_flags=("DRAIN",))], []))
     assert Node.objects.get(name="dgx01").orchestrator == ray
+
+
+def _writes_to(table: str, queries) -> int:
+    return sum(1 for q in queries if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE")) and table in q["sql"])
+
+
+def test_a_repeated_scrape_rewrites_no_unchanged_row_and_writes_what_changed(orchestrator, teams):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    nodes = [_node("dgx01", 8), _node("dgx02", 0)]
+    jobs = [_job("1", nodes=("dgx01",)), _job("2", WorkloadState.PENDING, gang=2)]
+    ingest_snapshot(orchestrator, _snapshot(nodes, jobs, pending=16))
+    with CaptureQueriesContext(connection) as same:
+        ingest_snapshot(orchestrator, _snapshot(nodes, jobs, at=T0 + timedelta(seconds=30), pending=16))
+    assert _writes_to('"scheduling_workload"', same.captured_queries) == 0
+    assert Node.objects.get(name="dgx02").last_seen_at == T0 + timedelta(seconds=30)  # seen, in one UPDATE
+
+    started = [jobs[0], _job("2", gang=2, nodes=("dgx02",))]
+    later = T0 + timedelta(seconds=60)
+    with CaptureQueriesContext(connection) as changed:
+        ingest_snapshot(orchestrator, _snapshot([_node("dgx01", 8), _node("dgx02", 8)], started, at=later))
+    assert _writes_to('"scheduling_workload"', changed.captured_queries) == 1  # one batched upsert
+    job = Workload.objects.get(external_id="2")
+    assert (job.state, job.nodes, job.started_at) == ("running", [{"node": "dgx02", "gpus": []}], later)
+    assert Workload.objects.get(external_id="1").state == "running"
+    assert Node.objects.get(name="dgx02").state == Node.State.ALLOCATED

@@ -24,7 +24,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SHARED_SAMPLES = REPO.parent / "shared" / "orchestrator-samples"
+# A git worktree sits elsewhere than the main checkout: GPUPORTAL_SHARED_SAMPLES points at the set then.
+SHARED_SAMPLES = Path(os.environ.get("GPUPORTAL_SHARED_SAMPLES") or REPO.parent / "shared" / "orchestrator-samples")
 
 
 def load_fixture(kind: str, name: str) -> Any:

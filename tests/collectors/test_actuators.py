@@ -8,7 +8,7 @@ import yaml
 from kubernetes import client as k8s
 
 from scheduling.collectors import KubernetesActuator, RayActuator, SlurmActuator
-from scheduling.collectors.actuators import taints_after
+from scheduling.collectors.actuators import taint_identity, taints_after
 
 
 def test_a_slurm_drain_is_a_dry_run_by_default_and_names_the_exact_scontrol_command():
@@ -57,6 +57,23 @@ def test_taint_lists_keep_other_taints_and_replace_the_same_key_and_effect():
         {"key": "drain", "value": "b", "effect": "NoSchedule"},
     ]
     assert taints_after(current, "drain", "", "NoSchedule", remove=True) == current[:1]
+
+
+def test_re_applying_a_taint_without_a_value_gives_the_list_the_apiserver_already_holds():
+    # The apiserver omits an empty value; the wanted list must not differ from it by a "value": "".
+    current = [{"key": "gpuportal.io/no-new-work", "effect": "NoSchedule"}]
+    assert taints_after(current, "gpuportal.io/no-new-work", "", "NoSchedule", remove=False) == current
+    assert [taint_identity(t) for t in current] == [("gpuportal.io/no-new-work", "", "NoSchedule")]
+
+
+def test_re_applying_a_taint_that_is_not_the_last_keeps_the_order_and_its_time_added():
+    current = [
+        {"key": "first", "value": "a", "effect": "NoExecute", "timeAdded": "2026-12-03T10:00:00Z"},
+        {"key": "second", "value": "b", "effect": "NoSchedule"},
+    ]
+    assert taints_after(current, "first", "a", "NoExecute", remove=False) == current
+    changed = taints_after(current, "first", "c", "NoExecute", remove=False)
+    assert changed == [{"key": "first", "value": "c", "effect": "NoExecute"}, current[1]]
 
 
 def test_ray_without_an_autoscaler_config_is_observe_only():

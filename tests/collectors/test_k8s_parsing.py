@@ -1,14 +1,19 @@
-"""Kubernetes + Volcano parsers against recorded kube-apiserver v1.20 answers. No live apiserver binary
-is available here, so the Kubernetes collector is covered by these parser tests only."""
+"""Kubernetes + Volcano parsers against recorded kube-apiserver v1.20 answers (the live apiserver tests
+are in tests/k8s_live). Bad pages (cut off, mistyped) cannot be had from a real apiserver: here the
+list call is a stand-in serving bytes, and the collector's own paging and decoding run on them."""
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 
 import pytest
 
+from scheduling.collectors import k8s_wire as wire
 from scheduling.collectors.errors import MalformedResponse
-from scheduling.collectors.k8s import build_snapshot, epoch, pod_gpus, slim_pod
+from scheduling.collectors.k8s import KubernetesCollector, build_snapshot, epoch, pod_gpus, slim_pod
+from scheduling.collectors.reliability import NO_RETRY
 from scheduling.collectors.snapshot import TeamMapping, WorkloadState
 from scheduling.engine.types import WorkloadKind
 
@@ -181,3 +186,87 @@ def test_slimmed_pods_give_the_same_snapshot_and_drop_pods_without_gpus(snapshot
     )
     assert again.nodes == snapshot.nodes and again.workloads == snapshot.workloads
     assert again.pending_gpus == snapshot.pending_gpus
+
+
+# ------------------------------------------------------------------- elastic gangs and list pages
+
+
+def _elastic_gang(bound_to: list[str | None]):
+    """A Running PodGroup (minMember 1, Volcano elastic) whose pods are bound as ``bound_to`` says."""
+    pods = load_fixture("k8s", "podlist.json")["items"]
+    template = next(p for p in pods if p["metadata"]["name"] == "big-run-0")
+    group = copy.deepcopy(next(g for g in load_fixture("k8s", "volcano_podgrouplist.json")["items"]))
+    group["metadata"]["name"], group["spec"]["minMember"] = "elastic", 1
+    group["status"] = {"phase": "Running", "running": 1}
+    members = []
+    for i, node in enumerate(bound_to):
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"elastic-{i}"
+        pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "elastic"
+        if node:
+            pod["spec"]["nodeName"] = node
+        members.append(pod)
+    return build_snapshot("k", nodes=[], pods=members, podgroups=[group])
+
+
+def test_a_partly_bound_elastic_gang_is_a_running_part_and_a_pending_remainder():
+    snapshot = _elastic_gang(["dgx01", "dgx02", None])
+    parts = {w.external_id: w for w in snapshot.workloads}
+    running, waiting = parts["ml/elastic"], parts["ml/elastic:pending"]
+    assert (running.state, running.gang_size, running.nodes) == (WorkloadState.RUNNING, 2, ("dgx01", "dgx02"))
+    assert (waiting.state, waiting.gang_size, waiting.nodes) == (WorkloadState.PENDING, 1, ())
+    assert running.kind == waiting.kind == WorkloadKind.TRAINING and waiting.name == "elastic"
+    assert snapshot.pending_gpus == waiting.gpus == 8.0
+
+
+def test_a_wholly_bound_or_wholly_unbound_gang_is_one_workload():
+    assert [w.external_id for w in _elastic_gang(["dgx01", "dgx02"]).workloads] == ["ml/elastic"]
+    (waiting,) = _elastic_gang([None, None]).workloads
+    assert (waiting.external_id, waiting.state, waiting.gang_size) == ("ml/elastic", WorkloadState.PENDING, 2)
+
+
+class _Pages:
+    """The official client's list call with ``_preload_content=False``: bytes per ``continue`` token."""
+
+    def __init__(self, bodies):
+        self.bodies, self.calls = bodies, []
+
+    def __call__(self, **kwargs):
+        self.calls.append(kwargs.get("_continue"))
+        body = self.bodies[len(self.calls) - 1]
+        return type("Response", (), {"data": body, "release_conn": lambda self: None})()
+
+
+def _page(items, token=""):
+    return json.dumps({"kind": "PodList", "metadata": {"continue": token}, "items": items}).encode()
+
+
+@pytest.fixture
+def lister():
+    from kubernetes import client
+
+    return KubernetesCollector(client.ApiClient(), retry=NO_RETRY, page_size=2)
+
+
+def test_pages_are_followed_by_their_continue_tokens_and_gpu_less_pods_dropped_as_they_arrive(lister):
+    pods = load_fixture("k8s", "podlist.json")["items"]
+    cpu_only = {"metadata": {"name": "web", "namespace": "ml"}, "spec": {"containers": [{"name": "web"}]}}
+    call = _Pages([_page(pods[:2], "t1"), _page([cpu_only, pods[2]], "t2"), _page(pods[3:])])
+    items = lister.list_all("pods", call, kind=wire.PodList, keep=lambda p: pod_gpus(p) > 0)
+    assert call.calls == [None, "t1", "t2"]
+    assert [p.metadata.name for p in items] == [p["metadata"]["name"] for p in pods]
+
+
+@pytest.mark.parametrize(
+    ("last_page", "message"),
+    [
+        (_page([{"metadata": {"name": "x"}}])[:-7], "not whole JSON"),  # cut off mid-document
+        (b'{"items": [{"metadata": {"name": "x"}, "spec": {"nodeName": 7}}]}', r"\$\.items\[0\]\.spec\.nodeName"),
+        (b'{"metadata": {}}', "missing required field `items`"),
+    ],
+)
+def test_a_bad_page_after_good_ones_fails_the_whole_list(lister, last_page, message):
+    pods = load_fixture("k8s", "podlist.json")["items"]
+    call = _Pages([_page(pods[:2], "t1"), last_page])
+    with pytest.raises(MalformedResponse, match=message):
+        lister.list_all("pods", call, kind=wire.PodList)

@@ -262,3 +262,79 @@ def test_shared_openapi_spec_and_405_confirm_22_05_cannot_update_nodes_over_rest
     assert node_paths and all(set(spec["paths"][p]) <= {"get", "delete"} for p in node_paths)
     assert "405" in (shared_dir("slurm") / "v0.0.38_node_update_NOT_SUPPORTED.txt").read_text()
     assert not _rest_updates_nodes("v0.0.38") and _rest_updates_nodes("v0.0.39")
+
+
+# ------------------------------------------------------- GPU indices (issue 11: busy-time attribution)
+
+
+def _jobs_doc_with(change):
+    doc = load_fixture("slurm", "v0.0.38_jobs.json")
+    for job in doc["jobs"]:
+        change(job)
+    return doc
+
+
+def _snapshot_of(jobs_doc):
+    return build_snapshot(
+        "slurm-a",
+        load_fixture("slurm", "v0.0.38_nodes.json"),
+        jobs_doc,
+        load_fixture("slurm", "v0.0.38_partitions.json"),
+    )
+
+
+def test_running_jobs_carry_the_gpu_indices_slurmrestd_reports_per_node(snapshot):
+    placed = {w.external_id: (w.nodes, w.node_gpu_indices) for w in snapshot.workloads}
+    assert placed["1"] == (("dgx02", "dgx03"), (tuple(range(8)), tuple(range(8))))
+    assert placed["2"] == (("dgx01",), ((1, 2, 3, 4),))
+    assert placed["3"] == (("dgx01",), ((0,),))
+    assert all(not w.node_gpu_indices for w in snapshot.workloads if w.state is not WorkloadState.RUNNING)
+
+
+def test_the_jobs_indices_on_each_node_are_exactly_its_gres_used_indices(snapshot):
+    held: dict[str, set[int]] = {}
+    for w in snapshot.workloads:
+        for node, indices in zip(w.nodes, w.node_gpu_indices, strict=True):
+            assert not held.setdefault(node, set()) & set(indices), "two jobs on one GPU"
+            held[node] |= set(indices)
+    used = {n.name: set(n.gpu_allocated_indices) for n in snapshot.nodes if n.gpu_allocated_indices}
+    assert held == used == {"dgx01": {0, 1, 2, 3, 4}, "dgx02": set(range(8)), "dgx03": set(range(8))}
+
+
+def test_a_job_without_gres_detail_gets_its_nodes_unclaimed_indices_when_that_is_unambiguous():
+    def drop_job_2_detail(job):
+        if job["job_id"] == 2:
+            job["gres_detail"] = []
+
+    placed = {w.external_id: w.node_gpu_indices for w in _snapshot_of(_jobs_doc_with(drop_job_2_detail)).workloads}
+    # dgx01 uses 0-4 and job 3 says it holds 0: job 2, the node's only other job, holds 1-4
+    assert placed["2"] == ((1, 2, 3, 4),) and placed["3"] == ((0,),)
+
+
+def test_two_jobs_without_gres_detail_on_one_node_get_no_indices_rather_than_a_guess():
+    def drop_dgx01_details(job):
+        if job["job_id"] in (2, 3):
+            job["gres_detail"] = []
+
+    placed = {w.external_id: w.node_gpu_indices for w in _snapshot_of(_jobs_doc_with(drop_dgx01_details)).workloads}
+    assert placed["2"] == placed["3"] == ()
+    assert placed["1"] == (tuple(range(8)), tuple(range(8)))
+
+
+def test_a_gres_detail_that_does_not_line_up_with_the_nodes_gives_no_indices():
+    def one_entry_for_two_nodes(job):
+        if job["job_id"] == 1:
+            job["gres_detail"] = job["gres_detail"][:1]
+
+    job = next(w for w in _snapshot_of(_jobs_doc_with(one_entry_for_two_nodes)).workloads if w.external_id == "1")
+    assert job.nodes == ("dgx02", "dgx03") and job.node_gpu_indices == ()
+
+
+def test_the_indices_follow_slurms_node_order_from_job_resources():
+    def reversed_allocation(job):
+        if job["job_id"] == 1:
+            job["gres_detail"] = ["gpu:h100:8(IDX:0-7)", "gpu:h100:2(IDX:3,5)"]
+            job["job_resources"]["allocated_nodes"].reverse()
+
+    job = next(w for w in _snapshot_of(_jobs_doc_with(reversed_allocation)).workloads if w.external_id == "1")
+    assert job.nodes == ("dgx03", "dgx02") and job.node_gpu_indices == (tuple(range(8)), (3, 5))

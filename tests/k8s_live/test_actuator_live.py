@@ -123,11 +123,6 @@ def test_draining_a_node_like_the_portal_does_moves_it_out_of_the_schedulable_po
     assert collector.collect().node(node).schedulable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KubernetesActuator.taint compares the wanted list, which carries value '' , with the node's, where "
-    "the apiserver omits an empty value: re-applying a value-less taint reports changed=True and patches again",
-)
 def test_re_applying_a_taint_without_a_value_changes_nothing(cluster, actuator):
     node = "dgx05"
     try:
@@ -140,11 +135,6 @@ def test_re_applying_a_taint_without_a_value_changes_nothing(cluster, actuator):
         cluster.core.patch_node(node, {"spec": {"taints": None}})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KubernetesActuator.taint re-adds an existing key:effect at the end of the list, so re-applying a "
-    "taint that is not the node's last one reorders the list, reports changed=True and patches again",
-)
 def test_re_applying_a_taint_that_is_not_the_last_one_changes_nothing(cluster, actuator):
     node = "dgx05"
     try:

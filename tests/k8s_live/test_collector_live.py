@@ -252,12 +252,6 @@ def test_a_rejected_token_is_a_source_unavailable_error_that_is_not_retried(clus
     assert error.value.status == 401 and not error.value.retryable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="k8s._workload gives a PodGroup one state from its phase: a Running group with a member no scheduler "
-    "has bound (Volcano elastic jobs, minMember < replicas) is reported running in full, so that member's GPUs "
-    "count as running for its queue and team while snapshot.pending_gpus counts them as pending too",
-)
 def test_a_partly_bound_elastic_gang_counts_only_its_bound_members_as_running(cluster, collector):
     ns, group, queue = "hpo", "elastic", "default"
     seed.create_podgroup(cluster.custom, ns, group, queue, 1, 1, {"phase": "Running", "running": 1, "conditions": []})
@@ -273,6 +267,10 @@ def test_a_partly_bound_elastic_gang_counts_only_its_bound_members_as_running(cl
         pending = sum(w.gpus for w in snapshot.workloads if w.queue == queue and w.state is WorkloadState.PENDING)
         assert snapshot.node(node).gpu_allocated >= 1
         assert (running, pending) == (1.0, 1.0)
+        parts = {w.external_id: w for w in snapshot.workloads if w.name == group}
+        assert set(parts) == {f"{ns}/{group}", f"{ns}/{group}:pending"}
+        assert (parts[f"{ns}/{group}"].nodes, parts[f"{ns}/{group}:pending"].nodes) == ((node,), ())
+        assert sum(w.gpus for w in snapshot.workloads if w.state is WorkloadState.PENDING) == snapshot.pending_gpus
     finally:
         for name in names:
             cluster.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
