@@ -64,3 +64,14 @@ def apply_plan_step(plan_id: int) -> dict[str, object]:
     if not outcome.finished:
         apply_plan_step.apply_async((plan_id,), countdown=rebalance.rebalance_settings()["step_retry_s"])
     return {"plan": plan_id, "state": outcome.plan_state, "finished": outcome.finished, "message": outcome.message}
+
+
+# --- What-if (issue 8): one scenario per task; progress and results live on the WhatIfScenario row. ---
+
+
+@shared_task(acks_late=True)
+def run_whatif(scenario_id: int) -> dict[str, object]:
+    from scheduling.services import whatif
+
+    scenario = whatif.run_scenario(scenario_id)
+    return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}

@@ -20,4 +20,8 @@ urlpatterns = [
     path("rebalance/<int:pk>/", views.rebalance_plan, name="rebalance-plan"),
     path("rebalance/policies/", views.rebalance_policies, name="rebalance-policies"),
     path("rebalance/policies/<int:pk>/", views.rebalance_policies, name="rebalance-policy"),
+    path("forecast/", views.forecast_page, name="forecast"),
+    path("whatif/", views.whatif_list, name="whatif"),
+    path("whatif/<int:pk>/", views.whatif_detail, name="whatif-detail"),
+    path("whatif/<int:pk>/status/", views.whatif_status, name="whatif-status"),
 ]

@@ -24,6 +24,7 @@ READS = {
     "/api/v1/collector-runs/": SIGNED_IN,
     "/api/v1/rebalance-plans/": SIGNED_IN,
     "/api/v1/fragmentation/": SIGNED_IN,
+    "/api/v1/whatif/": SIGNED_IN,  # the list holds only the scenarios each user may read
 }
 
 WRITES = {
@@ -34,4 +35,5 @@ WRITES = {
     ("post", "/api/v1/quota-requests/"): ("researcher", "lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/approve/"): ("lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/deny/"): ("lead", "admin"),
+    ("post", "/api/v1/whatif/"): ("lead", "admin"),
 }

@@ -3,6 +3,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.routers import DefaultRouter
 
 from . import views
+from .planning import WhatIfViewSet
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -16,6 +17,7 @@ router.register("usage/samples", views.UsageSampleViewSet, basename="usagesample
 router.register("usage/rollups", views.UsageRollupViewSet, basename="usagerollup")
 router.register("collector-runs", views.CollectorRunViewSet, basename="collectorrun")
 router.register("rebalance-plans", views.RebalancePlanViewSet, basename="rebalanceplan")
+router.register("whatif", WhatIfViewSet, basename="whatif")
 
 urlpatterns = [
     path("v1/", include(router.urls)),
