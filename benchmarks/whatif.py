@@ -25,8 +25,14 @@ from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 from scheduling.traces.records import TraceJob
 
 WEEK_S = 7 * 86400
-SHAPES = ((1, 1, 1800, "kubernetes"), (1, 2, 3600, "kubernetes"), (1, 4, 4 * 3600, "ray"),
-          (1, 8, 6 * 3600, "slurm"), (2, 8, 8 * 3600, "slurm"), (4, 8, 8 * 3600, "slurm"))
+SHAPES = (
+    (1, 1, 1800, "kubernetes"),
+    (1, 2, 3600, "kubernetes"),
+    (1, 4, 4 * 3600, "ray"),
+    (1, 8, 6 * 3600, "slurm"),
+    (2, 8, 8 * 3600, "slurm"),
+    (4, 8, 8 * 3600, "slurm"),
+)
 WEIGHTS = (40, 20, 15, 12, 8, 5)
 
 
@@ -42,10 +48,16 @@ def history(weeks: int, gpus: int, load: float, seed: int) -> tuple[TraceJob, ..
         members, per, duration, orchestrator = rng.choices(SHAPES, WEIGHTS)[0]
         duration *= rng.uniform(0.3, 1.7)
         request = Request(
-            id=f"j{len(jobs)}", members=members, gpus_per_member=per, team=f"team{rng.randrange(20):02d}",
-            topology=TopologyLevel.LEAF_SWITCH if members > 1 else TopologyLevel.ANY, priority=rng.choice((0, 10)),
-            kind=WorkloadKind.TRAINING if members > 1 else WorkloadKind.INFERENCE, duration_estimate_s=duration,
-            submitted_at=t, orchestrator=orchestrator,
+            id=f"j{len(jobs)}",
+            members=members,
+            gpus_per_member=per,
+            team=f"team{rng.randrange(20):02d}",
+            topology=TopologyLevel.LEAF_SWITCH if members > 1 else TopologyLevel.ANY,
+            priority=rng.choice((0, 10)),
+            kind=WorkloadKind.TRAINING if members > 1 else WorkloadKind.INFERENCE,
+            duration_estimate_s=duration,
+            submitted_at=t,
+            orchestrator=orchestrator,
         )
         jobs.append(TraceJob(request, t, duration))
 
@@ -72,15 +84,32 @@ def main() -> None:
     scenario = replace(baseline, nodes=nodes[:-100], teams=moved)
     base, base_wall, base_cpu = timed(baseline)
     new, new_wall, new_cpu = timed(scenario)
-    print(json.dumps({
-        "bench": "whatif_4_weeks_1000_nodes", "weeks": args.weeks, "nodes": args.nodes, "load": args.load,
-        "jobs": len(jobs), "target_s": 60,
-        "baseline": {"wall_s": round(base_wall, 2), "cpu_s": round(base_cpu, 2), "utilisation": round(base["utilisation"], 4),
-                     "wait_p95_h": base["wait_hours"]["all"]["p95"]},
-        "scenario": {"wall_s": round(new_wall, 2), "cpu_s": round(new_cpu, 2), "utilisation": round(new["utilisation"], 4),
-                     "wait_p95_h": new["wait_hours"]["all"]["p95"]},
-        "wall_s": round(base_wall + new_wall, 2), "cpu_s": round(base_cpu + new_cpu, 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "whatif_4_weeks_1000_nodes",
+                "weeks": args.weeks,
+                "nodes": args.nodes,
+                "load": args.load,
+                "jobs": len(jobs),
+                "target_s": 60,
+                "baseline": {
+                    "wall_s": round(base_wall, 2),
+                    "cpu_s": round(base_cpu, 2),
+                    "utilisation": round(base["utilisation"], 4),
+                    "wait_p95_h": base["wait_hours"]["all"]["p95"],
+                },
+                "scenario": {
+                    "wall_s": round(new_wall, 2),
+                    "cpu_s": round(new_cpu, 2),
+                    "utilisation": round(new["utilisation"], 4),
+                    "wait_p95_h": new["wait_hours"]["all"]["p95"],
+                },
+                "wall_s": round(base_wall + new_wall, 2),
+                "cpu_s": round(base_cpu + new_cpu, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -453,10 +453,11 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
     ]
     if fit.ok:
         future = series.future_hours
+        band = f"{fit.coverage:.0%} interval"
         data += [
-            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.upper), "name": f"{fit.coverage:.0%} interval",
+            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.upper), "name": band,
              "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
-            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.lower), "name": f"{fit.coverage:.0%} interval",
+            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.lower), "name": band,
              "fill": "tonexty", "fillcolor": "rgba(230,159,0,0.25)", "line": {"width": 0}},
             _line(future, list(fit.mean), "forecast", PALETTE[1]),
         ]

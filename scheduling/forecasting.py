@@ -94,8 +94,10 @@ def forecast_demand(
         )
     weekly = WEEKLY_HARMONICS if count >= MIN_POINTS_WEEKLY else 0
     seasonality = ("daily", "weekly") if weekly else ("daily",)
-    message = "" if weekly else (
-        f"{count} hours of history: daily seasonality only (the weekly pattern needs {MIN_POINTS_WEEKLY} hours)"
+    message = (
+        ""
+        if weekly
+        else (f"{count} hours of history: daily seasonality only (the weekly pattern needs {MIN_POINTS_WEEKLY} hours)")
     )
     hours = np.arange(len(y), dtype=float)
     design, _names = fourier_design(hours, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week)
@@ -104,7 +106,9 @@ def forecast_demand(
     residuals = np.where(usable, y - fitted, np.nan)
     phi, innovation_sd, residual_sd = _ar1(residuals)
     future = np.arange(len(y), len(y) + horizon, dtype=float)
-    future_design, _ = fourier_design(future, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week)
+    future_design, _ = fourier_design(
+        future, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week
+    )
     last_residual = residuals[usable][-1]
     steps = np.arange(1, horizon + 1, dtype=float)
     mean = future_design @ beta + last_residual * phi**steps

@@ -55,9 +55,7 @@ def hourly_demand(since: datetime, until: datetime) -> DemandHistory:
     by_team: dict[str, list[float | None]] = {}
     for team_id, team in teams.items():
         subtree = [own[t] for t in subtree_ids(team_id, children) if t in own]
-        by_team[team.slug] = [
-            sum(series[i] for series in subtree) if observed[i] else None for i in range(len(hours))
-        ]
+        by_team[team.slug] = [sum(series[i] for series in subtree) if observed[i] else None for i in range(len(hours))]
     return DemandHistory(hours, by_team, pools, {t.slug: t.name for t in teams.values()})
 
 

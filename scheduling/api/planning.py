@@ -9,13 +9,25 @@ from scheduling.services import whatif
 class WhatIfSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True)
     created_by = serializers.CharField(source="created_by.username", read_only=True)
-    inputs = serializers.JSONField(help_text="weeks, seed, fleet, weights, policies, quota_request (docs/forecast-whatif.md)")
+    inputs = serializers.JSONField(
+        help_text="weeks, seed, fleet, weights, policies, quota_request (docs/forecast-whatif.md)"
+    )
 
     class Meta:
         model = WhatIfScenario
         fields = [
-            "id", "name", "team", "inputs", "status", "progress", "results", "error",
-            "created_by", "created_at", "started_at", "finished_at",
+            "id",
+            "name",
+            "team",
+            "inputs",
+            "status",
+            "progress",
+            "results",
+            "error",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
         ]
         read_only_fields = ["status", "progress", "results", "error", "created_at", "started_at", "finished_at"]
 
@@ -40,6 +52,9 @@ class WhatIfViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise exceptions.PermissionDenied("only portal admins and team leads run what-if scenarios")
         data = serializer.validated_data
         serializer.instance = whatif.submit(
-            name=data["name"], raw_inputs=data["inputs"], by=self.request.user, team=data.get("team"),
+            name=data["name"],
+            raw_inputs=data["inputs"],
+            by=self.request.user,
+            team=data.get("team"),
             enqueue=_enqueue,
         )

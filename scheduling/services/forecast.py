@@ -119,20 +119,30 @@ def guarantee_exhaustion(as_of: datetime | None = None, teams: set[str] | None =
 def _exhaustion(series: SeriesForecast, guaranteed: float, today: date) -> Exhaustion:
     fit = series.forecast
     if not fit.ok:
-        return Exhaustion(series.key, series.label, guaranteed, 0.0, 0.0, None, f"{series.label}: {fit.message}", series)
+        return Exhaustion(
+            series.key, series.label, guaranteed, 0.0, 0.0, None, f"{series.label}: {fit.message}", series
+        )
     days = days_until(fit.level_now, fit.trend_per_day, guaranteed, max_days=OUTLOOK_DAYS)
     growth = f"{fit.trend_per_day:+.2f} GPUs/day"
     if days is None:
-        on, sentence = None, (
-            f"At this growth ({growth}), {series.label} does not exhaust its guarantee of {guaranteed:g} GPUs "
-            f"within {OUTLOOK_DAYS} days (mean demand now {fit.level_now:.1f} GPUs)."
+        on, sentence = (
+            None,
+            (
+                f"At this growth ({growth}), {series.label} does not exhaust its guarantee of {guaranteed:g} GPUs "
+                f"within {OUTLOOK_DAYS} days (mean demand now {fit.level_now:.1f} GPUs)."
+            ),
         )
     elif days == 0:
-        on, sentence = today, (
-            f"{series.label}'s mean demand ({fit.level_now:.1f} GPUs) already exceeds its guarantee of "
-            f"{guaranteed:g} GPUs: it relies on burst capacity."
+        on, sentence = (
+            today,
+            (
+                f"{series.label}'s mean demand ({fit.level_now:.1f} GPUs) already exceeds its guarantee of "
+                f"{guaranteed:g} GPUs: it relies on burst capacity."
+            ),
         )
     else:
         on = today + timedelta(days=int(days))
-        sentence = f"At this growth ({growth}), {series.label} exhausts its guarantee of {guaranteed:g} GPUs on {on:%Y-%m-%d}."
+        sentence = (
+            f"At this growth ({growth}), {series.label} exhausts its guarantee of {guaranteed:g} GPUs on {on:%Y-%m-%d}."
+        )
     return Exhaustion(series.key, series.label, guaranteed, fit.level_now, fit.trend_per_day, on, sentence, series)

@@ -205,8 +205,12 @@ def _capacity() -> int:
 def _rule(rule: dict[str, Any]) -> PolicyRule:
     start, end = time.fromisoformat(rule["start"]), time.fromisoformat(rule["end"])
     return PolicyRule(
-        rule["name"], rule["orchestrator"], frozenset(rule["weekdays"]),
-        start.hour * 60 + start.minute, end.hour * 60 + end.minute, rule["floor_gpus"],
+        rule["name"],
+        rule["orchestrator"],
+        frozenset(rule["weekdays"]),
+        start.hour * 60 + start.minute,
+        end.hour * 60 + end.minute,
+        rule["floor_gpus"],
     )
 
 
@@ -260,8 +264,13 @@ def current_nodes() -> list[EngineNode]:
     """The fleet as the simulator should see it: every node that is not down, empty."""
     return [
         EngineNode(
-            name=n.name, gpu_total=n.gpu_total, gpu_model=n.gpu_model, nvlink_domain=n.nvlink_domain or n.name,
-            leaf_switch=n.leaf_switch, spine=n.spine, orchestrator=n.orchestrator.kind,
+            name=n.name,
+            gpu_total=n.gpu_total,
+            gpu_model=n.gpu_model,
+            nvlink_domain=n.nvlink_domain or n.name,
+            leaf_switch=n.leaf_switch,
+            spine=n.spine,
+            orchestrator=n.orchestrator.kind,
         )
         for n in Node.objects.exclude(state=Node.State.DOWN).select_related("orchestrator").order_by("name")
     ]
@@ -280,7 +289,15 @@ def changed_nodes(nodes: list[EngineNode], changes: list[dict[str, Any]]) -> lis
         per_node = change["gpus_per_node"] or template.gpu_total
         for i in range(count):
             name = f"whatif-{model}-{i:04d}"
-            result.append(replace(template, name=name, gpu_total=per_node, nvlink_domain=name, leaf_switch=f"whatif-{model}-leaf{i // 32}"))
+            result.append(
+                replace(
+                    template,
+                    name=name,
+                    gpu_total=per_node,
+                    nvlink_domain=name,
+                    leaf_switch=f"whatif-{model}-leaf{i // 32}",
+                )
+            )
     return result
 
 
@@ -342,7 +359,9 @@ def build_runs(inputs: dict[str, Any], until: datetime) -> tuple[WhatIfInputs, W
         )
     nodes, teams, rules = current_nodes(), current_teams(), current_rules()
     common = dict(
-        jobs=history.jobs, epoch_minute_of_week=minute_of_week(history.epoch), seed=inputs["seed"],
+        jobs=history.jobs,
+        epoch_minute_of_week=minute_of_week(history.epoch),
+        seed=inputs["seed"],
     )
     baseline = WhatIfInputs(nodes=tuple(nodes), teams=tuple(teams), rules=tuple(rules), **common)
     scenario = WhatIfInputs(
@@ -425,7 +444,6 @@ def comparison(results: dict[str, Any]) -> list[tuple[str, Any, Any]]:
         ("Jain fairness", ("jain_fairness",)),
     ]
     return [(label, pick(base, path), pick(new, path)) for label, path in rows]
-
 
 
 def team_comparison(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -71,8 +71,14 @@ class WhatIfReplay(Replay):
     def __init__(self, inputs: WhatIfInputs, scenario: Scenario, progress: ProgressCallback | None) -> None:
         pools = pools_for(POLICY, inputs.nodes, scenario, inputs.jobs)
         super().__init__(
-            inputs.jobs, pools, scenario, policy=POLICY, seed=inputs.seed, federation=Federation(),
-            horizon_s=inputs.horizon_s, progress=progress,
+            inputs.jobs,
+            pools,
+            scenario,
+            policy=POLICY,
+            seed=inputs.seed,
+            federation=Federation(),
+            horizon_s=inputs.horizon_s,
+            progress=progress,
         )
         self.rules = inputs.rules
         self.epoch_minute = inputs.epoch_minute_of_week
@@ -140,4 +146,3 @@ def waits_by_team(replay: Replay) -> dict[str, dict[str, float | int | None]]:
     queued = Counter(run.team for run in replay.runs if run.first_start is None and not run.rejected)
     teams = sorted(set(waits) | set(queued))
     return {team: {**summary(waits.get(team, [])), "never_started": queued.get(team, 0)} for team in teams}
-

@@ -55,15 +55,19 @@ class WhatIfForm(forms.Form):
     weight_team = forms.ModelChoiceField(Team.objects.all(), required=False, to_field_name="slug", label="Team weight")
     weight_value = forms.DecimalField(required=False, label="New weight (%)", max_digits=5, decimal_places=2)
     policy_orchestrator = forms.ModelChoiceField(
-        Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS), required=False, to_field_name="name",
-        label="Pool policy for", help_text="Replaces that pool's rules in the scenario",
+        Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
+        required=False,
+        to_field_name="name",
+        label="Pool policy for",
+        help_text="Replaces that pool's rules in the scenario",
     )
     policy_weekdays = forms.MultipleChoiceField(choices=WEEKDAY_CHOICES, required=False, label="Days")
     policy_start = forms.TimeField(required=False, label="From (HH:MM)")
     policy_end = forms.TimeField(required=False, label="To (HH:MM)")
     policy_floor = forms.IntegerField(required=False, min_value=0, label="Floor GPUs")
     quota_request = forms.ModelChoiceField(
-        QuotaRequest.objects.filter(state=QuotaRequest.State.APPROVED).select_related("team"), required=False,
+        QuotaRequest.objects.filter(state=QuotaRequest.State.APPROVED).select_related("team"),
+        required=False,
         label="Approved request, as if active",
     )
 
@@ -78,8 +82,11 @@ class WhatIfForm(forms.Form):
         raw: dict = {"weeks": data["weeks"], "seed": data["seed"]}
         if data.get("fleet_model") or data.get("fleet_nodes") is not None:
             raw["fleet"] = [
-                {"gpu_model": data.get("fleet_model") or "", "nodes": data.get("fleet_nodes"),
-                 "gpus_per_node": data.get("fleet_gpus_per_node")}
+                {
+                    "gpu_model": data.get("fleet_model") or "",
+                    "nodes": data.get("fleet_nodes"),
+                    "gpus_per_node": data.get("fleet_gpus_per_node"),
+                }
             ]
         if data.get("weight_team") is not None:
             value = data.get("weight_value")
@@ -121,8 +128,11 @@ def whatif_list(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 scenario = whatif.submit(
-                    name=form.cleaned_data["name"], raw_inputs=form.raw_inputs(), by=request.user,
-                    team=form.cleaned_data.get("team"), enqueue=_enqueue,
+                    name=form.cleaned_data["name"],
+                    raw_inputs=form.raw_inputs(),
+                    by=request.user,
+                    team=form.cleaned_data.get("team"),
+                    enqueue=_enqueue,
                 )
             except ValidationError as error:
                 form.add_service_errors(error)

@@ -29,10 +29,17 @@ def _direct_run(jobs, node_names, weights):
     """The simulator alone, on inputs written out by hand from the fixtures (no portal code)."""
     k8s_nodes = {"dgx06", "dgx07"}
     nodes = tuple(
-        EngineNode(name=f"dgx{i:02d}", gpu_total=8, gpu_model="H100", nvlink_domain=f"nvl{i:02d}",
-                   leaf_switch=f"leaf{i // 4}", spine="spine0",
-                   orchestrator="kubernetes" if f"dgx{i:02d}" in k8s_nodes else "slurm")
-        for i in range(8) if f"dgx{i:02d}" in node_names
+        EngineNode(
+            name=f"dgx{i:02d}",
+            gpu_total=8,
+            gpu_model="H100",
+            nvlink_domain=f"nvl{i:02d}",
+            leaf_switch=f"leaf{i // 4}",
+            spine="spine0",
+            orchestrator="kubernetes" if f"dgx{i:02d}" in k8s_nodes else "slurm",
+        )
+        for i in range(8)
+        if f"dgx{i:02d}" in node_names
     )
     teams = (
         TeamSpec("nlp", "research", weights.get("nlp", 100.0), 8, 32),
@@ -40,8 +47,14 @@ def _direct_run(jobs, node_names, weights):
         TeamSpec("research", None, 40.0, 16, 48),
     )
     scenario = Scenario({}, teams, {}, ())
-    replay = Replay(jobs, pools_for("federated", nodes, scenario, jobs), scenario, policy="federated", seed=0,
-                    federation=Federation())
+    replay = Replay(
+        jobs,
+        pools_for("federated", nodes, scenario, jobs),
+        scenario,
+        policy="federated",
+        seed=0,
+        federation=Federation(),
+    )
     return replay.run().as_dict()
 
 
@@ -58,8 +71,9 @@ def test_what_if_results_equal_a_direct_simulator_run_on_the_same_inputs(cast, t
     baseline = _direct_run(jobs, {f"dgx{i:02d}" for i in range(8)}, {})
     changed = _direct_run(jobs, {f"dgx{i:02d}" for i in range(4)}, {"nlp": 60.0})
     for stored, direct in ((done.results["baseline"], baseline), (done.results["scenario"], changed)):
-        stored_figures = {k: v for k, v in stored.items() if k not in ("waits_by_team", "floor_breaches",
-                                                                        "capacity_by_model")}
+        stored_figures = {
+            k: v for k, v in stored.items() if k not in ("waits_by_team", "floor_breaches", "capacity_by_model")
+        }
         assert _comparable(stored_figures) == json.loads(json.dumps(_comparable(direct)))
     assert done.results["scenario"]["capacity_gpus"] == 32 and done.results["baseline"]["capacity_gpus"] == 64
     assert done.results["scenario"]["wait_hours"]["all"]["mean"] > done.results["baseline"]["wait_hours"]["all"]["mean"]
@@ -79,8 +93,13 @@ def test_the_run_reports_floor_hours_and_progress_as_it_goes(cast, teams, record
         return wrapped
 
     monkeypatch.setattr(whatif, "_progress", recording)
-    policy = {"orchestrator": "k8s", "weekdays": [1, 2, 3, 4, 5, 6, 7], "start": "00:00", "end": "00:00",
-              "floor_gpus": 48}
+    policy = {
+        "orchestrator": "k8s",
+        "weekdays": [1, 2, 3, 4, 5, 6, 7],
+        "start": "00:00",
+        "end": "00:00",
+        "floor_gpus": 48,
+    }
     done = whatif.run_scenario(_submit(cast, teams, {"weeks": 2, "policies": [policy]}).pk)
     assert seen == sorted(seen) and seen[0] < 50 <= seen[-1] < 100 and done.progress == 100
     base, new = done.results["baseline"]["floor_breaches"], done.results["scenario"]["floor_breaches"]
@@ -97,8 +116,11 @@ def test_the_run_reports_floor_hours_and_progress_as_it_goes(cast, teams, record
         ({"weights": {"ghost": "10"}}, "weights", "no team 'ghost'"),
         ({"weeks": 0, "weights": {"nlp": "50"}}, "weeks", "between 1 and 12"),
         ({"policies": [{"orchestrator": "nope", "weekdays": [1]}]}, "policies", "must be one of"),
-        ({"policies": [{"orchestrator": "k8s", "weekdays": [9], "start": "08:00", "end": "20:00"}]}, "policies",
-         "between 1 and 7"),
+        (
+            {"policies": [{"orchestrator": "k8s", "weekdays": [9], "start": "08:00", "end": "20:00"}]},
+            "policies",
+            "between 1 and 7",
+        ),
         ({"quota_request": 999}, "quota_request", "no quota request #999"),
         ({}, "inputs", "change at least one"),
         ({"weights": {"nlp": "50"}, "colour": "red"}, "inputs", "unknown fields: colour"),
@@ -121,8 +143,14 @@ def test_a_researcher_cannot_run_and_a_lead_only_for_a_team_they_lead(cast, team
 def test_an_approved_request_counts_as_an_extra_guarantee_in_the_scenario(cast, teams, recorded, period):
     from scheduling.services import quota
 
-    request = quota.create_request(requester=cast["researcher"], team=teams["nlp"], gpus=8, starts_at=period[0],
-                                   ends_at=period[1], justification="what-if")
+    request = quota.create_request(
+        requester=cast["researcher"],
+        team=teams["nlp"],
+        gpus=8,
+        starts_at=period[0],
+        ends_at=period[1],
+        justification="what-if",
+    )
     quota.approve_request(request.pk, by=cast["admin"])
     specs = whatif.changed_teams(whatif.current_teams(), {}, request.pk)
     nlp = next(s for s in specs if s.name == "nlp")
@@ -137,8 +165,10 @@ def test_an_empty_history_fails_the_run_with_a_message(cast, teams, queues):
 
 def test_added_nodes_copy_an_existing_node_of_that_model():
     base = [EngineNode("a", 8, "H100", leaf_switch="l0"), EngineNode("b", 4, "A100")]
-    grown = whatif.changed_nodes(base, [{"gpu_model": "H100", "nodes": 2, "gpus_per_node": None},
-                                        {"gpu_model": "L4", "nodes": 1, "gpus_per_node": 2}])
+    grown = whatif.changed_nodes(
+        base,
+        [{"gpu_model": "H100", "nodes": 2, "gpus_per_node": None}, {"gpu_model": "L4", "nodes": 1, "gpus_per_node": 2}],
+    )
     added = grown[2:]
     assert [(n.gpu_model, n.gpu_total) for n in added] == [("H100", 8), ("H100", 8), ("L4", 2)]
     assert len({n.name for n in grown}) == 5

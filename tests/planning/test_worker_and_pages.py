@@ -16,7 +16,10 @@ INPUTS = {"weeks": 2, "fleet": [{"gpu_model": "H100", "nodes": -4}]}
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_runs_the_what_if_updates_progress_and_stores_results(worker, cast, teams, recorded):  # noqa: F811
     scenario = whatif.submit(
-        name="worker", raw_inputs=INPUTS, by=cast["lead"], team=teams["research"],
+        name="worker",
+        raw_inputs=INPUTS,
+        by=cast["lead"],
+        team=teams["research"],
         enqueue=lambda pk: worker.send_task("scheduling.tasks.run_whatif", args=[pk]),
     )
     seen = set()
@@ -45,7 +48,9 @@ def nobody(django_user_model):
 
 @pytest.fixture
 def finished(cast, teams, recorded):
-    return whatif.run_scenario(whatif.submit(name="shared", raw_inputs=INPUTS, by=cast["lead"], team=teams["research"]).pk)
+    return whatif.run_scenario(
+        whatif.submit(name="shared", raw_inputs=INPUTS, by=cast["lead"], team=teams["research"]).pk
+    )
 
 
 def _client(client, user):
@@ -56,8 +61,13 @@ def _client(client, user):
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("role", "list_status", "has_form", "detail_status"),
-    [("admin", 200, True, 200), ("lead", 200, True, 200), ("nlp_lead", 200, True, 200),
-     ("researcher", 200, False, 200), ("outsider", 200, False, 404)],
+    [
+        ("admin", 200, True, 200),
+        ("lead", 200, True, 200),
+        ("nlp_lead", 200, True, 200),
+        ("researcher", 200, False, 200),
+        ("outsider", 200, False, 404),
+    ],
 )
 def test_what_if_pages_follow_the_roles(client, cast, finished, role, list_status, has_form, detail_status):
     c = _client(client, cast[role])
@@ -88,8 +98,14 @@ def test_a_researcher_cannot_post_a_scenario(client, cast, recorded):
 
 @pytest.mark.django_db
 def test_the_form_names_the_field_and_the_rule(client, cast, teams, recorded):
-    form = {"name": "too many", "team": teams["research"].pk, "weeks": 2, "seed": 0, "fleet_model": "H100",
-            "fleet_nodes": -20}
+    form = {
+        "name": "too many",
+        "team": teams["research"].pk,
+        "weeks": 2,
+        "seed": 0,
+        "fleet_model": "H100",
+        "fleet_nodes": -20,
+    }
     response = _client(client, cast["lead"]).post(reverse("whatif"), form)
     assert response.status_code == 400
     assert b"cannot remove 20 H100 nodes: the fleet has 8" in response.content
@@ -102,8 +118,14 @@ def test_a_lead_submits_from_the_form_and_lands_on_the_progress_page(client, cas
 
     queued = []
     monkeypatch.setattr(planning, "_enqueue", queued.append)
-    form = {"name": "grow", "team": teams["research"].pk, "weeks": 2, "seed": 0, "fleet_model": "H100",
-            "fleet_nodes": 4}
+    form = {
+        "name": "grow",
+        "team": teams["research"].pk,
+        "weeks": 2,
+        "seed": 0,
+        "fleet_model": "H100",
+        "fleet_nodes": 4,
+    }
     c = _client(client, cast["lead"])
     response = c.post(reverse("whatif"), form)
     scenario = WhatIfScenario.objects.get()
@@ -111,7 +133,11 @@ def test_a_lead_submits_from_the_form_and_lands_on_the_progress_page(client, cas
     assert scenario.inputs["fleet"] == [{"gpu_model": "H100", "nodes": 4, "gpus_per_node": None}]
     page = c.get(response.url)
     assert b'id="whatif-progress"' in page.content
-    assert c.get(reverse("whatif-status", args=[scenario.pk])).json() == {"status": "queued", "progress": 0, "error": ""}
+    assert c.get(reverse("whatif-status", args=[scenario.pk])).json() == {
+        "status": "queued",
+        "progress": 0,
+        "error": "",
+    }
 
 
 @pytest.mark.django_db
@@ -124,14 +150,21 @@ def test_the_api_submits_and_polls(cast, teams, recorded, monkeypatch, django_ca
     monkeypatch.setattr(planning, "_enqueue", lambda pk: whatif.run_scenario(pk))
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(cast['lead'])[1]}")
-    bad = api.post("/api/v1/whatif/", {"name": "x", "team": "research", "inputs": {"weeks": 99, "weights": {"nlp": 5}}},
-                   format="json")
+    bad = api.post(
+        "/api/v1/whatif/",
+        {"name": "x", "team": "research", "inputs": {"weeks": 99, "weights": {"nlp": 5}}},
+        format="json",
+    )
     assert bad.status_code == 400 and "between 1 and 12" in bad.json()["weeks"][0]
     with django_capture_on_commit_callbacks(execute=True):
         created = api.post("/api/v1/whatif/", {"name": "api", "team": "research", "inputs": INPUTS}, format="json")
     assert created.status_code == 201
     polled = api.get(f"/api/v1/whatif/{created.json()['id']}/").json()
-    assert polled["status"] == "done" and polled["progress"] == 100 and polled["results"]["scenario"]["capacity_gpus"] == 32
+    assert (
+        polled["status"] == "done"
+        and polled["progress"] == 100
+        and polled["results"]["scenario"]["capacity_gpus"] == 32
+    )
 
 
 @pytest.mark.django_db
