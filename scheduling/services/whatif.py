@@ -55,6 +55,8 @@ def clean_inputs(raw: dict[str, Any]) -> dict[str, Any]:
     """Normalised inputs, or ValidationError naming each bad field and the rule it breaks."""
     if not isinstance(raw, dict):
         raise ValidationError({"inputs": "must be a JSON object"})
+    if _has_nul(raw):
+        raise ValidationError({"inputs": "text must not contain NUL characters"})
     errors: dict[str, str] = {}
     cleaned: dict[str, Any] = {}
     for field, cleaner in (
@@ -77,6 +79,14 @@ def clean_inputs(raw: dict[str, Any]) -> dict[str, Any]:
     if not (cleaned["fleet"] or cleaned["weights"] or cleaned["policies"] or cleaned["quota_request"]):
         raise ValidationError({"inputs": "change at least one of fleet, weights, policies or quota_request"})
     return cleaned
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return isinstance(value, list) and any(_has_nul(v) for v in value)
 
 
 def _int(value: Any, what: str, low: int, high: int) -> int:

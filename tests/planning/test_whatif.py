@@ -174,3 +174,9 @@ def test_added_nodes_copy_an_existing_node_of_that_model():
     assert len({n.name for n in grown}) == 5
     assert whatif.changed_nodes(base, [{"gpu_model": "H100", "nodes": -1, "gpus_per_node": None}]) == [base[1]]
     assert replace(base[0]) == base[0]
+
+
+def test_nul_characters_are_refused_before_they_reach_the_database(cast, teams, recorded):
+    with pytest.raises(ValidationError) as error:
+        _submit(cast, teams, {"fleet": [{"gpu_model": "H\x00100", "nodes": 1}]})
+    assert "NUL" in error.value.message_dict["inputs"][0]
