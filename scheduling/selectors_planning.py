@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduling.engine.types import OrchestratorKind, Request, TopologyLevel, WorkloadKind
+from django.db.models import F, Sum
+
 from scheduling.models import Orchestrator, UsageRollup, Workload
 from scheduling.selectors import subtree_ids, team_tree
 from scheduling.traces.records import TraceJob
@@ -29,33 +31,42 @@ def floor_hour(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def hourly_demand(since: datetime, until: datetime) -> DemandHistory:
-    """Per team (its whole subtree, like the guarantee it is compared with) and per orchestrator pool."""
+def hourly_demand(since: datetime, until: datetime, team_ids: set[int] | None = None) -> DemandHistory:
+    """Per team (its whole subtree, like the guarantee it is compared with) and per orchestrator pool.
+
+    ``team_ids`` limits the teams computed (with their subtrees); the database sums over orchestrators, so
+    the rows read are hours x teams, not hours x teams x orchestrators.
+    """
     start, end = floor_hour(since), floor_hour(until)
     hours = [start + HOUR * i for i in range(int((end - start) / HOUR))]
     index = {moment: i for i, moment in enumerate(hours)}
-    rows = UsageRollup.objects.filter(
-        resolution=UsageRollup.Resolution.HOUR, period_start__gte=start, period_start__lt=end
-    ).values_list("period_start", "orchestrator__name", "team_id", "gpu_s_allocated", "gpu_s_pending", "covered_s")
+    rollups = UsageRollup.objects.filter(
+        resolution=UsageRollup.Resolution.HOUR, period_start__gte=start, period_start__lt=end, covered_s__gt=0
+    )
+    gpus = Sum((F("gpu_s_allocated") + F("gpu_s_pending")) / F("covered_s"))
     observed = [False] * len(hours)
     pools: dict[str, list[float | None]] = {}
-    own: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(hours))
-    for at, orchestrator, team_id, allocated, pending, covered in rows:
+    pool_rows = rollups.filter(team__isnull=True).values("period_start", "orchestrator__name").annotate(gpus=gpus)
+    for row in pool_rows.values_list("period_start", "orchestrator__name", "gpus"):
+        at, orchestrator, value = row
         i = index.get(at)
-        if i is None or not covered:
-            continue
-        gpus = ((allocated or 0.0) + (pending or 0.0)) / covered
-        if team_id is None:
+        if i is not None:
             observed[i] = True
-            series = pools.setdefault(orchestrator, [None] * len(hours))
-            series[i] = (series[i] or 0.0) + gpus
-        else:
-            own[team_id][i] += gpus
+            pools.setdefault(orchestrator, [None] * len(hours))[i] = value or 0.0
     teams, children = team_tree()
+    wanted = set(teams) if team_ids is None else {t for root in team_ids for t in subtree_ids(root, children)}
+    own: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(hours))
+    team_rows = rollups.filter(team_id__in=wanted).values("period_start", "team_id").annotate(gpus=gpus)
+    for at, team_id, value in team_rows.values_list("period_start", "team_id", "gpus"):
+        i = index.get(at)
+        if i is not None:
+            own[team_id][i] += value or 0.0
     by_team: dict[str, list[float | None]] = {}
-    for team_id, team in teams.items():
+    for team_id in sorted(team_ids if team_ids is not None else teams):
         subtree = [own[t] for t in subtree_ids(team_id, children) if t in own]
-        by_team[team.slug] = [sum(series[i] for series in subtree) if observed[i] else None for i in range(len(hours))]
+        by_team[teams[team_id].slug] = [
+            sum(series[i] for series in subtree) if observed[i] else None for i in range(len(hours))
+        ]
     return DemandHistory(hours, by_team, pools, {t.slug: t.name for t in teams.values()})
 
 

@@ -16,7 +16,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.forecasting import Forecast, days_until, forecast_demand
-from scheduling.models import Queue, QuotaGrant
+from scheduling.models import Queue, QuotaGrant, Team
 from scheduling.selectors_planning import DemandHistory, floor_hour, hourly_demand
 
 HISTORY_WEEKS = 8
@@ -78,16 +78,18 @@ def _forecast_all(history: DemandHistory, names: dict[str, str], series: dict[st
     ]
 
 
-def demand_forecasts(as_of: datetime | None = None, teams: set[str] | None = None) -> ForecastSet:
+def demand_forecasts(
+    as_of: datetime | None = None, teams: set[str] | None = None, *, orchestrators: bool = True
+) -> ForecastSet:
     """Every team's (or the ``teams`` slugs') and every orchestrator's forecast from the last weeks of rollups."""
     as_of = as_of or timezone.now()
     until = floor_hour(as_of)
-    history = hourly_demand(until - timedelta(weeks=HISTORY_WEEKS), until)
-    chosen = {k: v for k, v in history.by_team.items() if teams is None or k in teams}
+    ids = None if teams is None else set(Team.objects.filter(slug__in=teams).values_list("pk", flat=True))
+    history = hourly_demand(until - timedelta(weeks=HISTORY_WEEKS), until, ids)
     return ForecastSet(
         as_of,
-        _forecast_all(history, history.team_names, chosen),
-        _forecast_all(history, {}, history.by_orchestrator),
+        _forecast_all(history, history.team_names, history.by_team),
+        _forecast_all(history, {}, history.by_orchestrator) if orchestrators else [],
     )
 
 
@@ -106,7 +108,11 @@ def guarantees(as_of: datetime) -> dict[str, float]:
 
 def guarantee_exhaustion(as_of: datetime | None = None, teams: set[str] | None = None) -> list[Exhaustion]:
     """Per team with a guarantee: when, at the fitted growth, its mean demand reaches that guarantee."""
-    forecasts = demand_forecasts(as_of, teams)
+    return outlook(demand_forecasts(as_of, teams, orchestrators=False))
+
+
+def outlook(forecasts: ForecastSet) -> list[Exhaustion]:
+    """``guarantee_exhaustion`` for forecasts already made (the forecast page draws the same ones)."""
     guaranteed = guarantees(forecasts.as_of)
     today = forecasts.as_of.astimezone(ZoneInfo(settings.TIME_ZONE)).date()
     return [

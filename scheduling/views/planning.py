@@ -31,11 +31,10 @@ def forecast_page(request: HttpRequest) -> HttpResponse:
     _require_member(request)
     visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
     slugs = {t.slug for t in Team.objects.filter(pk__in=visible)}
-    outlook = forecast.guarantee_exhaustion(teams=slugs)
     result = forecast.demand_forecasts(teams=slugs)
     guaranteed = forecast.guarantees(result.as_of)
     context = {
-        "outlook": outlook,
+        "outlook": forecast.outlook(result),
         "team_charts": [charts.forecast_chart(s, guaranteed.get(s.key)) for s in result.teams],
         "orchestrator_charts": [charts.forecast_chart(s, None) for s in result.orchestrators],
         "weeks": forecast.HISTORY_WEEKS,
