@@ -34,7 +34,7 @@ from scheduling.engine.calendar import PolicyRule, check_rules
 from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import TeamSpec
 from scheduling.models import Membership, Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
-from scheduling.selectors import lead_team_ids, subtree_ids, team_tree
+from scheduling.selectors import lead_team_ids, subtree_ids, team_tree, visible_team_ids
 from scheduling.selectors_planning import history_trace_jobs
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 
@@ -260,6 +260,9 @@ def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = Non
     if not name.strip():
         raise ValidationError({"name": "give the scenario a name"})
     inputs = clean_inputs(raw_inputs)
+    request_id = inputs["quota_request"]
+    if request_id and not QuotaRequest.objects.filter(pk=request_id, team_id__in=visible_team_ids(by, by.is_staff)):
+        raise ValidationError({"quota_request": f"no quota request #{request_id}"})  # as if absent: not yours to see
     with transaction.atomic():
         scenario = WhatIfScenario.objects.create(name=name.strip()[:120], created_by=by, team=team, inputs=inputs)
         if enqueue is not None:

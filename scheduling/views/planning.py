@@ -75,6 +75,8 @@ class WhatIfForm(forms.Form):
         leads = selectors.lead_team_ids(user)
         self.fields["team"].queryset = Team.objects.all() if user.is_staff else Team.objects.filter(pk__in=leads)
         self.fields["team"].required = not user.is_staff
+        visible = selectors.visible_team_ids(user, user.is_staff)
+        self.fields["quota_request"].queryset = self.fields["quota_request"].queryset.filter(team_id__in=visible)
 
     def raw_inputs(self) -> dict:
         data = self.cleaned_data
