@@ -7,9 +7,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduling.engine.types import OrchestratorKind, Request, TopologyLevel, WorkloadKind
 from django.db.models import F, Sum
 
+from scheduling.engine.types import OrchestratorKind, Request, TopologyLevel, WorkloadKind
 from scheduling.models import Orchestrator, UsageRollup, Workload
 from scheduling.selectors import subtree_ids, team_tree
 from scheduling.traces.records import TraceJob

@@ -22,9 +22,18 @@ def _record(orchestrator, teams, hours, *, nlp_at, production_at=lambda h: 10.0,
         at = START + timedelta(hours=h)
         nlp, production = nlp_at(h), production_at(h)
         for team, gpus in ((None, nlp + production), (teams["nlp"], nlp), (teams["production"], production)):
-            rows.append(UsageRollup(resolution="hour", period_start=at, orchestrator=orchestrator, team=team,
-                                    gpu_s_total=64 * 1800, gpu_s_allocated=0.75 * gpus * 1800,
-                                    gpu_s_pending=0.25 * gpus * 1800, covered_s=1800))
+            rows.append(
+                UsageRollup(
+                    resolution="hour",
+                    period_start=at,
+                    orchestrator=orchestrator,
+                    team=team,
+                    gpu_s_total=64 * 1800,
+                    gpu_s_allocated=0.75 * gpus * 1800,
+                    gpu_s_pending=0.25 * gpus * 1800,
+                    covered_s=1800,
+                )
+            )
     UsageRollup.objects.bulk_create(rows)
 
 
@@ -68,11 +77,23 @@ def test_a_team_above_its_guarantee_is_said_to_rely_on_burst_and_a_grant_raises_
     _record(orchestrator, teams, 3 * 168, nlp_at=lambda h: 12.0)
     nlp = next(r for r in forecast.guarantee_exhaustion(NOW) if r.team == "nlp")
     assert nlp.on == NOW.date() and "relies on burst" in nlp.sentence
-    request = QuotaRequest.objects.create(requester=cast["researcher"], team=teams["nlp"], gpus=8,
-                                          starts_at=NOW - timedelta(days=1), ends_at=NOW + timedelta(days=5),
-                                          justification="x", state=QuotaRequest.State.ACTIVE)
-    QuotaGrant.objects.create(request=request, team=teams["nlp"], gpus=8, starts_at=request.starts_at,
-                              ends_at=request.ends_at, state=QuotaGrant.State.ACTIVE)
+    request = QuotaRequest.objects.create(
+        requester=cast["researcher"],
+        team=teams["nlp"],
+        gpus=8,
+        starts_at=NOW - timedelta(days=1),
+        ends_at=NOW + timedelta(days=5),
+        justification="x",
+        state=QuotaRequest.State.ACTIVE,
+    )
+    QuotaGrant.objects.create(
+        request=request,
+        team=teams["nlp"],
+        gpus=8,
+        starts_at=request.starts_at,
+        ends_at=request.ends_at,
+        state=QuotaGrant.State.ACTIVE,
+    )
     nlp = next(r for r in forecast.guarantee_exhaustion(NOW) if r.team == "nlp")
     assert nlp.guaranteed == 16 and nlp.on is None
 

@@ -185,8 +185,14 @@ def test_nul_characters_are_refused_before_they_reach_the_database(cast, teams, 
 def test_a_lead_cannot_apply_another_teams_approved_request(cast, teams, recorded, period):
     from scheduling.services import quota
 
-    request = quota.create_request(requester=cast["outsider"], team=teams["production"], gpus=4, starts_at=period[0],
-                                   ends_at=period[1], justification="theirs")
+    request = quota.create_request(
+        requester=cast["outsider"],
+        team=teams["production"],
+        gpus=4,
+        starts_at=period[0],
+        ends_at=period[1],
+        justification="theirs",
+    )
     quota.approve_request(request.pk, by=cast["admin"])
     with pytest.raises(ValidationError) as error:
         _submit(cast, teams, {"quota_request": request.pk})
