@@ -424,13 +424,20 @@ def run_scenario(pk: int) -> WhatIfScenario | None:
             "scenario": run_whatif(changed, _progress(pk, 50)),
         }
     except (ValueError, ValidationError) as error:
-        WhatIfScenario.objects.filter(pk=pk).update(
-            status=WhatIfScenario.Status.FAILED, error=str(error), finished_at=timezone.now()
-        )
-        return WhatIfScenario.objects.get(pk=pk)
+        return _failed(pk, str(error))
+    except Exception as error:  # a bug must not leave the row "running" forever; the worker still logs it
+        _failed(pk, f"internal error: {type(error).__name__}: {error}")
+        raise
     results["cpu_time_s"] = round(clock.process_time() - started, 3)
     WhatIfScenario.objects.filter(pk=pk).update(
         status=WhatIfScenario.Status.DONE, progress=100, results=results, finished_at=timezone.now()
+    )
+    return WhatIfScenario.objects.get(pk=pk)
+
+
+def _failed(pk: int, message: str) -> WhatIfScenario:
+    WhatIfScenario.objects.filter(pk=pk).update(
+        status=WhatIfScenario.Status.FAILED, error=message, finished_at=timezone.now()
     )
     return WhatIfScenario.objects.get(pk=pk)
 

@@ -198,3 +198,26 @@ def test_a_lead_cannot_apply_another_teams_approved_request(cast, teams, recorde
         _submit(cast, teams, {"quota_request": request.pk})
     assert error.value.message_dict["quota_request"] == [f"no quota request #{request.pk}"]
     assert whatif.submit(name="admin", raw_inputs={"quota_request": request.pk}, by=cast["admin"]).pk
+
+
+def test_the_task_ignores_a_deleted_scenario_and_leaves_a_finished_one_alone(cast, teams, recorded):
+    from scheduling import tasks
+
+    assert tasks.run_whatif(987654) == {"scenario": 987654, "status": "missing"}
+    done = whatif.run_scenario(_submit(cast, teams).pk)
+    finished_at = done.finished_at
+    assert tasks.run_whatif(done.pk) == {"scenario": done.pk, "status": "done"}
+    done.refresh_from_db()
+    assert done.finished_at == finished_at
+
+
+def test_an_unexpected_error_marks_the_run_failed_before_it_propagates(cast, teams, recorded, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(whatif, "run_whatif", broken)
+    scenario = _submit(cast, teams)
+    with pytest.raises(KeyError):
+        whatif.run_scenario(scenario.pk)
+    scenario.refresh_from_db()
+    assert scenario.status == WhatIfScenario.Status.FAILED and "internal error: KeyError" in scenario.error
