@@ -442,28 +442,35 @@ def _failed(pk: int, message: str) -> WhatIfScenario:
     return WhatIfScenario.objects.get(pk=pk)
 
 
-def comparison(results: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Rows of (figure, baseline, scenario) for the side-by-side table."""
+def comparison(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Rows of (figure, baseline, scenario) for the side-by-side table, formatted for reading."""
     base, new = results.get("baseline", {}), results.get("scenario", {})
 
     def pick(figures: dict[str, Any], path: tuple[str, ...]) -> Any:
         for key in path:
-            figures = figures.get(key, {}) if isinstance(figures, dict) else {}
-        return figures if figures != {} else None
+            figures = figures.get(key) if isinstance(figures, dict) else None
+        return figures
+
+    def shown(value: Any, unit: str) -> str:
+        if value is None:
+            return "—"
+        if unit == "%":
+            return f"{100 * value:.1f} %"
+        return f"{value:.2f}" if unit == "h" or isinstance(value, float) else str(value)
 
     rows = [
-        ("capacity (GPUs)", ("capacity_gpus",)),
-        ("utilisation", ("utilisation",)),
-        ("allocation", ("allocation",)),
-        ("wait p50 (h)", ("wait_hours", "all", "p50")),
-        ("wait p95 (h)", ("wait_hours", "all", "p95")),
-        ("wait p99 (h)", ("wait_hours", "all", "p99")),
-        ("jobs never started", ("jobs", "queued_at_end")),
-        ("jobs rejected (never fit)", ("jobs", "rejected")),
-        ("preemptions", ("preemptions",)),
-        ("Jain fairness", ("jain_fairness",)),
+        ("capacity (GPUs)", ("capacity_gpus",), ""),
+        ("utilisation (GPU-hours asked / capacity)", ("utilisation",), "%"),
+        ("allocation (GPU-hours held / capacity)", ("allocation",), "%"),
+        ("wait p50 (h)", ("wait_hours", "all", "p50"), "h"),
+        ("wait p95 (h)", ("wait_hours", "all", "p95"), "h"),
+        ("wait p99 (h)", ("wait_hours", "all", "p99"), "h"),
+        ("jobs never started", ("jobs", "queued_at_end"), ""),
+        ("jobs rejected (never fit)", ("jobs", "rejected"), ""),
+        ("preemptions", ("preemptions",), ""),
+        ("Jain fairness", ("jain_fairness",), ""),
     ]
-    return [(label, pick(base, path), pick(new, path)) for label, path in rows]
+    return [(label, shown(pick(base, path), unit), shown(pick(new, path), unit)) for label, path, unit in rows]
 
 
 def team_comparison(results: dict[str, Any]) -> list[dict[str, Any]]:

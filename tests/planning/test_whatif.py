@@ -221,3 +221,11 @@ def test_an_unexpected_error_marks_the_run_failed_before_it_propagates(cast, tea
         whatif.run_scenario(scenario.pk)
     scenario.refresh_from_db()
     assert scenario.status == WhatIfScenario.Status.FAILED and "internal error: KeyError" in scenario.error
+
+
+def test_the_comparison_reads_as_percent_hours_and_counts():
+    figures = {"capacity_gpus": 64, "utilisation": 0.5, "wait_hours": {"all": {"p50": 0.0, "p95": 1.25, "p99": None}}}
+    rows = {label: (base, new) for label, base, new in whatif.comparison({"baseline": figures, "scenario": {}})}
+    assert rows["capacity (GPUs)"] == ("64", "—")
+    assert rows["utilisation (GPU-hours asked / capacity)"] == ("50.0 %", "—")
+    assert rows["wait p95 (h)"] == ("1.25", "—") and rows["wait p99 (h)"] == ("—", "—")
