@@ -5,7 +5,8 @@ jobs, 2-4 node gangs routed to Slurm, 20 teams with weights and guarantees, an i
 weekdays 08-20, at ``--load`` (default 0.6) of the fleet's GPU-hours. The scenario removes 100 nodes and
 moves 10 points of weight. Both runs go through ``run_whatif``, exactly as the Celery task runs them
 (no database: the service only adds the queries that build these inputs).
-Prints one JSON line: jobs, wall and CPU time of each run and of both.
+Prints a JSON line: jobs, wall and CPU time of each run and of both; then one for the forecast's fitting
+cost (50 team series of 8 weeks of hourly demand, as the forecast page and the weekly report fit them).
 """
 
 import argparse
@@ -19,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.calendar import PolicyRule
+from scheduling.forecasting import forecast_demand
 from scheduling.engine.types import Request, TeamSpec, TopologyLevel, WorkloadKind
 from scheduling.simulation.fleet import build_fleet
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
@@ -112,5 +114,21 @@ def main() -> None:
     )
 
 
+def forecast_cost(series: int = 50, weeks: int = 8) -> None:
+    rng = random.Random(3)
+    hours = weeks * 168
+    data = [
+        [20 + 10 * ((h % 168) < 120 and 8 <= h % 24 < 20) + rng.gauss(0, 3) + 0.01 * h for h in range(hours)]
+        for _ in range(series)
+    ]
+    wall, cpu = time.perf_counter(), time.process_time()
+    fits = [forecast_demand(values, start_hour_of_week=0, horizon=14 * 24) for values in data]
+    print(json.dumps({
+        "bench": "forecast_fit", "series": series, "hours_each": hours, "ok": sum(f.ok for f in fits),
+        "wall_s": round(time.perf_counter() - wall, 3), "cpu_s": round(time.process_time() - cpu, 3),
+    }))
+
+
 if __name__ == "__main__":
     main()
+    forecast_cost()

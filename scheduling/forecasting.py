@@ -101,7 +101,10 @@ def forecast_demand(
     )
     hours = np.arange(len(y), dtype=float)
     design, _names = fourier_design(hours, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week)
-    beta, *_ = np.linalg.lstsq(design[usable], y[usable], rcond=None)
+    # Normal equations on the small (columns x columns) matrix: numpy's SVD-based lstsq on the tall matrix
+    # cost ~200 ms per series here, this a fraction of a millisecond; the inverse also gives the intervals.
+    inverse = np.linalg.pinv(design[usable].T @ design[usable])
+    beta = inverse @ (design[usable].T @ y[usable])
     fitted = design @ beta
     residuals = np.where(usable, y - fitted, np.nan)
     phi, innovation_sd, residual_sd = _ar1(residuals)
@@ -113,7 +116,7 @@ def forecast_demand(
     steps = np.arange(1, horizon + 1, dtype=float)
     mean = future_design @ beta + last_residual * phi**steps
     ar_var = innovation_sd**2 * (1 - phi ** (2 * steps)) / (1 - phi**2) if phi < 1 else innovation_sd**2 * steps
-    coef_var = _coefficient_variance(design[usable], future_design, residual_sd)
+    coef_var = residual_sd**2 * np.einsum("ij,jk,ik->i", future_design, inverse, future_design)
     z = NormalDist().inv_cdf(0.5 + coverage / 2)
     half = z * np.sqrt(ar_var + coef_var)
     seasonal_only, _ = fourier_design(
@@ -151,12 +154,6 @@ def _ar1(residuals: np.ndarray) -> tuple[float, float, float]:
     phi = float(np.clip((current @ previous) / denominator, 0.0, MAX_PHI)) if denominator else 0.0
     innovation_sd = float(np.std(current - phi * previous))
     return phi, innovation_sd, residual_sd
-
-
-def _coefficient_variance(design: np.ndarray, future: np.ndarray, residual_sd: float) -> np.ndarray:
-    """``σ²·x'(X'X)⁻¹x`` per future row: how unsure the fitted level, trend and shape are."""
-    inverse = np.linalg.pinv(design.T @ design)
-    return residual_sd**2 * np.einsum("ij,jk,ik->i", future, inverse, future)
 
 
 def _round(values: np.ndarray) -> tuple[float, ...]:
