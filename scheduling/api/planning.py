@@ -5,18 +5,11 @@ from rest_framework import exceptions, mixins, serializers, viewsets
 from scheduling.models import Team, WhatIfScenario
 from scheduling.services import whatif
 
-
-class TeamSlugField(serializers.SlugRelatedField):
-    """A team slug; NUL is refused with a 400 (PostgreSQL cannot even look such a text up)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, str) and "\x00" in data:
-            raise serializers.ValidationError("must not contain NUL characters")
-        return super().to_internal_value(data)
+from .serializers import SLUG
 
 
 class WhatIfSerializer(serializers.ModelSerializer):
-    team = TeamSlugField(slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True)
+    team = SLUG(slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True)
     created_by = serializers.CharField(source="created_by.username", read_only=True)
     inputs = serializers.JSONField(
         help_text="weeks, seed, fleet, weights, policies, quota_request (docs/forecast-whatif.md)"

@@ -172,3 +172,18 @@ def test_the_forecast_page_shows_the_visible_teams_and_says_when_history_is_shor
     page = _client(client, cast["researcher"]).get(reverse("forecast"))
     assert page.status_code == 200
     assert b"NLP: not enough history" in page.content and b"Production" not in page.content
+
+
+@pytest.mark.django_db
+def test_a_nul_in_a_team_slug_is_a_400_naming_the_field_not_a_server_error(cast, queues):
+    from knox.models import AuthToken
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(cast['admin'])[1]}")
+    for path, body in (
+        ("/api/v1/whatif/", {"name": "x", "team": "re\x00search", "inputs": INPUTS}),
+        ("/api/v1/queues/", {"team": "n\x00lp", "weight": "1", "guaranteed": 0, "burst_limit": 0, "reason": "r"}),
+    ):
+        response = api.post(path, body, format="json")
+        assert response.status_code == 400 and "NUL" in response.json()["team"][0], path
