@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.calendar import PolicyRule
-from scheduling.forecasting import forecast_demand
 from scheduling.engine.types import Request, TeamSpec, TopologyLevel, WorkloadKind
+from scheduling.forecasting import forecast_demand
 from scheduling.simulation.fleet import build_fleet
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 from scheduling.traces.records import TraceJob
