@@ -178,3 +178,13 @@ class CapacityReportAdmin(admin.ModelAdmin):
 
 
 admin.site.register(models.ReportSubscription)
+@admin.register(models.WhatIfScenario)
+class WhatIfScenarioAdmin(admin.ModelAdmin):
+    """Read-only: scenarios are submitted through /whatif/ or the API and filled in by the Celery task."""
+
+    list_display = ("pk", "name", "team", "created_by", "status", "progress", "created_at")
+    list_filter = ("status",)
+    readonly_fields = [f.name for f in models.WhatIfScenario._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

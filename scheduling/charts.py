@@ -437,3 +437,71 @@ def entitlement_chart(rows: Sequence[Any]) -> str:
         summary=summary,
         height=max(240, 26 * len(rows) + 80),
     )
+
+
+# --- capacity planning (issue 8) -------------------------------------------------------------------------
+
+
+def forecast_chart(series: Any, guaranteed: float | None) -> str:
+    """Recorded hourly demand, the fitted forecast and its interval band, and the guarantee if any.
+
+    ``series`` has ``label``, ``history_hours``, ``history``, ``future_hours`` and ``forecast`` (mean,
+    lower, upper, ok, message, coverage)."""
+    fit = series.forecast
+    data: list[dict[str, Any]] = [
+        _line(series.history_hours, series.history, "recorded demand", PALETTE[0]),
+    ]
+    if fit.ok:
+        future = series.future_hours
+        band = f"{fit.coverage:.0%} interval"
+        data += [
+            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.upper), "name": band,
+             "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
+            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.lower), "name": band,
+             "fill": "tonexty", "fillcolor": "rgba(230,159,0,0.25)", "line": {"width": 0}},
+            _line(future, list(fit.mean), "forecast", PALETTE[1]),
+        ]
+    ends = [*series.history_hours[:1], *(series.future_hours[-1:] or series.history_hours[-1:])]
+    if guaranteed and len(ends) == 2:
+        data.append(_line(ends, [guaranteed, guaranteed], f"guaranteed {guaranteed:g}", GUARANTEED_COLOUR, "dash"))
+    if fit.ok:
+        summary = (
+            f"{series.label}: mean demand now {fit.level_now:.1f} GPUs, trend {fit.trend_per_day:+.2f} GPUs/day; "
+            f"{' and '.join(fit.seasonality)} seasonality. {fit.message}"
+        )
+    else:
+        summary = f"{series.label}: {fit.message}"
+    return render(data, {"yaxis": _axis("GPUs wanted (allocated + pending)", rangemode="tozero")},
+                  title=f"{series.label}: demand and forecast", summary=summary, height=280)
+
+
+def whatif_allocation_chart(baseline: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
+    """Hourly allocated and pending GPUs in the baseline and the scenario replay."""
+    data = []
+    for name, figures, colour in (("baseline", baseline, PALETTE[0]), ("scenario", scenario, PALETTE[1])):
+        samples = figures.get("fragmentation", {})
+        hours = samples.get("times_h", [])
+        data.append(_line(hours, samples.get("allocated_gpus", []), f"{name} allocated", colour))
+        data.append(_line(hours, samples.get("pending_gpus", []), f"{name} pending", colour, "dot"))
+    summary = (
+        f"Utilisation {baseline.get('utilisation', 0):.1%} in the baseline, {scenario.get('utilisation', 0):.1%} "
+        "in the scenario."
+    )
+    layout = {"xaxis": _axis("hours since the start of the history"), "yaxis": _axis("GPUs", rangemode="tozero")}
+    return render(data, layout, title="Allocated and pending GPUs, baseline vs scenario", summary=summary)
+
+
+def whatif_wait_chart(team_rows: Sequence[Mapping[str, Any]]) -> str:
+    """p95 queue wait per team, baseline vs scenario, as grouped bars."""
+    teams = [row["team"] for row in team_rows]
+    data = [
+        {"type": "bar", "x": teams, "y": [row[side].get("p95") for row in team_rows], "name": f"{side} p95 wait",
+         "marker": {"color": colour}}
+        for side, colour in (("baseline", PALETTE[0]), ("scenario", PALETTE[1]))
+    ]
+    summary = "; ".join(
+        f"{row['team']}: {row['baseline'].get('p95') or 0:.2f} h vs {row['scenario'].get('p95') or 0:.2f} h"
+        for row in team_rows
+    )
+    layout = {"barmode": "group", "yaxis": _axis("p95 wait (hours)", rangemode="tozero"), "hovermode": "closest"}
+    return render(data, layout, title="p95 queue wait per team", summary=summary or "No jobs.", height=280)

@@ -50,3 +50,11 @@ rules.add_perm("scheduling.decide_quota_request", is_portal_admin | (is_lead & ~
 rules.add_perm("scheduling.edit_entitlements", is_portal_admin)
 rules.add_perm("scheduling.edit_pool_policies", is_portal_admin)
 rules.add_perm("scheduling.edit_orchestrators", is_portal_admin)
+
+
+@rules.predicate
+def leads_a_team(user) -> bool:
+    return bool(user.is_authenticated and Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists())
+
+
+rules.add_perm("scheduling.run_whatif", is_portal_admin | leads_a_team)

@@ -72,3 +72,12 @@ def weekly_capacity_report() -> dict[str, object]:
     from scheduling.services import report_delivery
 
     return report_delivery.run_weekly()
+# --- What-if (issue 8): one scenario per task; progress and results live on the WhatIfScenario row. ---
+
+
+@shared_task(acks_late=True)
+def run_whatif(scenario_id: int) -> dict[str, object]:
+    from scheduling.services import whatif
+
+    scenario = whatif.run_scenario(scenario_id)
+    return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}

@@ -24,4 +24,8 @@ urlpatterns = [
     path("reports/subscription/", views.report_subscription, name="report-subscription"),
     path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reports/<int:pk>/<str:fmt>/", views.report_download, name="report-download"),
+    path("forecast/", views.forecast_page, name="forecast"),
+    path("whatif/", views.whatif_list, name="whatif"),
+    path("whatif/<int:pk>/", views.whatif_detail, name="whatif-detail"),
+    path("whatif/<int:pk>/status/", views.whatif_status, name="whatif-status"),
 ]

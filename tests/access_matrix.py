@@ -27,6 +27,7 @@ READS = {
     "/api/v1/reports/": SIGNED_IN,
     "/api/v1/reports/{report}/": SIGNED_IN,
     "/api/v1/reports/{report}/download/csv/": SIGNED_IN,
+    "/api/v1/whatif/": SIGNED_IN,  # the list holds only the scenarios each user may read
 }
 
 WRITES = {
@@ -38,4 +39,5 @@ WRITES = {
     ("post", "/api/v1/quota-requests/{request}/approve/"): ("lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/deny/"): ("lead", "admin"),
     ("put", "/api/v1/reports/subscription/"): SIGNED_IN,
+    ("post", "/api/v1/whatif/"): ("lead", "admin"),
 }

@@ -17,7 +17,17 @@ from scheduling.models import (
     Workload,
 )
 
-SLUG = serializers.SlugRelatedField
+
+class NulSafeSlugRelatedField(serializers.SlugRelatedField):
+    """A slug or name lookup that refuses NUL with a 400: PostgreSQL cannot even compare such a text (500)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            raise serializers.ValidationError("must not contain NUL characters")
+        return super().to_internal_value(data)
+
+
+SLUG = NulSafeSlugRelatedField
 
 
 class TeamSerializer(serializers.ModelSerializer):

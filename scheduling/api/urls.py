@@ -4,6 +4,7 @@ from rest_framework.routers import DefaultRouter
 
 from . import views
 from .reports import CapacityReportViewSet, ReportSubscriptionView
+from .planning import WhatIfViewSet
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -18,6 +19,7 @@ router.register("usage/rollups", views.UsageRollupViewSet, basename="usagerollup
 router.register("collector-runs", views.CollectorRunViewSet, basename="collectorrun")
 router.register("rebalance-plans", views.RebalancePlanViewSet, basename="rebalanceplan")
 router.register("reports", CapacityReportViewSet, basename="capacityreport")
+router.register("whatif", WhatIfViewSet, basename="whatif")
 
 urlpatterns = [
     # Before the router, whose reports/<pk>/ would otherwise take "subscription" for an id.

@@ -1,5 +1,6 @@
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .metrics import UsageRollup, UsageSample
+from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
 from .reports import CapacityReport, ReportSubscription
@@ -22,6 +23,7 @@ __all__ = [
     "Team",
     "UsageRollup",
     "UsageSample",
+    "WhatIfScenario",
     "Workload",
     "WorkloadUtilisation",
 ]

@@ -149,6 +149,8 @@ class Pool:
             queue.pop()
         if not queue:
             return []
+        if len(queue) == 1:
+            return self._easy_single(queue[0], now, seed)
         decision = easy_backfill(
             self.state,
             [run.alloc for run in queue if run.alloc is not None],
@@ -164,6 +166,20 @@ class Pool:
             self.start(run, placement, now)
             started.append(run)
         return started
+
+    def _easy_single(self, run: JobRun, now: float, seed: int) -> list[JobRun]:
+        """``easy_backfill`` with a one-job queue, without its copy of the whole fleet's state.
+
+        Exact: the engine places that job on its copy with the same policy and seed (placing never
+        changes a state, only committing does) and, with nobody behind it, returns either that placement
+        or nothing. On 1,000 nodes the copy was most of a lightly loaded replay's time.
+        """
+        assert run.alloc is not None
+        placement = self.state.place(run.alloc, self.spec.placement_policy, seed=seed)
+        if not isinstance(placement, Placement):
+            return []
+        self.start(run, placement, now)
+        return [run]
 
     def _backfill_queue(self) -> list[JobRun]:
         """The first ``max_tests`` queued jobs, minus those after the head that cannot fit now by GPU count.

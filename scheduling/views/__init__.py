@@ -3,6 +3,7 @@
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .fleet import fragmentation, orchestrators, utilisation
 from .overview import overview
+from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
 from .quota import quota_detail, quota_list, quota_new
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
 from .reports import report_detail, report_download, report_list, report_subscription
@@ -13,6 +14,7 @@ __all__ = [
     "fairshare_check",
     "fairshare_history",
     "fairshare_revert",
+    "forecast_page",
     "fragmentation",
     "orchestrators",
     "overview",
@@ -29,4 +31,7 @@ __all__ = [
     "team_detail",
     "team_list",
     "utilisation",
+    "whatif_detail",
+    "whatif_list",
+    "whatif_status",
 ]

@@ -8,6 +8,7 @@ from django_tables2 import RequestConfig
 from scheduling import charts, selectors
 from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
 from scheduling.models import QuotaGrant, QuotaRequest, Team, Workload
+from scheduling.services import forecast
 from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
 
 from .common import time_range
@@ -26,6 +27,14 @@ def team_list(request: HttpRequest) -> HttpResponse:
     table = TeamTable([_Row(r) for r in rows])
     RequestConfig(request, paginate={"per_page": 50}).configure(table)
     return render(request, "scheduling/team_list.html", {"table": table, "filter": team_filter, "count": len(rows)})
+
+
+def _forecast_chart(team: Team) -> str:
+    """The team's demand forecast (issue 8): one team's rollups, a few milliseconds of fitting."""
+    forecasts = forecast.demand_forecasts(teams={team.slug}, orchestrators=False)
+    if not forecasts.teams:
+        return ""
+    return charts.forecast_chart(forecasts.teams[0], forecast.guarantees(forecasts.as_of).get(team.slug))
 
 
 class _Row(dict):
@@ -74,5 +83,6 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             f"{team.name}: GPUs allocated by {detail.series_by}",
         ),
         "share_chart": charts.share_chart(detail.shares) if detail.shares else "",
+        "forecast_chart": _forecast_chart(team),
     }
     return render(request, "scheduling/team_detail.html", context)

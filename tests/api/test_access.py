@@ -28,6 +28,8 @@ def _write_body(path, iso_period, teams):
         return {"format": "pdf"}
     if path.endswith("/orchestrators/"):
         return {"name": "ray-m", "kind": "ray", "endpoint": "http://127.0.0.1:8265"}
+    if path.endswith("/whatif/"):
+        return {"name": "matrix", "team": "research", "inputs": {"weeks": 1, "weights": {"nlp": "90"}}}
     if "/orchestrators/" in path:
         return {"enabled": False}
     return {"comment": "matrix decision"}

@@ -54,6 +54,8 @@ def _pages(prefix: str) -> list[tuple[str, str]]:
         ("fair share", reverse("fairshare")),
         ("fair-share history", reverse("fairshare-history")),
         ("orchestrators", reverse("orchestrators")),
+        ("forecast", reverse("forecast")),
+        ("what-if", reverse("whatif")),
     ]
 
 

@@ -1,0 +1,154 @@
+"""Demand forecast per team and per orchestrator from the recorded hourly rollups, and the guarantee outlook.
+
+Plain data out: the weekly capacity report calls ``guarantee_exhaustion(as_of)`` for its "at this growth,
+<team> exhausts its guarantee on <date>" lines; the forecast page draws ``demand_forecasts``.
+The numbers come from ``scheduling.forecasting`` (no Django); this module only reads history and dates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db.models import Sum
+from django.utils import timezone
+
+from scheduling.forecasting import Forecast, days_until, forecast_demand
+from scheduling.models import Queue, QuotaGrant, Team
+from scheduling.selectors_planning import DemandHistory, floor_hour, hourly_demand
+
+HISTORY_WEEKS = 8
+HORIZON_HOURS = 14 * 24
+OUTLOOK_DAYS = 365
+
+
+@dataclass(frozen=True)
+class SeriesForecast:
+    key: str
+    label: str
+    history_hours: list[datetime]
+    history: list[float | None]
+    future_hours: list[datetime]
+    forecast: Forecast
+
+
+@dataclass(frozen=True)
+class ForecastSet:
+    as_of: datetime
+    teams: list[SeriesForecast]
+    orchestrators: list[SeriesForecast]
+
+
+@dataclass(frozen=True)
+class Exhaustion:
+    """One team's guarantee outlook: ``on`` is the date its mean demand reaches the guarantee (None: not
+    within a year at the current trend, or no forecast); ``sentence`` says it in words."""
+
+    team: str
+    name: str
+    guaranteed: float
+    level_now: float
+    trend_per_day: float
+    on: date | None
+    sentence: str
+    forecast: SeriesForecast
+
+
+def hour_of_week(moment: datetime) -> int:
+    local = moment.astimezone(ZoneInfo(settings.TIME_ZONE))
+    return (local.isoweekday() - 1) * 24 + local.hour
+
+
+def _forecast_all(history: DemandHistory, names: dict[str, str], series: dict[str, list[float | None]]):
+    start = hour_of_week(history.hours[0]) if history.hours else 0
+    last = history.hours[-1] if history.hours else None
+    future = [last + timedelta(hours=i + 1) for i in range(HORIZON_HOURS)] if last else []
+    return [
+        SeriesForecast(
+            key,
+            names.get(key, key),
+            history.hours,
+            values,
+            future,
+            forecast_demand(values, start_hour_of_week=start, horizon=HORIZON_HOURS),
+        )
+        for key, values in sorted(series.items())
+    ]
+
+
+def demand_forecasts(
+    as_of: datetime | None = None, teams: set[str] | None = None, *, orchestrators: bool = True
+) -> ForecastSet:
+    """Every team's (or the ``teams`` slugs') and every orchestrator's forecast from the last weeks of rollups."""
+    as_of = as_of or timezone.now()
+    until = floor_hour(as_of)
+    ids = None if teams is None else set(Team.objects.filter(slug__in=teams).values_list("pk", flat=True))
+    history = hourly_demand(until - timedelta(weeks=HISTORY_WEEKS), until, ids)
+    return ForecastSet(
+        as_of,
+        _forecast_all(history, history.team_names, history.by_team),
+        _forecast_all(history, {}, history.by_orchestrator) if orchestrators else [],
+    )
+
+
+def guarantees(as_of: datetime) -> dict[str, float]:
+    """Each team's guaranteed GPUs (any-model queue) plus its grants in force at ``as_of``."""
+    result = {q.team.slug: float(q.guaranteed) for q in Queue.objects.filter(gpu_model="").select_related("team")}
+    grants = (
+        QuotaGrant.objects.filter(state=QuotaGrant.State.ACTIVE, starts_at__lte=as_of, ends_at__gt=as_of)
+        .values("team__slug")
+        .annotate(gpus=Sum("gpus"))
+    )
+    for row in grants:
+        result[row["team__slug"]] = result.get(row["team__slug"], 0.0) + row["gpus"]
+    return result
+
+
+def guarantee_exhaustion(as_of: datetime | None = None, teams: set[str] | None = None) -> list[Exhaustion]:
+    """Per team with a guarantee: when, at the fitted growth, its mean demand reaches that guarantee."""
+    return outlook(demand_forecasts(as_of, teams, orchestrators=False))
+
+
+def outlook(forecasts: ForecastSet) -> list[Exhaustion]:
+    """``guarantee_exhaustion`` for forecasts already made (the forecast page draws the same ones)."""
+    guaranteed = guarantees(forecasts.as_of)
+    today = forecasts.as_of.astimezone(ZoneInfo(settings.TIME_ZONE)).date()
+    return [
+        _exhaustion(series, guaranteed[series.key], today)
+        for series in forecasts.teams
+        if guaranteed.get(series.key, 0) > 0
+    ]
+
+
+def _exhaustion(series: SeriesForecast, guaranteed: float, today: date) -> Exhaustion:
+    fit = series.forecast
+    if not fit.ok:
+        return Exhaustion(
+            series.key, series.label, guaranteed, 0.0, 0.0, None, f"{series.label}: {fit.message}", series
+        )
+    days = days_until(fit.level_now, fit.trend_per_day, guaranteed, max_days=OUTLOOK_DAYS)
+    growth = f"{fit.trend_per_day:+.2f} GPUs/day"
+    if days is None:
+        on, sentence = (
+            None,
+            (
+                f"At this growth ({growth}), {series.label} does not exhaust its guarantee of {guaranteed:g} GPUs "
+                f"within {OUTLOOK_DAYS} days (mean demand now {fit.level_now:.1f} GPUs)."
+            ),
+        )
+    elif days == 0:
+        on, sentence = (
+            today,
+            (
+                f"{series.label}'s mean demand ({fit.level_now:.1f} GPUs) already exceeds its guarantee of "
+                f"{guaranteed:g} GPUs: it relies on burst capacity."
+            ),
+        )
+    else:
+        on = today + timedelta(days=int(days))
+        sentence = (
+            f"At this growth ({growth}), {series.label} exhausts its guarantee of {guaranteed:g} GPUs on {on:%Y-%m-%d}."
+        )
+    return Exhaustion(series.key, series.label, guaranteed, fit.level_now, fit.trend_per_day, on, sentence, series)

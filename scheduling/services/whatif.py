@@ -1,0 +1,493 @@
+"""What-if scenarios: validate the changes, replay the last weeks of recorded work on the fleet as it is
+(baseline) and as it would be (scenario), and store both results on a ``WhatIfScenario`` row.
+
+Inputs (JSON, also the API body)::
+
+    {"weeks": 4, "seed": 0,
+     "fleet": [{"gpu_model": "H100", "nodes": 4, "gpus_per_node": 8}],      # negative nodes remove
+     "weights": {"research": 30},                                           # fair-share % per team
+     "policies": [{"orchestrator": "k8s", "weekdays": [1,2,3,4,5], "start": "08:00", "end": "20:00",
+                   "floor_gpus": 32}],                                      # replace that pool's rules
+     "quota_request": 17}                                                   # an approved, not yet active request
+
+Each bad value raises ``ValidationError({field: message})`` naming the field and the rule. The run itself
+(``run_scenario``) is what the Celery task calls; it is idempotent (a finished row is left alone).
+"""
+
+from __future__ import annotations
+
+import time as clock
+from collections import Counter
+from dataclasses import replace
+from datetime import datetime, time
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduling.engine.calendar import PolicyRule, check_rules
+from scheduling.engine.types import Node as EngineNode
+from scheduling.engine.types import TeamSpec
+from scheduling.models import Membership, Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
+from scheduling.selectors import lead_team_ids, subtree_ids, team_tree, visible_team_ids
+from scheduling.selectors_planning import history_trace_jobs
+from scheduling.simulation.whatif import WhatIfInputs, run_whatif
+
+from .governance import QueueChange
+from .policies import check_proposed
+from .pool_policies import rule_of
+
+MAX_WEEKS = 12
+MAX_NODE_CHANGE = 10_000
+DEFAULT_GPUS_PER_NODE = 8
+MAX_GPUS_PER_NODE = 16
+
+
+# --- validation ----------------------------------------------------------------------------------------
+
+
+def clean_inputs(raw: dict[str, Any]) -> dict[str, Any]:
+    """Normalised inputs, or ValidationError naming each bad field and the rule it breaks."""
+    if not isinstance(raw, dict):
+        raise ValidationError({"inputs": "must be a JSON object"})
+    if _has_nul(raw):
+        raise ValidationError({"inputs": "text must not contain NUL characters"})
+    errors: dict[str, str] = {}
+    cleaned: dict[str, Any] = {}
+    for field, cleaner in (
+        ("weeks", _clean_weeks),
+        ("seed", _clean_seed),
+        ("fleet", _clean_fleet),
+        ("weights", _clean_weights),
+        ("policies", _clean_policies),
+        ("quota_request", _clean_quota_request),
+    ):
+        try:
+            cleaned[field] = cleaner(raw.get(field))
+        except ValidationError as error:
+            errors[field] = " ".join(error.messages)
+    unknown = sorted(set(raw) - set(cleaned))
+    if unknown:
+        errors["inputs"] = f"unknown fields: {', '.join(unknown)}"
+    if errors:
+        raise ValidationError(errors)
+    if not (cleaned["fleet"] or cleaned["weights"] or cleaned["policies"] or cleaned["quota_request"]):
+        raise ValidationError({"inputs": "change at least one of fleet, weights, policies or quota_request"})
+    return cleaned
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return isinstance(value, list) and any(_has_nul(v) for v in value)
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValidationError(f"{what} must be a whole number")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValidationError(f"{what} must be a whole number, got {value!r}") from None
+    if not low <= number <= high:
+        raise ValidationError(f"{what} must be between {low} and {high}, got {number}")
+    return number
+
+
+def _clean_weeks(value: Any) -> int:
+    return 4 if value in (None, "") else _int(value, "weeks", 1, MAX_WEEKS)
+
+
+def _clean_seed(value: Any) -> int:
+    return 0 if value in (None, "") else _int(value, "seed", 0, 2**31 - 1)
+
+
+def _clean_fleet(value: Any) -> list[dict[str, Any]]:
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise ValidationError("must be a list of {gpu_model, nodes, gpus_per_node}")
+    existing = Counter(Node.objects.exclude(state=Node.State.DOWN).values_list("gpu_model", flat=True))
+    cleaned = []
+    for change in value:
+        model = str((change or {}).get("gpu_model", "")).strip() if isinstance(change, dict) else ""
+        if not model:
+            raise ValidationError("each change needs a gpu_model")
+        nodes = _int(change.get("nodes"), f"nodes of {model}", -MAX_NODE_CHANGE, MAX_NODE_CHANGE)
+        if nodes == 0:
+            raise ValidationError(f"nodes of {model} must not be 0 (positive adds, negative removes)")
+        if nodes < 0 and -nodes > existing[model]:
+            raise ValidationError(f"cannot remove {-nodes} {model} nodes: the fleet has {existing[model]}")
+        per_node = change.get("gpus_per_node")
+        per_node = None if per_node in (None, "") else _int(per_node, "gpus_per_node", 1, MAX_GPUS_PER_NODE)
+        cleaned.append({"gpu_model": model, "nodes": nodes, "gpus_per_node": per_node})
+    return cleaned
+
+
+def _clean_weights(value: Any) -> dict[str, str]:
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError("must map team slugs to a weight in %")
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=list(value))}
+    queues = {q.team_id: q for q in Queue.objects.filter(gpu_model="", team__in=teams.values())}
+    changes, cleaned = [], {}
+    for slug, weight in value.items():
+        if slug not in teams:
+            raise ValidationError(f"no team {slug!r}")
+        try:
+            percent = Decimal(str(weight))
+        except InvalidOperation:
+            raise ValidationError(f"weight of {slug} must be a number, got {weight!r}") from None
+        if not Decimal(0) <= percent <= Decimal(100):
+            raise ValidationError(f"weight of {slug} must be between 0 and 100 %, got {percent}")
+        queue = queues.get(teams[slug].pk)
+        changes.append(
+            QueueChange(teams[slug], "", percent, queue.guaranteed if queue else 0, queue.burst_limit if queue else 0)
+        )
+        cleaned[slug] = str(percent)
+    problems = check_proposed(changes)
+    if problems:
+        raise ValidationError("; ".join(f"{m}" for messages in problems.values() for m in messages))
+    return cleaned
+
+
+def _clean_policies(value: Any) -> list[dict[str, Any]]:
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise ValidationError("must be a list of {orchestrator, weekdays, start, end, floor_gpus}")
+    names = set(Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS).values_list("name", flat=True))
+    cleaned = []
+    for rule in value:
+        if not isinstance(rule, dict) or rule.get("orchestrator") not in names:
+            raise ValidationError(f"orchestrator must be one of {', '.join(sorted(names)) or '(none registered)'}")
+        days = rule.get("weekdays") or []
+        if not isinstance(days, list) or not days or any(_int(d, "weekdays", 1, 7) != int(d) for d in days):
+            raise ValidationError("weekdays must be a non-empty list of ISO weekdays 1 (Monday) to 7 (Sunday)")
+        cleaned.append(
+            {
+                "orchestrator": rule["orchestrator"],
+                "name": str(rule.get("name") or "what-if rule")[:120],
+                "weekdays": sorted({int(d) for d in days}),
+                "start": _clock(rule.get("start"), "start"),
+                "end": _clock(rule.get("end"), "end"),
+                "floor_gpus": _int(rule.get("floor_gpus", 0), "floor_gpus", 0, 1_000_000),
+            }
+        )
+    problems = check_rules([_rule(r) for r in cleaned], _capacity())
+    if problems:
+        raise ValidationError("; ".join(f"{p.field}: {p.message}" for p in problems))
+    return cleaned
+
+
+def _clock(value: Any, what: str) -> str:
+    try:
+        parsed = time.fromisoformat(str(value))
+    except ValueError:
+        raise ValidationError(f"{what} must be a time of day HH:MM, got {value!r}") from None
+    return parsed.strftime("%H:%M")
+
+
+def _clean_quota_request(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    pk = _int(value, "quota_request", 1, 2**31 - 1)
+    request = QuotaRequest.objects.filter(pk=pk).first()
+    if request is None:
+        raise ValidationError(f"no quota request #{pk}")
+    if request.state != QuotaRequest.State.APPROVED:
+        raise ValidationError(f"quota request #{pk} is {request.state}; only an approved, not yet active one applies")
+    return pk
+
+
+def _capacity() -> int:
+    return sum(Node.objects.exclude(state=Node.State.DOWN).values_list("gpu_total", flat=True))
+
+
+def _rule(rule: dict[str, Any]) -> PolicyRule:
+    start, end = time.fromisoformat(rule["start"]), time.fromisoformat(rule["end"])
+    return PolicyRule(
+        rule["name"],
+        rule["orchestrator"],
+        frozenset(rule["weekdays"]),
+        start.hour * 60 + start.minute,
+        end.hour * 60 + end.minute,
+        rule["floor_gpus"],
+    )
+
+
+# --- who may run and read ------------------------------------------------------------------------------
+
+
+def can_run(user) -> bool:
+    """Admins, and leads of any team (for a team they lead)."""
+    return bool(user.has_perm("scheduling.run_whatif"))
+
+
+def readable(user):
+    """Scenarios the user may open: admins all; others their own, fleet-wide ones (no team) if they are in
+    a team, and those run for a team in their branch (their teams, the teams above and below them)."""
+    scenarios = WhatIfScenario.objects.select_related("created_by", "team")
+    if user.is_staff:
+        return scenarios
+    mine = set(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+    if not mine:
+        return scenarios.filter(created_by=user)
+    teams, children = team_tree()
+    branch = {t for root in mine for t in subtree_ids(root, children)}
+    for team_id in mine:
+        parent = teams[team_id].parent_id
+        while parent is not None:
+            branch.add(parent)
+            parent = teams[parent].parent_id
+    return scenarios.filter(Q(created_by=user) | Q(team__isnull=True) | Q(team_id__in=branch))
+
+
+def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = None, enqueue=None) -> WhatIfScenario:
+    """Validate and store a scenario; ``enqueue(pk)`` (the Celery task) runs after the commit."""
+    if not can_run(by):
+        raise ValidationError({"team": "only portal admins and team leads run what-if scenarios"})
+    if not by.is_staff and (team is None or team.pk not in lead_team_ids(by)):
+        raise ValidationError({"team": "choose a team you lead: the result is shared with that team"})
+    if not name.strip():
+        raise ValidationError({"name": "give the scenario a name"})
+    inputs = clean_inputs(raw_inputs)
+    request_id = inputs["quota_request"]
+    if request_id and not QuotaRequest.objects.filter(pk=request_id, team_id__in=visible_team_ids(by, by.is_staff)):
+        raise ValidationError({"quota_request": f"no quota request #{request_id}"})  # as if absent: not yours to see
+    with transaction.atomic():
+        scenario = WhatIfScenario.objects.create(name=name.strip()[:120], created_by=by, team=team, inputs=inputs)
+        if enqueue is not None:
+            transaction.on_commit(lambda: enqueue(scenario.pk))
+    return scenario
+
+
+# --- building the two runs -----------------------------------------------------------------------------
+
+
+def current_nodes() -> list[EngineNode]:
+    """The fleet as the simulator should see it: every node that is not down, empty."""
+    return [
+        EngineNode(
+            name=n.name,
+            gpu_total=n.gpu_total,
+            gpu_model=n.gpu_model,
+            nvlink_domain=n.nvlink_domain or n.name,
+            leaf_switch=n.leaf_switch,
+            spine=n.spine,
+            orchestrator=n.orchestrator.kind,
+        )
+        for n in Node.objects.exclude(state=Node.State.DOWN).select_related("orchestrator").order_by("name")
+    ]
+
+
+def changed_nodes(nodes: list[EngineNode], changes: list[dict[str, Any]]) -> list[EngineNode]:
+    result = list(nodes)
+    for change in changes:
+        model, count = change["gpu_model"], change["nodes"]
+        same = [n for n in result if n.gpu_model == model]
+        if count < 0:
+            gone = {n.name for n in same[count:]}
+            result = [n for n in result if n.name not in gone]
+            continue
+        template = same[-1] if same else EngineNode(name="", gpu_total=DEFAULT_GPUS_PER_NODE, gpu_model=model)
+        per_node = change["gpus_per_node"] or template.gpu_total
+        for i in range(count):
+            name = f"whatif-{model}-{i:04d}"
+            result.append(
+                replace(
+                    template,
+                    name=name,
+                    gpu_total=per_node,
+                    nvlink_domain=name,
+                    leaf_switch=f"whatif-{model}-leaf{i // 32}",
+                )
+            )
+    return result
+
+
+def current_teams() -> list[TeamSpec]:
+    teams, _children = team_tree()
+    queues = {q.team_id: q for q in Queue.objects.filter(gpu_model="")}
+    return [
+        TeamSpec(
+            name=t.slug,
+            parent=teams[t.parent_id].slug if t.parent_id in teams else None,
+            weight=float(queues[t.pk].weight) if t.pk in queues else 0.0,
+            guaranteed=queues[t.pk].guaranteed if t.pk in queues else 0,
+            burst_limit=queues[t.pk].burst_limit if t.pk in queues else None,
+        )
+        for t in teams.values()
+    ]
+
+
+def changed_teams(teams: list[TeamSpec], weights: dict[str, str], quota_request: int | None) -> list[TeamSpec]:
+    grant = QuotaRequest.objects.filter(pk=quota_request).select_related("team").first() if quota_request else None
+    result = []
+    for spec in teams:
+        if spec.name in weights:
+            spec = replace(spec, weight=float(weights[spec.name]))
+        if grant is not None and spec.name == grant.team.slug:
+            guaranteed = spec.guaranteed + grant.gpus
+            burst = None if spec.burst_limit is None else max(spec.burst_limit, guaranteed)
+            spec = replace(spec, guaranteed=guaranteed, burst_limit=burst)
+        result.append(spec)
+    return result
+
+
+def current_rules() -> list[PolicyRule]:
+    """Enabled pool policies with orchestrators named by kind, as the recorded jobs name them."""
+    policies = PoolPolicy.objects.filter(enabled=True).select_related("orchestrator")
+    return [replace(rule_of(p), orchestrator=p.orchestrator.kind) for p in policies]
+
+
+def changed_rules(rules: list[PolicyRule], changes: list[dict[str, Any]]) -> list[PolicyRule]:
+    if not changes:
+        return rules
+    kinds = dict(Orchestrator.objects.values_list("name", "kind"))
+    replaced = {kinds[c["orchestrator"]] for c in changes}
+    new = [replace(_rule(c), orchestrator=kinds[c["orchestrator"]]) for c in changes]
+    return [r for r in rules if r.orchestrator not in replaced] + new
+
+
+def minute_of_week(moment: datetime) -> int:
+    local = moment.astimezone(ZoneInfo(settings.TIME_ZONE))
+    return ((local.isoweekday() - 1) * 24 + local.hour) * 60 + local.minute
+
+
+def build_runs(inputs: dict[str, Any], until: datetime) -> tuple[WhatIfInputs, WhatIfInputs, dict[str, Any]]:
+    """The baseline and the scenario on the same recorded jobs, and what the history held."""
+    history = history_trace_jobs(until, inputs["weeks"])
+    if not history.jobs:
+        raise ValueError(
+            f"no recorded work in the {inputs['weeks']} weeks before {until:%Y-%m-%d %H:%M}: nothing to replay"
+        )
+    nodes, teams, rules = current_nodes(), current_teams(), current_rules()
+    common = dict(
+        jobs=history.jobs,
+        epoch_minute_of_week=minute_of_week(history.epoch),
+        seed=inputs["seed"],
+    )
+    baseline = WhatIfInputs(nodes=tuple(nodes), teams=tuple(teams), rules=tuple(rules), **common)
+    scenario = WhatIfInputs(
+        nodes=tuple(changed_nodes(nodes, inputs["fleet"])),
+        teams=tuple(changed_teams(teams, inputs["weights"], inputs["quota_request"])),
+        rules=tuple(changed_rules(rules, inputs["policies"])),
+        **common,
+    )
+    facts = {
+        "since": history.epoch.isoformat(),
+        "until": history.until.isoformat(),
+        "jobs": len(history.jobs),
+        "skipped": history.skipped,
+    }
+    return baseline, scenario, facts
+
+
+# --- running --------------------------------------------------------------------------------------------
+
+
+def _progress(pk: int, offset: int):
+    last = [-1]
+
+    def report(done: int, total: int) -> None:
+        percent = min(99, offset + (50 * done) // max(total, 1))
+        if percent != last[0]:
+            last[0] = percent
+            WhatIfScenario.objects.filter(pk=pk).update(progress=percent)
+
+    return report
+
+
+def run_scenario(pk: int) -> WhatIfScenario | None:
+    """Run both replays and store the results (None if the row is gone; a finished row is returned as is)."""
+    scenario = WhatIfScenario.objects.filter(pk=pk).first()
+    if scenario is None or scenario.status == WhatIfScenario.Status.DONE:
+        return scenario
+    WhatIfScenario.objects.filter(pk=pk).update(
+        status=WhatIfScenario.Status.RUNNING, started_at=timezone.now(), progress=0, error=""
+    )
+    started = clock.process_time()
+    try:
+        baseline, changed, facts = build_runs(scenario.inputs, scenario.created_at)
+        results = {
+            "history": facts,
+            "baseline": run_whatif(baseline, _progress(pk, 0)),
+            "scenario": run_whatif(changed, _progress(pk, 50)),
+        }
+    except (ValueError, ValidationError) as error:
+        return _failed(pk, str(error))
+    except Exception as error:  # a bug must not leave the row "running" forever; the worker still logs it
+        _failed(pk, f"internal error: {type(error).__name__}: {error}")
+        raise
+    results["cpu_time_s"] = round(clock.process_time() - started, 3)
+    WhatIfScenario.objects.filter(pk=pk).update(
+        status=WhatIfScenario.Status.DONE, progress=100, results=results, finished_at=timezone.now()
+    )
+    return WhatIfScenario.objects.get(pk=pk)
+
+
+def _failed(pk: int, message: str) -> WhatIfScenario:
+    WhatIfScenario.objects.filter(pk=pk).update(
+        status=WhatIfScenario.Status.FAILED, error=message, finished_at=timezone.now()
+    )
+    return WhatIfScenario.objects.get(pk=pk)
+
+
+def comparison(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Rows of (figure, baseline, scenario) for the side-by-side table, formatted for reading."""
+    base, new = results.get("baseline", {}), results.get("scenario", {})
+
+    def pick(figures: dict[str, Any], path: tuple[str, ...]) -> Any:
+        for key in path:
+            figures = figures.get(key) if isinstance(figures, dict) else None
+        return figures
+
+    def shown(value: Any, unit: str) -> str:
+        if value is None:
+            return "—"
+        if unit == "%":
+            return f"{100 * value:.1f} %"
+        return f"{value:.2f}" if unit == "h" or isinstance(value, float) else str(value)
+
+    rows = [
+        ("capacity (GPUs)", ("capacity_gpus",), ""),
+        ("utilisation (GPU-hours asked / capacity)", ("utilisation",), "%"),
+        ("allocation (GPU-hours held / capacity)", ("allocation",), "%"),
+        ("wait p50 (h)", ("wait_hours", "all", "p50"), "h"),
+        ("wait p95 (h)", ("wait_hours", "all", "p95"), "h"),
+        ("wait p99 (h)", ("wait_hours", "all", "p99"), "h"),
+        ("jobs never started", ("jobs", "queued_at_end"), ""),
+        ("jobs rejected (never fit)", ("jobs", "rejected"), ""),
+        ("preemptions", ("preemptions",), ""),
+        ("Jain fairness", ("jain_fairness",), ""),
+    ]
+    return [(label, shown(pick(base, path), unit), shown(pick(new, path), unit)) for label, path, unit in rows]
+
+
+def team_comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per team: jobs, p50/p95 wait (h) and jobs never started, baseline vs scenario."""
+    base = results.get("baseline", {}).get("waits_by_team", {})
+    new = results.get("scenario", {}).get("waits_by_team", {})
+    return [
+        {"team": team, "baseline": base.get(team, {}), "scenario": new.get(team, {})}
+        for team in sorted(set(base) | set(new))
+    ]
+
+
+def floor_comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per orchestrator with a floor: hours under a floor and hours breached, baseline vs scenario."""
+    base = results.get("baseline", {}).get("floor_breaches", {})
+    new = results.get("scenario", {}).get("floor_breaches", {})
+    return [
+        {"orchestrator": name, "baseline": base.get(name, {}), "scenario": new.get(name, {})}
+        for name in sorted(set(base) | set(new))
+    ]

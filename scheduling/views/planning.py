@@ -1,0 +1,169 @@
+"""Capacity planning pages: the demand forecast and what-if scenarios (issue 8).
+
+Who: the forecast shows each user the teams they may see (admins all) and the orchestrator pools to team
+members and admins. What-ifs are run by admins and team leads (``scheduling.run_whatif``); a result is
+read by admins, its author, and members of the branch of the team it was run for (``whatif.readable``);
+others get 404, as for a team they may not see. Signed-in users in no team get 403.
+"""
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from scheduling import charts, selectors
+from scheduling.models import Membership, Orchestrator, QuotaRequest, Team, WhatIfScenario
+from scheduling.services import forecast, whatif
+
+WEEKDAY_CHOICES = [(str(d), name) for d, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), 1)]
+FIELD_OF = {"fleet": "fleet_nodes", "weights": "weight_value", "policies": "policy_floor"}
+
+
+def _require_member(request: HttpRequest) -> None:
+    user = request.user
+    if not (user.is_staff or Membership.objects.filter(user=user).exists()):
+        raise PermissionDenied("Capacity planning is shown to members of a team and to portal admins.")
+
+
+@login_required
+def forecast_page(request: HttpRequest) -> HttpResponse:
+    _require_member(request)
+    visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
+    slugs = {t.slug for t in Team.objects.filter(pk__in=visible)}
+    result = forecast.demand_forecasts(teams=slugs)
+    guaranteed = forecast.guarantees(result.as_of)
+    context = {
+        "outlook": forecast.outlook(result),
+        "team_charts": [charts.forecast_chart(s, guaranteed.get(s.key)) for s in result.teams],
+        "orchestrator_charts": [charts.forecast_chart(s, None) for s in result.orchestrators],
+        "weeks": forecast.HISTORY_WEEKS,
+        "horizon_days": forecast.HORIZON_HOURS // 24,
+    }
+    return render(request, "scheduling/forecast.html", context)
+
+
+class WhatIfForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    team = forms.ModelChoiceField(Team.objects.none(), required=False, help_text="Shared with this team's branch.")
+    weeks = forms.IntegerField(min_value=1, max_value=whatif.MAX_WEEKS, initial=4, help_text="Weeks of history")
+    seed = forms.IntegerField(min_value=0, initial=0)
+    fleet_model = forms.CharField(required=False, label="GPU model to add or remove")
+    fleet_nodes = forms.IntegerField(required=False, label="Nodes (+ add, − remove)")
+    fleet_gpus_per_node = forms.IntegerField(required=False, label="GPUs per added node", min_value=1)
+    weight_team = forms.ModelChoiceField(Team.objects.all(), required=False, to_field_name="slug", label="Team weight")
+    weight_value = forms.DecimalField(required=False, label="New weight (%)", max_digits=5, decimal_places=2)
+    policy_orchestrator = forms.ModelChoiceField(
+        Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
+        required=False,
+        to_field_name="name",
+        label="Pool policy for",
+        help_text="Replaces that pool's rules in the scenario",
+    )
+    policy_weekdays = forms.MultipleChoiceField(choices=WEEKDAY_CHOICES, required=False, label="Days")
+    policy_start = forms.TimeField(required=False, label="From (HH:MM)")
+    policy_end = forms.TimeField(required=False, label="To (HH:MM)")
+    policy_floor = forms.IntegerField(required=False, min_value=0, label="Floor GPUs")
+    quota_request = forms.ModelChoiceField(
+        QuotaRequest.objects.filter(state=QuotaRequest.State.APPROVED).select_related("team"),
+        required=False,
+        label="Approved request, as if active",
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        leads = selectors.lead_team_ids(user)
+        self.fields["team"].queryset = Team.objects.all() if user.is_staff else Team.objects.filter(pk__in=leads)
+        self.fields["team"].required = not user.is_staff
+        visible = selectors.visible_team_ids(user, user.is_staff)
+        self.fields["quota_request"].queryset = self.fields["quota_request"].queryset.filter(team_id__in=visible)
+
+    def raw_inputs(self) -> dict:
+        data = self.cleaned_data
+        raw: dict = {"weeks": data["weeks"], "seed": data["seed"]}
+        if data.get("fleet_model") or data.get("fleet_nodes") is not None:
+            raw["fleet"] = [
+                {
+                    "gpu_model": data.get("fleet_model") or "",
+                    "nodes": data.get("fleet_nodes"),
+                    "gpus_per_node": data.get("fleet_gpus_per_node"),
+                }
+            ]
+        if data.get("weight_team") is not None:
+            value = data.get("weight_value")
+            raw["weights"] = {data["weight_team"].slug: "" if value is None else str(value)}
+        if data.get("policy_orchestrator") is not None:
+            raw["policies"] = [
+                {
+                    "orchestrator": data["policy_orchestrator"].name,
+                    "weekdays": [int(d) for d in data.get("policy_weekdays") or []],
+                    "start": data["policy_start"].strftime("%H:%M") if data.get("policy_start") else "",
+                    "end": data["policy_end"].strftime("%H:%M") if data.get("policy_end") else "",
+                    "floor_gpus": data.get("policy_floor") if data.get("policy_floor") is not None else 0,
+                }
+            ]
+        if data.get("quota_request") is not None:
+            raw["quota_request"] = data["quota_request"].pk
+        return raw
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        for field, messages in error.message_dict.items():
+            target = FIELD_OF.get(field, field)
+            self.add_error(target if target in self.fields else None, messages)
+
+
+def _enqueue(pk: int) -> None:
+    from scheduling.tasks import run_whatif
+
+    run_whatif.delay(pk)
+
+
+@login_required
+def whatif_list(request: HttpRequest) -> HttpResponse:
+    _require_member(request)
+    can_run = request.user.has_perm("scheduling.run_whatif")
+    form = WhatIfForm(request.POST or None, user=request.user) if can_run else None
+    if request.method == "POST":
+        if not can_run:
+            raise PermissionDenied("Only portal admins and team leads run what-if scenarios.")
+        if form.is_valid():
+            try:
+                scenario = whatif.submit(
+                    name=form.cleaned_data["name"],
+                    raw_inputs=form.raw_inputs(),
+                    by=request.user,
+                    team=form.cleaned_data.get("team"),
+                    enqueue=_enqueue,
+                )
+            except ValidationError as error:
+                form.add_service_errors(error)
+            else:
+                return redirect("whatif-detail", pk=scenario.pk)
+    context = {"form": form, "scenarios": list(whatif.readable(request.user)[:50]), "can_run": can_run}
+    return render(request, "scheduling/whatif.html", context, status=400 if form is not None and form.errors else 200)
+
+
+def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:
+    return get_object_or_404(whatif.readable(request.user), pk=pk)
+
+
+@login_required
+def whatif_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    scenario = _readable_or_404(request, pk)
+    context = {"scenario": scenario, "rows": [], "charts": []}
+    if scenario.status == WhatIfScenario.Status.DONE:
+        results = scenario.results
+        context["rows"] = whatif.comparison(results)
+        context["team_rows"] = whatif.team_comparison(results)
+        context["floor_rows"] = whatif.floor_comparison(results)
+        context["charts"] = [
+            charts.whatif_allocation_chart(results["baseline"], results["scenario"]),
+            charts.whatif_wait_chart(context["team_rows"]),
+        ]
+    return render(request, "scheduling/whatif_detail.html", context)
+
+
+@login_required
+def whatif_status(request: HttpRequest, pk: int) -> JsonResponse:
+    scenario = _readable_or_404(request, pk)
+    return JsonResponse({"status": scenario.status, "progress": scenario.progress, "error": scenario.error})
