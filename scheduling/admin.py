@@ -178,6 +178,8 @@ class CapacityReportAdmin(admin.ModelAdmin):
 
 
 admin.site.register(models.ReportSubscription)
+
+
 @admin.register(models.WhatIfScenario)
 class WhatIfScenarioAdmin(admin.ModelAdmin):
     """Read-only: scenarios are submitted through /whatif/ or the API and filled in by the Celery task."""

@@ -72,6 +72,8 @@ def weekly_capacity_report() -> dict[str, object]:
     from scheduling.services import report_delivery
 
     return report_delivery.run_weekly()
+
+
 # --- What-if (issue 8): one scenario per task; progress and results live on the WhatIfScenario row. ---
 
 
