@@ -2,6 +2,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
+from scheduling.api.fastpath import FastReadMixin
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -20,7 +21,11 @@ from scheduling.models import (
 SLUG = serializers.SlugRelatedField
 
 
-class TeamSerializer(serializers.ModelSerializer):
+class ModelSerializer(FastReadMixin, serializers.ModelSerializer):
+    """DRF's ModelSerializer with the same output, read through ``fastpath`` (list pages are the load)."""
+
+
+class TeamSerializer(ModelSerializer):
     parent = SLUG(slug_field="slug", read_only=True)
 
     class Meta:
@@ -28,7 +33,7 @@ class TeamSerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name", "parent", "description"]
 
 
-class QueueSerializer(serializers.ModelSerializer):
+class QueueSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     weight = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=Decimal(0), max_value=Decimal(100))
     reason = serializers.CharField(write_only=True, help_text="Why: recorded with your name in the history.")
@@ -49,7 +54,7 @@ class QueueHistorySerializer(serializers.Serializer):
     burst_limit = serializers.IntegerField()
 
 
-class OrchestratorSerializer(serializers.ModelSerializer):
+class OrchestratorSerializer(ModelSerializer):
     credentials_ref = serializers.CharField(
         write_only=True, required=False, allow_blank=True, help_text="env:NAME or file:/path; never returned"
     )
@@ -83,7 +88,7 @@ class OrchestratorSerializer(serializers.ModelSerializer):
         return value
 
 
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(ModelSerializer):
     orchestrator = SLUG(slug_field="name", read_only=True)
 
     class Meta:
@@ -107,7 +112,7 @@ class NodeSerializer(serializers.ModelSerializer):
         ]
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
+class WorkloadSerializer(ModelSerializer):
     orchestrator = SLUG(slug_field="name", read_only=True)
     team = SLUG(slug_field="slug", read_only=True)
     gpus = serializers.IntegerField(read_only=True)
@@ -135,7 +140,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         ]
 
 
-class QuotaRequestSerializer(serializers.ModelSerializer):
+class QuotaRequestSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     orchestrator = SLUG(slug_field="name", queryset=Orchestrator.objects.all(), required=False, allow_null=True)
     requester = serializers.CharField(source="requester.username", read_only=True)
@@ -172,7 +177,7 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000)
 
 
-class QuotaGrantSerializer(serializers.ModelSerializer):
+class QuotaGrantSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", read_only=True)
     orchestrator = SLUG(slug_field="name", read_only=True)
 
@@ -181,7 +186,7 @@ class QuotaGrantSerializer(serializers.ModelSerializer):
         fields = ["id", "request", "team", "gpus", "gpu_model", "orchestrator", "starts_at", "ends_at", "state"]
 
 
-class UsageSampleSerializer(serializers.ModelSerializer):
+class UsageSampleSerializer(ModelSerializer):
     orchestrator = SLUG(slug_field="name", read_only=True)
     team = SLUG(slug_field="slug", read_only=True)
 
@@ -199,7 +204,7 @@ class UsageSampleSerializer(serializers.ModelSerializer):
         ]
 
 
-class UsageRollupSerializer(serializers.ModelSerializer):
+class UsageRollupSerializer(ModelSerializer):
     orchestrator = SLUG(slug_field="name", read_only=True)
     team = SLUG(slug_field="slug", read_only=True)
 
@@ -218,7 +223,7 @@ class UsageRollupSerializer(serializers.ModelSerializer):
         ]
 
 
-class CollectorRunSerializer(serializers.ModelSerializer):
+class CollectorRunSerializer(ModelSerializer):
     orchestrator = SLUG(slug_field="name", read_only=True)
 
     class Meta:
@@ -239,7 +244,7 @@ class CollectorRunSerializer(serializers.ModelSerializer):
         ]
 
 
-class NodeMoveSerializer(serializers.ModelSerializer):
+class NodeMoveSerializer(ModelSerializer):
     node = SLUG(slug_field="name", read_only=True)
     source = SLUG(slug_field="name", read_only=True)
     target = SLUG(slug_field="name", read_only=True)
@@ -249,7 +254,7 @@ class NodeMoveSerializer(serializers.ModelSerializer):
         fields = ["node", "source", "target", "drain_cost_gpu_s", "reason", "state"]
 
 
-class RebalancePlanSerializer(serializers.ModelSerializer):
+class RebalancePlanSerializer(ModelSerializer):
     moves = NodeMoveSerializer(many=True, read_only=True)
 
     class Meta:

@@ -31,6 +31,7 @@ from scheduling.services.audit import stamp_author
 
 from . import filters, serializers
 from .access import only_visible, pools_or_visible
+from .auth import purge_expired_tokens
 from .permissions import ReadOrAdminWrite
 
 
@@ -286,6 +287,7 @@ class TokenCreateView(knox_views.LoginView):
 
     @extend_schema(request=None, responses=serializers.TokenSerializer)
     def post(self, request, format=None):
+        purge_expired_tokens(request.user)  # the per-request check reads only the presented token
         return super().post(request, format=format)
 
 

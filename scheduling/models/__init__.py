@@ -1,4 +1,5 @@
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
+from .fragmentation import FragmentationSample
 from .metrics import UsageRollup, UsageSample
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
@@ -7,6 +8,7 @@ from .teams import Membership, Queue, Team
 __all__ = [
     "CapacityLock",
     "CollectorRun",
+    "FragmentationSample",
     "Membership",
     "Node",
     "NodeMove",

@@ -31,6 +31,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.services.fragmentation import backfill_fragmentation
 
 PREFIX = "gen-"
 ORCHESTRATORS = (("slurm", "slurm", 0.6), ("k8s", "kubernetes", 0.25), ("ray", "ray", 0.15))
@@ -105,6 +106,7 @@ class Command(BaseCommand):
             placement = self._leaf_orchestrators(leaves, orchestrators)
             self._series(orchestrators, nodes, placement, opts)
             self._workloads(orchestrators, nodes, placement, opts)
+            self._fragmentation(opts)
             self._runs_and_plans(orchestrators, nodes)
             self._quota(teams, leaves)
         self.stdout.write(
@@ -437,6 +439,12 @@ class Command(BaseCommand):
             pending_reason=reason,
             duration_estimate_s=4 * 3600,
         )
+
+    def _fragmentation(self, opts) -> None:
+        """Fragmentation samples (what each round would have stored) for the span where jobs kept their
+        nodes, replayed from those placements; older history has no placements to replay."""
+        span = timedelta(days=min(opts["placements_days"], opts["days"]))
+        backfill_fragmentation(self.now - span, self.now, timedelta(seconds=max(opts["sample_step"], 300)))
 
     # --- scrapes, plans, quota ---------------------------------------------------------------------
 
