@@ -530,11 +530,17 @@ class SecondsBetween(Func):
     SQLite calls back into Python for every row (a month of jobs: most of the utilisation page's time)."""
 
     arg_joiner = " - "
-    template = "EXTRACT(EPOCH FROM (%(expressions)s))"
+    # EXTRACT returns numeric since PostgreSQL 14: cast, or every row arrives as a Python Decimal.
+    template = "CAST(EXTRACT(EPOCH FROM (%(expressions)s)) AS double precision)"
     output_field = FloatField()
 
     def __init__(self, start: str, end: str) -> None:
         super().__init__(F(end), F(start))
+
+    @property
+    def convert_value(self):
+        # Both databases already return a float (double precision / REAL): skip Django's float() per row.
+        return self._convert_value_noop
 
     def as_sqlite(self, compiler, connection, **extra_context):
         return self.as_sql(

@@ -11,6 +11,7 @@ from hmac import compare_digest
 
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication
 from knox.crypto import hash_token
 from knox.models import get_token_model
@@ -44,6 +45,12 @@ class SingleQueryTokenAuthentication(TokenAuthentication):
         auth_token.delete()
         token_expired.send(sender=self.__class__, username=username, source="auth_token")
         return True
+
+
+class SingleQueryTokenScheme(KnoxTokenScheme):
+    """The OpenAPI schema describes these tokens as knox's ("Authorization: Token <token>")."""
+
+    target_class = SingleQueryTokenAuthentication
 
 
 def purge_expired_tokens(user) -> int:

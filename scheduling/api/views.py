@@ -31,7 +31,7 @@ from scheduling.services.audit import stamp_author
 
 from . import filters, serializers
 from .access import only_visible, pools_or_visible
-from .auth import purge_expired_tokens
+from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .permissions import ReadOrAdminWrite
 
 
@@ -294,6 +294,8 @@ class TokenCreateView(knox_views.LoginView):
 class TokenLogoutView(knox_views.LogoutView):
     """Revoke the token this request was made with."""
 
+    authentication_classes = [SingleQueryTokenAuthentication]
+
     @extend_schema(request=None, responses={204: None})
     def post(self, request, format=None):
         return super().post(request, format=format)
@@ -301,6 +303,8 @@ class TokenLogoutView(knox_views.LogoutView):
 
 class TokenLogoutAllView(knox_views.LogoutAllView):
     """Revoke every token of the calling user."""
+
+    authentication_classes = [SingleQueryTokenAuthentication]
 
     @extend_schema(request=None, responses={204: None})
     def post(self, request, format=None):

@@ -180,3 +180,23 @@ def test_the_fragmentation_page_draws_the_trend_from_stored_samples(client, flee
     client.force_login(cast["researcher"])
     body = client.get(reverse("fragmentation")).content.decode()
     assert "Latest: 44 free GPUs, 3.5 unusable." in body
+
+
+def test_generated_history_carries_fragmentation_samples_for_the_span_with_placements(db):
+    call_command(
+        "generate_history",
+        nodes=12,
+        teams=4,
+        days=3,
+        sample_hours=2,
+        sample_step=600,
+        jobs_per_day=30,
+        placements_days=1,
+        seed=3,
+        stdout=io.StringIO(),
+    )
+    samples = FragmentationSample.objects.order_by("taken_at")
+    assert samples.count() == 24 * 60 // 10 + 1  # a day at the sample step (10 minutes), both ends included
+    assert samples.first().replayed and samples.last().gpus_free == sum(
+        n.gpu_total - n.gpu_allocated for n in Node.objects.all()
+    )

@@ -347,7 +347,6 @@ class Command(BaseCommand):
             if finished > keep_nodes:
                 for host in self.rng.sample(by_orch[orch.pk], k=min(members, len(by_orch[orch.pk]))):
                     where.append({"node": host.name, "gpus": list(range(per_member))})
-            running = finished > self.now
             rows.append(
                 Workload(
                     orchestrator=orch,
@@ -360,7 +359,9 @@ class Command(BaseCommand):
                     gpus_per_member=per_member,
                     submitted_at=submitted,
                     started_at=started,
-                    finished_at=None if running else finished,
+                    # Work still running at generation time is the live fleet's (_running_now); history
+                    # ends here, so replayed placements agree with the nodes' counters.
+                    finished_at=min(finished, self.now),
                     duration_estimate_s=int(duration),
                     state=Workload.State.COMPLETED,
                     nodes=where,
