@@ -34,6 +34,9 @@ from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .permissions import ReadOrAdminWrite
 
+# Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
+ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
+
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
@@ -115,7 +118,7 @@ class OrchestratorViewSet(viewsets.ModelViewSet):
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = Node.objects.select_related("orchestrator")
+    queryset = Node.objects.select_related("orchestrator").defer(*ORCHESTRATOR_JSON)
     serializer_class = serializers.NodeSerializer
     filterset_class = filters.NodeFilter
 
@@ -126,7 +129,9 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.WorkloadFilter
 
     def get_queryset(self):
-        return only_visible(Workload.objects.select_related("orchestrator", "team"), self.request.user)
+        return only_visible(
+            Workload.objects.select_related("orchestrator", "team").defer(*ORCHESTRATOR_JSON), self.request.user
+        )
 
 
 class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -137,7 +142,9 @@ class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet
     filterset_class = filters.QuotaRequestFilter
 
     def get_queryset(self):
-        queryset = QuotaRequest.objects.select_related("team", "requester", "decided_by", "orchestrator")
+        queryset = QuotaRequest.objects.select_related("team", "requester", "decided_by", "orchestrator").defer(
+            *ORCHESTRATOR_JSON
+        )
         return only_visible(queryset, self.request.user)
 
     def perform_create(self, serializer):
@@ -179,7 +186,9 @@ class QuotaGrantViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["state"]
 
     def get_queryset(self):
-        return only_visible(QuotaGrant.objects.select_related("team", "orchestrator"), self.request.user)
+        return only_visible(
+            QuotaGrant.objects.select_related("team", "orchestrator").defer(*ORCHESTRATOR_JSON), self.request.user
+        )
 
     @extend_schema(request=serializers.ReasonSerializer, responses=serializers.QuotaGrantSerializer)
     @action(detail=True, methods=["post"])
@@ -198,7 +207,9 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.UsageSampleFilter
 
     def get_queryset(self):
-        rows = UsageSample.objects.select_related("orchestrator", "team").order_by("-taken_at")
+        rows = (
+            UsageSample.objects.select_related("orchestrator", "team").defer(*ORCHESTRATOR_JSON).order_by("-taken_at")
+        )
         return pools_or_visible(rows, self.request.user)
 
 
@@ -210,12 +221,13 @@ class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.UsageRollupFilter
 
     def get_queryset(self):
-        rows = UsageRollup.objects.select_related("orchestrator", "team").order_by("-period_start")
+        rows = UsageRollup.objects.select_related("orchestrator", "team").defer(*ORCHESTRATOR_JSON)
+        rows = rows.order_by("-period_start")
         return pools_or_visible(rows, self.request.user)
 
 
 class CollectorRunViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = CollectorRun.objects.select_related("orchestrator")
+    queryset = CollectorRun.objects.select_related("orchestrator").defer(*ORCHESTRATOR_JSON)
     serializer_class = serializers.CollectorRunSerializer
     filterset_class = filters.CollectorRunFilter
 
