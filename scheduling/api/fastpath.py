@@ -8,6 +8,7 @@ per-field machinery (``get_attribute`` with its error handling, ``to_representat
 from operator import attrgetter
 
 from django.core.paginator import Paginator
+from django.db.models import F
 from rest_framework import fields as drf_fields
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
@@ -44,7 +45,8 @@ class _Reader:
         self.name, self.field = field.field_name, field
         slug = isinstance(field, SlugRelatedField)
         # Other related fields read only the key (DRF's pk-only shortcut): left to DRF.
-        simple = field.source != "*" and (slug or not isinstance(field, RelatedField))
+        stock = type(field).get_attribute is drf_fields.Field.get_attribute or slug
+        simple = stock and field.source != "*" and (slug or not isinstance(field, RelatedField))
         self.get = attrgetter(".".join(field.source_attrs)) if simple else None
         self.exact = _passthrough_type(field)
         self.slug = attrgetter(field.slug_field.replace("__", ".")) if slug else None
@@ -77,6 +79,29 @@ def _drf_read(field, instance):
         return _SKIP
     check = attribute.pk if isinstance(attribute, serializers.PKOnlyObject) else attribute
     return None if check is None else field.to_representation(attribute)
+
+
+class RelatedName(serializers.CharField):
+    """A related row's name or slug (read-only). Read from the annotation ``<field>_<attr>`` when the
+    queryset carries one (``annotate(orchestrator_name=F("orchestrator__name"))``): a list page then
+    builds no related model per row. Without the annotation it follows the relation."""
+
+    def __init__(self, attr: str, **kwargs) -> None:
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+        self.attr = attr
+
+    def get_attribute(self, instance):
+        annotated = f"{self.field_name}_{self.attr}"
+        if annotated in instance.__dict__:
+            return instance.__dict__[annotated]
+        related = getattr(instance, self.field_name)
+        return None if related is None else getattr(related, self.attr)
+
+
+def related_names(**fields: str) -> dict:
+    """``annotate`` arguments for ``RelatedName`` fields: ``related_names(orchestrator="name")``."""
+    return {f"{field}_{attr}": F(f"{field}__{attr}") for field, attr in fields.items()}
 
 
 class FastReadMixin:

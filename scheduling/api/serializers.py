@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from scheduling.api.fastpath import FastReadMixin
+from scheduling.api.fastpath import FastReadMixin, RelatedName
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -89,7 +89,7 @@ class OrchestratorSerializer(ModelSerializer):
 
 
 class NodeSerializer(ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
+    orchestrator = RelatedName("name")
 
     class Meta:
         model = Node
@@ -113,8 +113,8 @@ class NodeSerializer(ModelSerializer):
 
 
 class WorkloadSerializer(ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
-    team = SLUG(slug_field="slug", read_only=True)
+    orchestrator = RelatedName("name")
+    team = RelatedName("slug", allow_null=True)
     gpus = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -143,8 +143,8 @@ class WorkloadSerializer(ModelSerializer):
 class QuotaRequestSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     orchestrator = SLUG(slug_field="name", queryset=Orchestrator.objects.all(), required=False, allow_null=True)
-    requester = serializers.CharField(source="requester.username", read_only=True)
-    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None)
+    requester = RelatedName("username")
+    decided_by = RelatedName("username", allow_null=True)
     gpus = serializers.IntegerField(min_value=1, max_value=1_000_000)
 
     class Meta:
@@ -187,8 +187,8 @@ class QuotaGrantSerializer(ModelSerializer):
 
 
 class UsageSampleSerializer(ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
-    team = SLUG(slug_field="slug", read_only=True)
+    orchestrator = RelatedName("name")
+    team = RelatedName("slug", allow_null=True)
 
     class Meta:
         model = UsageSample
@@ -205,8 +205,8 @@ class UsageSampleSerializer(ModelSerializer):
 
 
 class UsageRollupSerializer(ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
-    team = SLUG(slug_field="slug", read_only=True)
+    orchestrator = RelatedName("name")
+    team = RelatedName("slug", allow_null=True)
 
     class Meta:
         model = UsageRollup
@@ -224,7 +224,7 @@ class UsageRollupSerializer(ModelSerializer):
 
 
 class CollectorRunSerializer(ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
+    orchestrator = RelatedName("name")
 
     class Meta:
         model = CollectorRun

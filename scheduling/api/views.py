@@ -32,6 +32,7 @@ from scheduling.services.audit import stamp_author
 from . import filters, serializers
 from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
+from .fastpath import related_names
 from .permissions import ReadOrAdminWrite
 
 # Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
@@ -118,7 +119,7 @@ class OrchestratorViewSet(viewsets.ModelViewSet):
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = Node.objects.select_related("orchestrator").defer(*ORCHESTRATOR_JSON)
+    queryset = Node.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.NodeSerializer
     filterset_class = filters.NodeFilter
 
@@ -130,7 +131,7 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return only_visible(
-            Workload.objects.select_related("orchestrator", "team").defer(*ORCHESTRATOR_JSON), self.request.user
+            Workload.objects.annotate(**related_names(orchestrator="name", team="slug")), self.request.user
         )
 
 
@@ -142,8 +143,10 @@ class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet
     filterset_class = filters.QuotaRequestFilter
 
     def get_queryset(self):
-        queryset = QuotaRequest.objects.select_related("team", "requester", "decided_by", "orchestrator").defer(
-            *ORCHESTRATOR_JSON
+        queryset = (
+            QuotaRequest.objects.select_related("team", "orchestrator")
+            .defer(*ORCHESTRATOR_JSON)
+            .annotate(**related_names(requester="username", decided_by="username"))
         )
         return only_visible(queryset, self.request.user)
 
@@ -207,9 +210,7 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.UsageSampleFilter
 
     def get_queryset(self):
-        rows = (
-            UsageSample.objects.select_related("orchestrator", "team").defer(*ORCHESTRATOR_JSON).order_by("-taken_at")
-        )
+        rows = UsageSample.objects.annotate(**related_names(orchestrator="name", team="slug")).order_by("-taken_at")
         return pools_or_visible(rows, self.request.user)
 
 
@@ -221,13 +222,13 @@ class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.UsageRollupFilter
 
     def get_queryset(self):
-        rows = UsageRollup.objects.select_related("orchestrator", "team").defer(*ORCHESTRATOR_JSON)
+        rows = UsageRollup.objects.annotate(**related_names(orchestrator="name", team="slug"))
         rows = rows.order_by("-period_start")
         return pools_or_visible(rows, self.request.user)
 
 
 class CollectorRunViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = CollectorRun.objects.select_related("orchestrator").defer(*ORCHESTRATOR_JSON)
+    queryset = CollectorRun.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.CollectorRunSerializer
     filterset_class = filters.CollectorRunFilter
 

@@ -194,3 +194,27 @@ def test_list_endpoints_issue_the_same_few_queries_for_one_row_or_ninety(api, va
     assert after == before
     # token (1) + visible teams (researcher: 1) + page (1) + count only for a full page
     assert max(after.values()) <= 4
+
+
+@pytest.mark.parametrize(
+    ("url", "model", "names"),
+    [
+        ("/api/v1/nodes/", Node, {"orchestrator": "name"}),
+        ("/api/v1/workloads/", Workload, {"orchestrator": "name", "team": "slug"}),
+        ("/api/v1/usage/samples/", UsageSample, {"orchestrator": "name", "team": "slug"}),
+        ("/api/v1/collector-runs/", CollectorRun, {"orchestrator": "name"}),
+        ("/api/v1/quota-requests/", QuotaRequest, {"requester": "username", "decided_by": "username"}),
+    ],
+)
+def test_related_names_read_from_annotations_match_the_related_rows(api, varied, url, model, names):
+    """Lists name related rows from a joined column instead of building the related model per row;
+    what they show must be the related row's own name (NULL relations as null)."""
+    rows = api("admin").get(url).json()["results"]
+    assert rows
+    by_id = {obj.pk: obj for obj in model.objects.all()}
+    key = "id" if "id" in rows[0] else None
+    for row in rows:
+        obj = by_id[row[key]] if key else next(iter(by_id.values()))
+        for field, attr in names.items():
+            related = getattr(obj, field)
+            assert row[field] == (None if related is None else getattr(related, attr)), (url, field)
