@@ -1,10 +1,14 @@
 """API load: 20 concurrent clients on loopback against gunicorn + PostgreSQL for a bounded time.
 
-Prints one JSON line per endpoint and one for the whole run (p50/p95/p99 ms, requests/s, errors).
+Prints one JSON line per endpoint and one for the whole run (p50/p95/p99 ms, requests/s, errors) with
+the CPU the run cost per request: the gunicorn workers' (``server_cpu_ms_per_request``), the PostgreSQL
+backends' serving them and this load generator's, read from /proc. On a shared, loaded machine the
+server's CPU per request is the figure to compare between runs; requests/s moves with the load.
 Fleet: 1,000 nodes / 8,000 GPUs, 50 teams, 5,000 workloads, a week of hourly rollups.
 Database: $BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuportal_bench (created if
 absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the JSON.
-Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--quick]
+Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--threads 4]
+       [--worker-class gthread|sync] [--quick]
 """
 
 import argparse
@@ -103,6 +107,53 @@ async def client_loop(base: str, token: str, deadline: float, samples: dict[str,
             samples[path].append((time.perf_counter() - started) * 1000)
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _children(parent: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    pids.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return pids
+
+
+def _postgres_backends(url: str) -> list[int]:
+    """Server processes of the benchmark database (PostgreSQL on this machine), to count their CPU too."""
+    if not url.startswith("postgres"):
+        return []
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.replace("postgres://", "postgresql://"), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [name]
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def cpu_snapshot(server_pid: int, url: str) -> dict[str, float]:
+    workers = _children(server_pid)
+    return {
+        "server": sum(_cpu_seconds(pid) for pid in [server_pid, *workers]),
+        "database": sum(_cpu_seconds(pid) for pid in _postgres_backends(url)),
+        "client": time.process_time(),
+    }
+
+
 def percentile(values: list[float], q: float) -> float:
     return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 1) if len(values) > 1 else 0.0
 
@@ -112,6 +163,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=4, help="threads per gthread worker")
+    parser.add_argument(
+        "--worker-class",
+        default="sync",
+        help="sync (default: measured faster here) or gthread (keep-alive, threads; more CPU per request on 2 cores)",
+    )
     parser.add_argument("--quick", action="store_true", help="5 s, for a smoke run")
     args = parser.parse_args()
     seconds = 5 if args.quick else args.seconds
@@ -130,6 +187,9 @@ def main() -> None:
             "-w",
             str(args.workers),
             "--preload",
+            "--worker-class",
+            args.worker_class,
+            *(["--threads", str(args.threads)] if args.worker_class == "gthread" else []),
             "--log-level",
             "warning",
         ],
@@ -141,6 +201,7 @@ def main() -> None:
         _warm_up(f"http://127.0.0.1:{port}", tokens[0], args.workers)
         samples: dict[str, list[float]] = {path: [] for path in ENDPOINTS}
         errors: list[str] = []
+        cpu_before = cpu_snapshot(server.pid, url)
         deadline = time.perf_counter() + seconds
         started = time.perf_counter()
 
@@ -151,6 +212,7 @@ def main() -> None:
 
         asyncio.run(run())
         elapsed = time.perf_counter() - started
+        cpu_after = cpu_snapshot(server.pid, url)
     finally:
         server.terminate()
         server.wait(20)
@@ -168,6 +230,10 @@ def main() -> None:
             )
         )
     every = [v for values in samples.values() for v in values]
+    per_request = {
+        f"{part}_cpu_ms_per_request": round(1000 * (cpu_after[part] - cpu_before[part]) / max(len(every), 1), 2)
+        for part in cpu_before
+    }
     print(
         json.dumps(
             {
@@ -175,6 +241,8 @@ def main() -> None:
                 "database": vendor,
                 "clients": args.clients,
                 "gunicorn_workers": args.workers,
+                "worker_class": args.worker_class,
+                "threads": args.threads if args.worker_class == "gthread" else 1,
                 "seconds": round(elapsed, 1),
                 "requests": len(every),
                 "requests_per_s": round(len(every) / elapsed, 1),
@@ -183,6 +251,8 @@ def main() -> None:
                 "p99_ms": percentile(every, 99),
                 "errors": len(errors),
                 "error_examples": sorted(set(errors))[:5],
+                **per_request,
+                "load_average_1m": round(os.getloadavg()[0], 2),
                 "nproc": os.cpu_count(),
             }
         )

@@ -5,15 +5,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, F, FloatField, Func, Max, OuterRef, Q, Subquery, Sum
 
 from scheduling.engine.fairshare import entitlements
-from scheduling.engine.fragmentation import (
-    MAX_GPUS_PER_MEMBER,
-    fragmentation_report,
-    fragmented_gpus,
-    largest_placeable,
-)
+from scheduling.engine.fragmentation import fragmentation_report, largest_placeable
 from scheduling.engine.types import MILLI_PER_GPU, Entitlement, TeamSpec
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import (
@@ -427,79 +422,6 @@ def fragmentation_now() -> FragmentationNow:
     )
 
 
-def _placeable_sum(shapes: dict, counts: dict[tuple, int]) -> dict[int, int]:
-    """``largest_placeable`` of a fleet from each distinct node shape's own answer: gangs up to one host
-    (8 GPUs) are counted per node, so they add up; larger gangs are whole 8-GPU members, so they are the
-    fleet's 8-GPU slots divided by the members a gang needs (the engine's own rule)."""
-    totals: dict[int, int] = dict.fromkeys(GANG_SHAPES, 0)
-    for key, count in counts.items():
-        for size, placeable in shapes[key][2].items():
-            if size <= MAX_GPUS_PER_MEMBER:
-                totals[size] += placeable * count
-    for size in GANG_SHAPES:
-        if size > MAX_GPUS_PER_MEMBER:
-            totals[size] = totals[MAX_GPUS_PER_MEMBER] // (size // MAX_GPUS_PER_MEMBER)
-    return totals
-
-
-@dataclass(frozen=True)
-class FragmentationPoint:
-    at: datetime
-    free: float
-    fragmented: float
-    placeable: dict[int, int]
-
-
-def fragmentation_trend(since: datetime, until: datetime, points: int = 24) -> list[FragmentationPoint]:
-    """Fragmentation at ``points`` moments, rebuilt from where workloads ran (their recorded GPUs) on
-    today's topology: no per-round fragmentation is stored, so this replays placements instead."""
-    rows = _node_rows()
-    mix, _observed = observed_size_mix()
-    placements = (
-        Workload.objects.filter(started_at__lt=until, started_at__isnull=False)
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
-        .exclude(nodes=[])
-        .values_list("started_at", "finished_at", "nodes")
-    )
-    events: list[tuple[datetime, int, str, int]] = []
-    for started, finished, where in placements:
-        for member in where or ():
-            gpus = len(member.get("gpus", ())) if isinstance(member, dict) else 0
-            if gpus:
-                events.append((started, 1, member["node"], gpus))
-                if finished is not None:
-                    events.append((finished, 0, member["node"], gpus))
-    events.sort(key=lambda e: (e[0], e[1]))
-    step = (until - since) / max(points - 1, 1)
-    used: dict[str, int] = defaultdict(int)
-    trend, index = [], 0
-    # A node's fragmentation depends only on its size, model and GPUs in use, so the fleet at each moment
-    # is a multiset of a few distinct shapes: the engine scores each shape once.
-    shapes: dict[tuple, tuple[EngineNode, float, dict[int, int]]] = {}
-    schedulable = [row for row in rows if row[-1] not in _UNSCHEDULABLE]
-    for i in range(points):
-        moment = since + step * i
-        while index < len(events) and events[index][0] <= moment:
-            _at, starts, node, gpus = events[index]
-            used[node] += gpus if starts else -gpus
-            index += 1
-        counts: dict[tuple, int] = defaultdict(int)
-        fragmented = free = 0.0
-        for row in schedulable:
-            total = row[1]
-            busy = min(total, max(used.get(row[0], 0), 0))
-            key = (total, row[2], busy)
-            entry = shapes.get(key)
-            if entry is None:
-                shape = _engine_node(row, allocated=busy)
-                entry = shapes[key] = (shape, fragmented_gpus([shape], mix), largest_placeable([shape], GANG_SHAPES))
-            counts[key] += 1
-            fragmented += entry[1]
-            free += total - busy
-        trend.append(FragmentationPoint(moment, free, fragmented, _placeable_sum(shapes, counts)))
-    return trend
-
-
 # --- utilisation ----------------------------------------------------------------------------------
 
 
@@ -603,17 +525,39 @@ def _size_bucket(gpus: int) -> int:
     return GANG_SHAPES[-1] * 2
 
 
+class SecondsBetween(Func):
+    """``end - start`` in seconds, computed by the database itself. Django's own datetime subtraction on
+    SQLite calls back into Python for every row (a month of jobs: most of the utilisation page's time)."""
+
+    arg_joiner = " - "
+    # EXTRACT returns numeric since PostgreSQL 14: cast, or every row arrives as a Python Decimal.
+    template = "CAST(EXTRACT(EPOCH FROM (%(expressions)s)) AS double precision)"
+    output_field = FloatField()
+
+    def __init__(self, start: str, end: str) -> None:
+        super().__init__(F(end), F(start))
+
+    @property
+    def convert_value(self):
+        # Both databases already return a float (double precision / REAL): skip Django's float() per row.
+        return self._convert_value_noop
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(
+            compiler, connection, template="((julianday(%(expressions)s)) * 86400.0)", arg_joiner=") - julianday("
+        )
+
+
 def queue_waits(since: datetime, until: datetime) -> list[WaitStats]:
     """Queue wait (start minus submit) p50/p90/p99 per request size, for work that started in the window."""
-    # The database subtracts the timestamps (natively on PostgreSQL; SQLite runs Django's Python function).
     rows = (
         Workload.objects.filter(started_at__gte=since, started_at__lt=until)
-        .annotate(wait=ExpressionWrapper(F("started_at") - F("submitted_at"), output_field=DurationField()))
+        .annotate(wait=SecondsBetween("submitted_at", "started_at"))
         .values_list("gang_size", "gpus_per_member", "wait")
     )
     waits: dict[int, list[float]] = defaultdict(list)
     for gang, per_member, wait in rows:
-        waits[_size_bucket(gang * per_member)].append(max(wait.total_seconds(), 0.0))
+        waits[_size_bucket(gang * per_member)].append(max(wait or 0.0, 0.0))
     stats = []
     for bucket in sorted(waits):
         values = sorted(waits[bucket])

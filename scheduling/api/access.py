@@ -1,6 +1,6 @@
 """Which teams a user may see: admins all; others their teams and everything below them."""
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from scheduling.models import Membership, Team
 
@@ -11,10 +11,14 @@ def visible_team_ids(user) -> set[int] | None:
         return None
     if not user.is_authenticated:
         return set()
+    # One query: the tree with a flag on the teams the user belongs to (each API request pays for it).
+    member = Membership.objects.filter(user=user, team=OuterRef("pk"))
     children: dict[int | None, list[int]] = {}
-    for team_id, parent_id in Team.objects.values_list("pk", "parent_id"):
+    frontier: list[int] = []
+    for team_id, parent_id, is_member in Team.objects.values_list("pk", "parent_id", Exists(member)):
         children.setdefault(parent_id, []).append(team_id)
-    frontier = list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+        if is_member:
+            frontier.append(team_id)
     seen: set[int] = set()
     while frontier:
         team_id = frontier.pop()

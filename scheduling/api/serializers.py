@@ -2,6 +2,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
+from scheduling.api.fastpath import FastReadMixin, RelatedName
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -30,7 +31,11 @@ class NulSafeSlugRelatedField(serializers.SlugRelatedField):
 SLUG = NulSafeSlugRelatedField
 
 
-class TeamSerializer(serializers.ModelSerializer):
+class ModelSerializer(FastReadMixin, serializers.ModelSerializer):
+    """DRF's ModelSerializer with the same output, read through ``fastpath`` (list pages are the load)."""
+
+
+class TeamSerializer(ModelSerializer):
     parent = SLUG(slug_field="slug", read_only=True)
 
     class Meta:
@@ -38,7 +43,7 @@ class TeamSerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name", "parent", "description"]
 
 
-class QueueSerializer(serializers.ModelSerializer):
+class QueueSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     weight = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=Decimal(0), max_value=Decimal(100))
     reason = serializers.CharField(write_only=True, help_text="Why: recorded with your name in the history.")
@@ -59,7 +64,7 @@ class QueueHistorySerializer(serializers.Serializer):
     burst_limit = serializers.IntegerField()
 
 
-class OrchestratorSerializer(serializers.ModelSerializer):
+class OrchestratorSerializer(ModelSerializer):
     credentials_ref = serializers.CharField(
         write_only=True, required=False, allow_blank=True, help_text="env:NAME or file:/path; never returned"
     )
@@ -93,8 +98,8 @@ class OrchestratorSerializer(serializers.ModelSerializer):
         return value
 
 
-class NodeSerializer(serializers.ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
+class NodeSerializer(ModelSerializer):
+    orchestrator = RelatedName("name")
 
     class Meta:
         model = Node
@@ -117,9 +122,9 @@ class NodeSerializer(serializers.ModelSerializer):
         ]
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
-    team = SLUG(slug_field="slug", read_only=True)
+class WorkloadSerializer(ModelSerializer):
+    orchestrator = RelatedName("name")
+    team = RelatedName("slug", allow_null=True)
     gpus = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -145,11 +150,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
         ]
 
 
-class QuotaRequestSerializer(serializers.ModelSerializer):
+class QuotaRequestSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     orchestrator = SLUG(slug_field="name", queryset=Orchestrator.objects.all(), required=False, allow_null=True)
-    requester = serializers.CharField(source="requester.username", read_only=True)
-    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None)
+    requester = RelatedName("username")
+    decided_by = RelatedName("username", allow_null=True)
     gpus = serializers.IntegerField(min_value=1, max_value=1_000_000)
 
     class Meta:
@@ -182,7 +187,7 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000)
 
 
-class QuotaGrantSerializer(serializers.ModelSerializer):
+class QuotaGrantSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", read_only=True)
     orchestrator = SLUG(slug_field="name", read_only=True)
 
@@ -191,9 +196,9 @@ class QuotaGrantSerializer(serializers.ModelSerializer):
         fields = ["id", "request", "team", "gpus", "gpu_model", "orchestrator", "starts_at", "ends_at", "state"]
 
 
-class UsageSampleSerializer(serializers.ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
-    team = SLUG(slug_field="slug", read_only=True)
+class UsageSampleSerializer(ModelSerializer):
+    orchestrator = RelatedName("name")
+    team = RelatedName("slug", allow_null=True)
 
     class Meta:
         model = UsageSample
@@ -209,9 +214,9 @@ class UsageSampleSerializer(serializers.ModelSerializer):
         ]
 
 
-class UsageRollupSerializer(serializers.ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
-    team = SLUG(slug_field="slug", read_only=True)
+class UsageRollupSerializer(ModelSerializer):
+    orchestrator = RelatedName("name")
+    team = RelatedName("slug", allow_null=True)
 
     class Meta:
         model = UsageRollup
@@ -228,8 +233,8 @@ class UsageRollupSerializer(serializers.ModelSerializer):
         ]
 
 
-class CollectorRunSerializer(serializers.ModelSerializer):
-    orchestrator = SLUG(slug_field="name", read_only=True)
+class CollectorRunSerializer(ModelSerializer):
+    orchestrator = RelatedName("name")
 
     class Meta:
         model = CollectorRun
@@ -249,7 +254,7 @@ class CollectorRunSerializer(serializers.ModelSerializer):
         ]
 
 
-class NodeMoveSerializer(serializers.ModelSerializer):
+class NodeMoveSerializer(ModelSerializer):
     node = SLUG(slug_field="name", read_only=True)
     source = SLUG(slug_field="name", read_only=True)
     target = SLUG(slug_field="name", read_only=True)
@@ -259,7 +264,7 @@ class NodeMoveSerializer(serializers.ModelSerializer):
         fields = ["node", "source", "target", "drain_cost_gpu_s", "reason", "state"]
 
 
-class RebalancePlanSerializer(serializers.ModelSerializer):
+class RebalancePlanSerializer(ModelSerializer):
     moves = NodeMoveSerializer(many=True, read_only=True)
 
     class Meta:

@@ -31,7 +31,12 @@ from scheduling.services.audit import stamp_author
 
 from . import filters, serializers
 from .access import only_visible, pools_or_visible
+from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
+from .fastpath import related_names
 from .permissions import ReadOrAdminWrite
+
+# Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
+ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
 
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet):
@@ -114,7 +119,7 @@ class OrchestratorViewSet(viewsets.ModelViewSet):
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = Node.objects.select_related("orchestrator")
+    queryset = Node.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.NodeSerializer
     filterset_class = filters.NodeFilter
 
@@ -125,7 +130,9 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.WorkloadFilter
 
     def get_queryset(self):
-        return only_visible(Workload.objects.select_related("orchestrator", "team"), self.request.user)
+        return only_visible(
+            Workload.objects.annotate(**related_names(orchestrator="name", team="slug")), self.request.user
+        )
 
 
 class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -136,7 +143,11 @@ class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet
     filterset_class = filters.QuotaRequestFilter
 
     def get_queryset(self):
-        queryset = QuotaRequest.objects.select_related("team", "requester", "decided_by", "orchestrator")
+        queryset = (
+            QuotaRequest.objects.select_related("team", "orchestrator")
+            .defer(*ORCHESTRATOR_JSON)
+            .annotate(**related_names(requester="username", decided_by="username"))
+        )
         return only_visible(queryset, self.request.user)
 
     def perform_create(self, serializer):
@@ -178,7 +189,9 @@ class QuotaGrantViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["state"]
 
     def get_queryset(self):
-        return only_visible(QuotaGrant.objects.select_related("team", "orchestrator"), self.request.user)
+        return only_visible(
+            QuotaGrant.objects.select_related("team", "orchestrator").defer(*ORCHESTRATOR_JSON), self.request.user
+        )
 
     @extend_schema(request=serializers.ReasonSerializer, responses=serializers.QuotaGrantSerializer)
     @action(detail=True, methods=["post"])
@@ -197,7 +210,7 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.UsageSampleFilter
 
     def get_queryset(self):
-        rows = UsageSample.objects.select_related("orchestrator", "team").order_by("-taken_at")
+        rows = UsageSample.objects.annotate(**related_names(orchestrator="name", team="slug")).order_by("-taken_at")
         return pools_or_visible(rows, self.request.user)
 
 
@@ -209,12 +222,13 @@ class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.UsageRollupFilter
 
     def get_queryset(self):
-        rows = UsageRollup.objects.select_related("orchestrator", "team").order_by("-period_start")
+        rows = UsageRollup.objects.annotate(**related_names(orchestrator="name", team="slug"))
+        rows = rows.order_by("-period_start")
         return pools_or_visible(rows, self.request.user)
 
 
 class CollectorRunViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = CollectorRun.objects.select_related("orchestrator")
+    queryset = CollectorRun.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.CollectorRunSerializer
     filterset_class = filters.CollectorRunFilter
 
@@ -286,11 +300,14 @@ class TokenCreateView(knox_views.LoginView):
 
     @extend_schema(request=None, responses=serializers.TokenSerializer)
     def post(self, request, format=None):
+        purge_expired_tokens(request.user)  # the per-request check reads only the presented token
         return super().post(request, format=format)
 
 
 class TokenLogoutView(knox_views.LogoutView):
     """Revoke the token this request was made with."""
+
+    authentication_classes = [SingleQueryTokenAuthentication]
 
     @extend_schema(request=None, responses={204: None})
     def post(self, request, format=None):
@@ -299,6 +316,8 @@ class TokenLogoutView(knox_views.LogoutView):
 
 class TokenLogoutAllView(knox_views.LogoutAllView):
     """Revoke every token of the calling user."""
+
+    authentication_classes = [SingleQueryTokenAuthentication]
 
     @extend_schema(request=None, responses={204: None})
     def post(self, request, format=None):

@@ -1,4 +1,5 @@
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
+from .fragmentation import FragmentationSample
 from .metrics import UsageRollup, UsageSample
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
@@ -10,6 +11,7 @@ __all__ = [
     "CapacityLock",
     "CapacityReport",
     "CollectorRun",
+    "FragmentationSample",
     "Membership",
     "Node",
     "NodeMove",

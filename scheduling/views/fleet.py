@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from scheduling import charts, selectors
+from scheduling import charts, selectors, selectors_fragmentation
 
 from .common import time_range
 
@@ -19,7 +19,7 @@ WAIT_MAX_SPAN = timedelta(days=31)
 def fragmentation(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h", allowed=TREND_RANGES)
     now = selectors.fragmentation_now()
-    trend = selectors.fragmentation_trend(window.since, window.until, points=24)
+    trend = selectors_fragmentation.fragmentation_trend(window.since, window.until, points=24)
     by_model: dict[str, list[int]] = {}
     for cell in now.nodes:
         free_total = by_model.setdefault(cell.gpu_model or "unknown", [0, 0])

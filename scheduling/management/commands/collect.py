@@ -3,7 +3,7 @@ from json import dumps
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduling.models import Orchestrator
-from scheduling.services import collection, demo
+from scheduling.services import collection, demo, fragmentation
 
 
 class Command(BaseCommand):
@@ -24,6 +24,7 @@ class Command(BaseCommand):
             demo.run_demo_round()
         for orchestrator in orchestrators.exclude(endpoint__startswith=demo.DEMO_PREFIX):
             collection.scrape(orchestrator.pk)
+        fragmentation.record_fragmentation_sample()
         for row in (_summary(o) for o in orchestrators.order_by("name")):
             self.stdout.write(dumps(row) if json else _line(row))
 

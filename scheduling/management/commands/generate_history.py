@@ -31,6 +31,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.services.fragmentation import backfill_fragmentation
 
 PREFIX = "gen-"
 ORCHESTRATORS = (("slurm", "slurm", 0.6), ("k8s", "kubernetes", 0.25), ("ray", "ray", 0.15))
@@ -105,6 +106,7 @@ class Command(BaseCommand):
             placement = self._leaf_orchestrators(leaves, orchestrators)
             self._series(orchestrators, nodes, placement, opts)
             self._workloads(orchestrators, nodes, placement, opts)
+            self._fragmentation(opts)
             self._runs_and_plans(orchestrators, nodes)
             self._quota(teams, leaves)
         self.stdout.write(
@@ -345,7 +347,6 @@ class Command(BaseCommand):
             if finished > keep_nodes:
                 for host in self.rng.sample(by_orch[orch.pk], k=min(members, len(by_orch[orch.pk]))):
                     where.append({"node": host.name, "gpus": list(range(per_member))})
-            running = finished > self.now
             rows.append(
                 Workload(
                     orchestrator=orch,
@@ -358,7 +359,9 @@ class Command(BaseCommand):
                     gpus_per_member=per_member,
                     submitted_at=submitted,
                     started_at=started,
-                    finished_at=None if running else finished,
+                    # Work still running at generation time is the live fleet's (_running_now); history
+                    # ends here, so replayed placements agree with the nodes' counters.
+                    finished_at=min(finished, self.now),
                     duration_estimate_s=int(duration),
                     state=Workload.State.COMPLETED,
                     nodes=where,
@@ -437,6 +440,12 @@ class Command(BaseCommand):
             pending_reason=reason,
             duration_estimate_s=4 * 3600,
         )
+
+    def _fragmentation(self, opts) -> None:
+        """Fragmentation samples (what each round would have stored) for the span where jobs kept their
+        nodes, replayed from those placements; older history has no placements to replay."""
+        span = timedelta(days=min(opts["placements_days"], opts["days"]))
+        backfill_fragmentation(self.now - span, self.now, timedelta(seconds=max(opts["sample_step"], 300)))
 
     # --- scrapes, plans, quota ---------------------------------------------------------------------
 
