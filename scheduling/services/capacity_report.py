@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
-from scheduling import selectors, selectors_busy
+from scheduling import selectors, selectors_busy, selectors_fragmentation
 from scheduling import selectors_report as reads
 from scheduling.engine.calendar import bounds_at
 from scheduling.services.pool_policies import rule_of
@@ -434,7 +434,7 @@ class Fragmentation:
 
 
 def fragmentation_section(window: Window, done: dict) -> Fragmentation:
-    trend = selectors.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
+    trend = selectors_fragmentation.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
     points = [
         FragmentationSample(
             p.at.isoformat(),

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0003_prometheus_source_workload_utilisation'),
+        ('scheduling', '0007_collectors'),
     ]
 
     operations = [
