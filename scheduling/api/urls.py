@@ -3,8 +3,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.routers import DefaultRouter
 
 from . import views
-from .reports import CapacityReportViewSet, ReportSubscriptionView
 from .planning import WhatIfViewSet
+from .reports import CapacityReportViewSet, ReportSubscriptionView
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
