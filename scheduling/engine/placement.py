@@ -200,6 +200,27 @@ class ClusterState:
             return False
         return self._host_fits(i, shape or Shape.of(request))
 
+    def could_fit(self, request: Request) -> bool:
+        """False when ``place`` would certainly reject ``request`` now, judged by GPU counts alone (O(1) in
+        the fleet size): it is malformed, needs more wholly free GPUs than the fleet has, or more members
+        than the nodes of its models have room for by whole GPUs. True means "ask ``place``"."""
+        if invalid_request(request):
+            return False
+        if request.gpu_milli:
+            return True
+        if request.gpus > sum(self._whole_by_model):
+            return False
+        if request.members == 1:
+            return True  # place() answers a single member from its buckets anyway
+        need = request.gpus_per_member
+        slots = 0
+        for model in self._allowed_models(request):
+            for whole in range(need, self._max_gpus + 1):
+                slots += self._buckets.count((model, whole)) * (whole // need)
+                if slots >= request.members:
+                    return True
+        return False
+
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
         self._fgd.mix.observe(request)
@@ -641,6 +662,36 @@ class ClusterState:
                 raise ValueError(f"{static.name}: releasing more memory than the node has")
         self._apply(gpu_need, host_need, sign=1)
 
+    def release_all(self, pairs: Sequence[tuple[Placement, Request]]) -> None:
+        """Release several committed placements at once (the same end state as releasing them one by one,
+        each node re-indexed once); ValueError and no change if any of them was not committed."""
+        gpu_need: dict[tuple[int, int], int] = {}
+        host_need: dict[int, tuple[int, int]] = {}
+        for placement, request in pairs:
+            gpus, host = self._demand(placement, request)
+            for key, milli in gpus.items():
+                gpu_need[key] = gpu_need.get(key, 0) + milli
+            for node, (cpu, memory) in host.items():
+                had_cpu, had_memory = host_need.get(node, (0, 0))
+                host_need[node] = (had_cpu + cpu, had_memory + memory)
+        for (node, gpu), milli in gpu_need.items():
+            if self._free[node][gpu] + milli > MILLI_PER_GPU:
+                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to these placements")
+        for node, (cpu, memory) in host_need.items():
+            static = self._static[node]
+            if static.cpu_milli_total and self._cpu_free[node] + cpu > static.cpu_milli_total:
+                raise ValueError(f"{static.name}: releasing more CPU than the node has")
+            if static.memory_mib_total and self._mem_free[node] + memory > static.memory_mib_total:
+                raise ValueError(f"{static.name}: releasing more memory than the node has")
+        self._apply(gpu_need, host_need, sign=1)
+
+    def release_counter(self, request: Request) -> ReleaseCounter | None:
+        """A counter that answers ``could_fit(request)`` as placements are released, without releasing them
+        (None when GPU counts cannot decide: shares and malformed requests)."""
+        if request.gpu_milli or invalid_request(request):
+            return None
+        return ReleaseCounter(self, request)
+
     def _demand(
         self, placement: Placement, request: Request
     ) -> tuple[dict[tuple[int, int], int], dict[int, tuple[int, int]]]:
@@ -678,6 +729,48 @@ class ClusterState:
         for node, previous in touched.items():
             self._whole[node] = sum(1 for milli in self._free[node] if milli >= MILLI_PER_GPU)
             self._reindex(node, previous)
+
+
+class ReleaseCounter:
+    """Whole-GPU counts of a ``ClusterState`` as committed placements are released on paper.
+
+    ``release`` returns what ``state.could_fit(request)`` would answer had every placement counted so far
+    been released: the state itself is not touched, so a caller walking ending work (backfill's
+    reservation search) releases for real only once the counts say the request may fit.
+    """
+
+    __slots__ = ("_free", "_gpus", "_members", "_need", "_slots", "_state", "_total", "_wanted")
+
+    def __init__(self, state: ClusterState, request: Request) -> None:
+        self._state = state
+        self._need = request.gpus_per_member
+        self._members = request.members
+        self._gpus = request.gpus
+        self._wanted = set(state._allowed_models(request))
+        self._free: dict[int, list[int]] = {}
+        self._total = sum(state._whole_by_model)
+        self._slots = sum(state._buckets.count((model, whole)) * (whole // self._need)
+                          for model in self._wanted for whole in range(self._need, state._max_gpus + 1))
+
+    def fits(self) -> bool:
+        return self._total >= self._gpus and self._slots >= self._members
+
+    def release(self, placement: Placement) -> bool:
+        state = self._state
+        for assignment in placement.assignments:
+            node = state._index[assignment.node]
+            free = self._free.get(node)
+            if free is None:
+                free = self._free[node] = list(state._free[node])
+            before = sum(1 for milli in free if milli >= MILLI_PER_GPU)
+            for gpu in assignment.gpu_indices:
+                free[gpu] = min(MILLI_PER_GPU, free[gpu] + assignment.gpu_milli)
+            after = sum(1 for milli in free if milli >= MILLI_PER_GPU)
+            if after != before and state._static[node].schedulable:
+                self._total += after - before
+                if state._model_of[node] in self._wanted:
+                    self._slots += after // self._need - before // self._need
+        return self.fits()
 
 
 def _fewest_covering(capacity: dict[str, int], members: int) -> list[str]:
