@@ -28,6 +28,7 @@ Gangs look only at nodes in buckets with enough free GPUs.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,21 @@ from dataclasses import dataclass, replace
 from scheduling.engine._buckets import LazyBuckets
 from scheduling.engine._fgd import FgdScorer, Signature, take
 from scheduling.engine._topology import LEVELS, level_rank, topology_keys
+from scheduling.engine.kube_score import (
+    GANG_FALLBACK,
+    KUBE_POLICIES,
+    FragmentModel,
+    NodeView,
+    TypicalPod,
+    best_fit_leftover,
+    best_fit_score,
+    fgd_choice,
+    fullest_fitting,
+    member_fits,
+    pick_gpu,
+    pod_spec,
+    typical_pods_from_mix,
+)
 from scheduling.engine.sizemix import SizeMixTracker, member_milli
 from scheduling.engine.types import (
     MILLI_PER_GPU,
@@ -47,7 +63,7 @@ from scheduling.engine.types import (
     TopologyLevel,
 )
 
-POLICIES = ("first-fit", "best-fit", "fgd", "random")
+POLICIES = ("first-fit", "best-fit", "fgd", "random", *KUBE_POLICIES)
 FAST_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
 
 _Accept = Callable[[int], bool]
@@ -90,8 +106,13 @@ def invalid_request(request: Request) -> str:
 class ClusterState:
     """Mutable, indexed free capacity of a fleet. Decide with ``place``, then ``commit`` / ``release``."""
 
-    def __init__(self, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> None:
+    def __init__(
+        self, nodes: Iterable[Node], size_mix: SizeMix | None = None, *,
+        typical_pods: Sequence[TypicalPod] | None = None,
+    ) -> None:
         self._static: tuple[Node, ...] = tuple(nodes)
+        self._typical = tuple(typical_pods) if typical_pods is not None else None
+        self._kube: _KubeClasses | None = None
         self._index = {node.name: i for i, node in enumerate(self._static)}
         if len(self._index) != len(self._static):
             raise ValueError("node names must be unique")
@@ -115,8 +136,11 @@ class ClusterState:
             self._reindex(i, previous_whole=0)
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> ClusterState:
-        return cls(nodes, size_mix)
+    def from_nodes(
+        cls, nodes: Iterable[Node], size_mix: SizeMix | None = None, *,
+        typical_pods: Sequence[TypicalPod] | None = None,
+    ) -> ClusterState:
+        return cls(nodes, size_mix, typical_pods=typical_pods)
 
     @staticmethod
     def _initial_free(node: Node) -> list[int]:
@@ -129,8 +153,9 @@ class ClusterState:
         """An independent state to try decisions on (what-if, backfill shadows, preemption trials)."""
         clone = object.__new__(ClusterState)
         for name in ("_static", "_index", "_models", "_model_ids", "_model_of", "_topology",
-                     "_nvlink_is_node", "_max_gpus"):
+                     "_nvlink_is_node", "_max_gpus", "_typical"):
             setattr(clone, name, getattr(self, name))
+        clone._kube = None  # rebuilt on first use (the k8s-* policies are not used on copies in hot loops)
         clone._free = [list(free) for free in self._free]
         clone._whole = list(self._whole)
         clone._cpu_free = list(self._cpu_free)
@@ -253,6 +278,11 @@ class ClusterState:
         """Decide where ``request`` would go now; nothing is reserved until ``commit``."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+        if policy in KUBE_POLICIES:
+            if request.members != 1:
+                return self.place(request, GANG_FALLBACK[policy], seed=seed)  # kube-scheduler has no gangs
+            if not request.gpus_per_member and not request.gpu_milli and request.cpu_milli >= 0 and request.memory_mib >= 0:
+                return self._place_kube(request, policy, seed)  # a CPU-only pod: these policies place it too
         problem = invalid_request(request)
         if problem:
             return Rejection(request.id, "invalid", problem)
@@ -260,6 +290,8 @@ class ClusterState:
         if not allowed:
             return self._reject(request, Shape.of(request), allowed)
         shape = Shape.of(request)
+        if policy in KUBE_POLICIES:
+            return self._place_kube(request, policy, seed)
         if request.members == 1 and policy in FAST_POLICIES:
             if shape.fractional:
                 return self._place_single_shared(request, shape, allowed, policy)
@@ -340,6 +372,74 @@ class ClusterState:
                              TopologyLevel.NVLINK_DOMAIN, score / MILLI_PER_GPU if policy == "fgd" else score,
                              (reason,))
         return self._reject(request, shape, allowed)
+
+    # ----------------------------------------------------------------------------- k8s-* and fgd-cpu
+    def _kube_classes(self) -> _KubeClasses:
+        if self._kube is None:
+            typical = self._typical if self._typical is not None else typical_pods_from_mix(self._fgd.mix.normalised)
+            self._kube = _KubeClasses(FragmentModel(typical))
+            for i in range(len(self._static)):
+                self._kube.move(i, self._class_key(i))
+        return self._kube
+
+    def _class_key(self, i: int) -> NodeView | None:
+        node = self._static[i]
+        if not node.schedulable:
+            return None
+        return NodeView(node.gpu_model, tuple(sorted(self._free[i])),
+                        self._cpu_free[i] if node.cpu_milli_total else math.inf,
+                        self._mem_free[i] if node.memory_mib_total else math.inf)
+
+    def _place_kube(self, request: Request, policy: str, seed: int) -> Placement | Rejection:
+        """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties are drawn
+        at random among nodes (k8s-*) or go to the tightest node, then the lowest index (fgd-cpu)."""
+        kube = self._kube_classes()
+        spec = pod_spec(request)
+        best: float | None = None
+        tied: list[NodeView] = []
+        for view in kube.views():
+            if not member_fits(view, spec, request.memory_mib):
+                continue
+            score = kube.score(view, spec, policy)
+            if best is None or score > best:
+                best, tied = score, [view]
+            elif score == best:
+                tied.append(view)
+        if not tied:
+            if not spec[2]:
+                return Rejection(request.id, "cpu", "no schedulable node has the CPU and memory this CPU-only pod "
+                                 "asks for")
+            return self._reject(request, Shape.of(request), self._allowed_models(request))
+        rng = random.Random(f"{seed}:{request.id}")
+        if policy == "fgd-cpu":
+            view = min(tied, key=lambda v: (best_fit_leftover(v, spec), kube.first(v)))
+            node = kube.first(view)
+        else:
+            node = kube.draw(tied, rng)
+        return self._kube_placement(request, spec, node, policy, float(best or 0.0), rng)
+
+    def _kube_placement(
+        self, request: Request, spec: tuple[int, int, int, frozenset[str]], node: int, policy: str,
+        score: float, rng: random.Random,
+    ) -> Placement:
+        _cpu, milli, gpus, _models = spec
+        free = self._free[node]
+        name = self._static[node].name
+        if not gpus:
+            assignment = MemberAssignment(0, name, (), 0)
+        elif milli < MILLI_PER_GPU:
+            if policy in ("k8s-fgd", "fgd-cpu"):
+                view = self._class_key(node)
+                assert view is not None
+                value = fgd_choice(view, spec, self._kube_classes().fragments, exact=policy == "fgd-cpu")[1]
+            else:
+                value = fullest_fitting(free, milli)
+            assignment = MemberAssignment(0, name, (pick_gpu(free, milli, policy, value, rng),), milli)
+        else:
+            indices = tuple(g for g, left in enumerate(free) if left >= MILLI_PER_GPU)[:gpus]
+            assignment = MemberAssignment(0, name, indices, MILLI_PER_GPU)
+        reason = f"{policy}: {name} scores {score:g}" + ("" if policy == "fgd-cpu" else " (ties drawn at random)")
+        return Placement(request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
     def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
         return any(self._buckets.count((model, whole))
@@ -729,6 +829,64 @@ class ClusterState:
         for node, previous in touched.items():
             self._whole[node] = sum(1 for milli in self._free[node] if milli >= MILLI_PER_GPU)
             self._reindex(node, previous)
+        if self._kube is not None:
+            for node in touched.keys() | host_need.keys():
+                self._kube.move(node, self._class_key(node))
+
+
+class _KubeClasses:
+    """Schedulable nodes grouped by identical state (``NodeView``), with scores cached per (state, pod)."""
+
+    __slots__ = ("_members", "_scores", "_view_of", "fragments")
+
+    def __init__(self, fragments: FragmentModel) -> None:
+        self.fragments = fragments
+        self._members: dict[NodeView, set[int]] = {}
+        self._view_of: dict[int, NodeView] = {}
+        self._scores: dict[tuple[NodeView, tuple[int, int, int, frozenset[str]], str], float] = {}
+
+    def move(self, node: int, view: NodeView | None) -> None:
+        old = self._view_of.pop(node, None)
+        if old is not None:
+            members = self._members[old]
+            members.discard(node)
+            if not members:
+                del self._members[old]
+        if view is not None:
+            self._view_of[node] = view
+            self._members.setdefault(view, set()).add(node)
+        if len(self._scores) > 500_000:
+            self._scores.clear()
+
+    def views(self) -> Iterable[NodeView]:
+        return self._members.keys()
+
+    def first(self, view: NodeView) -> int:
+        return min(self._members[view])
+
+    def draw(self, views: Sequence[NodeView], rng: random.Random) -> int:
+        """A node drawn uniformly among all nodes of ``views`` (kube-scheduler's random tie-break)."""
+        total = sum(len(self._members[view]) for view in views)
+        pick = rng.randrange(total)
+        for view in views:
+            members = self._members[view]
+            if pick < len(members):
+                return sorted(members)[pick]
+            pick -= len(members)
+        raise AssertionError("unreachable: pick < total")
+
+    def score(self, view: NodeView, spec: tuple[int, int, int, frozenset[str]], policy: str) -> float:
+        key = (view, spec, policy)
+        cached = self._scores.get(key)
+        if cached is None:
+            if policy == "k8s-random":
+                cached = 0.0
+            elif policy == "k8s-best-fit":
+                cached = float(best_fit_score(view, spec))
+            else:
+                cached = fgd_choice(view, spec, self.fragments, exact=policy == "fgd-cpu")[0]
+            self._scores[key] = cached
+        return cached
 
 
 class ReleaseCounter:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduling.engine.fragmentation import expected_fragment_milli
+from scheduling.engine.kube_score import KUBE_POLICIES, typical_pods
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.sizemix import member_milli, normalised_mix, size_mix_of
 from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Rejection, Request, SizeMix
@@ -114,7 +115,9 @@ def run_packing(
     started = time.perf_counter()
     capacity_milli = sum(node.gpu_total for node in nodes) * MILLI_PER_GPU
     mix = size_mix_of(pods)  # FGD's "typical pods": the workload's own size distribution
-    state = ClusterState.from_nodes(nodes, size_mix=mix)
+    # ... and for the k8s-*/fgd-cpu policies the workload's own (CPU, GPU) specs, as the FGD artifact has them
+    typical = typical_pods(pods) if policy in KUBE_POLICIES else None
+    state = ClusterState.from_nodes(nodes, size_mix=mix, typical_pods=typical)
     fragments = FragmentTracker(state, mix)
     refused = RefusalMemory()
     mirror = FleetMirror(state)
@@ -179,7 +182,7 @@ class _Decider:
 
     def __call__(self, pod: Request, index: int) -> Placement | Rejection:
         run_seed = self.seed * 1_000_003 + index
-        if pod.gpus == 0:
+        if pod.gpus == 0 and self.policy not in KUBE_POLICIES:  # k8s-* and fgd-cpu place CPU-only pods themselves
             return self.cpu_only.place(pod, self.policy, seed=run_seed)
         if self.random is None:
             return self.state.place(pod, self.policy, seed=run_seed)
