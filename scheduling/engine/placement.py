@@ -281,7 +281,8 @@ class ClusterState:
         if policy in KUBE_POLICIES:
             if request.members != 1:
                 return self.place(request, GANG_FALLBACK[policy], seed=seed)  # kube-scheduler has no gangs
-            if not request.gpus_per_member and not request.gpu_milli and request.cpu_milli >= 0 and request.memory_mib >= 0:
+            cpu_only = not request.gpus_per_member and not request.gpu_milli
+            if cpu_only and request.cpu_milli >= 0 and request.memory_mib >= 0:
                 return self._place_kube(request, policy, seed)  # a CPU-only pod: these policies place it too
         problem = invalid_request(request)
         if problem:
@@ -392,7 +393,7 @@ class ClusterState:
 
     def _place_kube(self, request: Request, policy: str, seed: int) -> Placement | Rejection:
         """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties are drawn
-        at random among nodes (k8s-*) or go to the tightest node, then the lowest index (fgd-cpu)."""
+        at random among nodes (k8s-*) or go to the tightest node by CPU and GPU, then the lowest index (fgd-cpu)."""
         kube = self._kube_classes()
         spec = pod_spec(request)
         best: float | None = None
@@ -431,7 +432,7 @@ class ClusterState:
             if policy in ("k8s-fgd", "fgd-cpu"):
                 view = self._class_key(node)
                 assert view is not None
-                value = fgd_choice(view, spec, self._kube_classes().fragments, exact=policy == "fgd-cpu")[1]
+                value = fgd_choice(view, spec, self._kube_classes().fragments)[1]
             else:
                 value = fullest_fitting(free, milli)
             assignment = MemberAssignment(0, name, (pick_gpu(free, milli, policy, value, rng),), milli)
@@ -884,7 +885,7 @@ class _KubeClasses:
             elif policy == "k8s-best-fit":
                 cached = float(best_fit_score(view, spec))
             else:
-                cached = fgd_choice(view, spec, self.fragments, exact=policy == "fgd-cpu")[0]
+                cached = fgd_choice(view, spec, self.fragments)[0]
             self._scores[key] = cached
         return cached
 

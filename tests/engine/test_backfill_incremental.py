@@ -26,8 +26,9 @@ def situations(draw: st.DrawFn) -> tuple[ClusterState, list[RunningWorkload], li
     running: list[RunningWorkload] = []
     for i in range(draw(st.integers(0, 14))):
         shared = draw(st.integers(0, 4)) == 0
-        request = Request(f"run{i}", members=draw(st.integers(1, 2)), gpus_per_member=0 if shared else
-                          draw(st.sampled_from((1, 2, 4))), gpu_milli=draw(st.sampled_from((250, 500))) if shared else 0)
+        whole = 0 if shared else draw(st.sampled_from((1, 2, 4)))
+        milli = draw(st.sampled_from((250, 500))) if shared else 0
+        request = Request(f"run{i}", members=draw(st.integers(1, 2)), gpus_per_member=whole, gpu_milli=milli)
         placement = state.place(request, "first-fit")
         if isinstance(placement, Placement):
             state.commit(placement, request)
