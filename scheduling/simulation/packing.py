@@ -1,8 +1,8 @@
 """Packing mode: the FGD (ATC'23) static-packing protocol, every placement decided by the engine.
 
 Protocol (``../shared/traces/README.md`` section 1 and the FGD artifact): start from the empty node
-list; inflate the pod list by sampling pods until the total GPU request reaches ``tune`` (1.3) times
-the fleet's GPU capacity; shuffle with the seed; submit pods one by one, never deleting any; a pod
+list; shuffle the pod list with the seed, then append randomly drawn copies until the total GPU request
+reaches ``tune`` (1.3) times the fleet's GPU capacity; submit pods one by one, never deleting any; a pod
 that does not fit is dropped (not retried). After every arrival record the GPU allocation ratio
 (allocated milli-GPUs / capacity). Column ``k`` of the result averages the allocation over the
 arrivals whose arrived GPU request, in % of capacity, rounds to ``k`` (this reproduces the published
@@ -70,14 +70,17 @@ class PackingResult:
 def inflate_and_shuffle(
     pods: Sequence[Request], capacity_milli: int, *, seed: int, tune: float = FGD_TUNE
 ) -> list[Request]:
-    """The pod list grown by random copies until its GPU request reaches ``tune`` × capacity, shuffled.
+    """The pod list shuffled, then grown by random copies until its GPU request reaches ``tune`` × capacity.
 
-    Like the FGD artifact, copies are appended while they do not overshoot the target; lists already
-    above the target are trimmed by removing random pods. Copies get unique ids (``<id>-tuned-<n>``).
+    The FGD artifact's order (``SortClusterPods`` shuffles, then ``TunePodsByNodeTotalResource`` appends):
+    every original pod arrives first, in random order, and the copies follow in the order they were drawn.
+    Copies are appended while they do not overshoot the target; lists already above the target are trimmed
+    by removing random pods. Copies get unique ids (``<id>-tuned-<n>``).
     """
     rng = random.Random(seed)
     target = tune * capacity_milli
     workload = list(pods)
+    rng.shuffle(workload)
     total = sum(_request_milli(pod) for pod in workload)
     while total > target and workload:
         total -= _request_milli(workload.pop(rng.randrange(len(workload))))
@@ -89,7 +92,6 @@ def inflate_and_shuffle(
         workload.append(replace(pod, id=f"{pod.id}-tuned-{copies}"))
         total += _request_milli(pod)
         copies += 1
-    rng.shuffle(workload)
     return workload
 
 
