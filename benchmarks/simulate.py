@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.placement import POLICIES
 from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
+from scheduling.simulation.capacity import smallest_capacity
 from scheduling.traces import load_trace
 from scheduling.traces.registry import shared_traces_dir
 
@@ -124,12 +125,8 @@ def replay(trace_name: str, policies: tuple[str, ...], capacity: int | None) -> 
 def capacity_for_wait(
     trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0
 ) -> None:
-    """Smallest capacity (a multiple of ``step`` GPUs) whose overall p95 queue wait is within target.
-
-    Bisection between ``low`` (halved until it fails) and ``high`` (doubled until it passes); assumes p95 wait
-    falls as capacity grows (checked only at the probed points). Each probe is a full replay of the
-    trace and prints its own line; a coarser ``step`` means fewer probes.
-    """
+    """Smallest capacity (a multiple of ``step`` GPUs) whose overall p95 queue wait is within target
+    (``simulation.capacity.smallest_capacity``); each probe is a full replay and prints its own line."""
     trace = load_trace(trace_name)
 
     def p95(capacity: int) -> float:
@@ -139,20 +136,11 @@ def capacity_for_wait(
         emit(record)
         return record["wait_hours"]["all"]["p95"] or 0.0
 
-    low_units, high_units = low // step, high // step
-    while low_units > 1 and p95(low_units * step) <= target_p95_h:  # the lower end must fail
-        low_units, high_units = low_units // 2, low_units
-    while p95(high_units * step) > target_p95_h:
-        low_units, high_units = high_units, high_units * 2
-    while high_units - low_units > 1:
-        middle = (low_units + high_units) // 2
-        if p95(middle * step) > target_p95_h:
-            low_units = middle
-        else:
-            high_units = middle
+    search = smallest_capacity(p95, low=low, high=high, step=step, target=target_p95_h)
     emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy,
-          "target_p95_wait_hours": target_p95_h, "capacity_gpus": high_units * step,
-          "largest_probed_failing_gpus": low_units * step, "step_gpus": step})
+          "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
+          "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step,
+          "probes": [list(probe) for probe in search.probes]})
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:
