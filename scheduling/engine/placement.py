@@ -752,15 +752,7 @@ class ClusterState:
     def release(self, placement: Placement, request: Request) -> None:
         """Return a committed placement's resources; ValueError (and no change) on a double release."""
         gpu_need, host_need = self._demand(placement, request)
-        for (node, gpu), milli in gpu_need.items():
-            if self._free[node][gpu] + milli > MILLI_PER_GPU:
-                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to this placement")
-        for node, (cpu, memory) in host_need.items():
-            static = self._static[node]
-            if static.cpu_milli_total and self._cpu_free[node] + cpu > static.cpu_milli_total:
-                raise ValueError(f"{static.name}: releasing more CPU than the node has")
-            if static.memory_mib_total and self._mem_free[node] + memory > static.memory_mib_total:
-                raise ValueError(f"{static.name}: releasing more memory than the node has")
+        self._check_release(gpu_need, host_need, "this placement")
         self._apply(gpu_need, host_need, sign=1)
 
     def release_all(self, pairs: Sequence[tuple[Placement, Request]]) -> None:
@@ -775,16 +767,22 @@ class ClusterState:
             for node, (cpu, memory) in host.items():
                 had_cpu, had_memory = host_need.get(node, (0, 0))
                 host_need[node] = (had_cpu + cpu, had_memory + memory)
+        self._check_release(gpu_need, host_need, "these placements")
+        self._apply(gpu_need, host_need, sign=1)
+
+    def _check_release(
+        self, gpu_need: dict[tuple[int, int], int], host_need: dict[int, tuple[int, int]], what: str
+    ) -> None:
+        """ValueError unless returning these GPUs, CPU and memory keeps every node within its capacity."""
         for (node, gpu), milli in gpu_need.items():
             if self._free[node][gpu] + milli > MILLI_PER_GPU:
-                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to these placements")
+                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to {what}")
         for node, (cpu, memory) in host_need.items():
             static = self._static[node]
             if static.cpu_milli_total and self._cpu_free[node] + cpu > static.cpu_milli_total:
                 raise ValueError(f"{static.name}: releasing more CPU than the node has")
             if static.memory_mib_total and self._mem_free[node] + memory > static.memory_mib_total:
                 raise ValueError(f"{static.name}: releasing more memory than the node has")
-        self._apply(gpu_need, host_need, sign=1)
 
     def release_counter(self, request: Request) -> ReleaseCounter | None:
         """A counter that answers ``could_fit(request)`` as placements are released, without releasing them
