@@ -110,3 +110,40 @@ def test_could_fit_says_no_only_when_placement_fails() -> None:
             assert not isinstance(state.place(request, "best-fit"), Placement)
     assert not state.could_fit(Request("big", members=2, gpus_per_member=8))
     assert state.could_fit(Request("ok", members=3, gpus_per_member=4))
+
+
+def _reservation_the_slow_way(
+    state: ClusterState, queue: list[Request], running: list[RunningWorkload], now: float, policy: str,
+) -> float | None:
+    """EASY's reservation by definition: start the queue in order, then release ending work one job at a
+    time (soonest first, overdue as now) and ask placement after every release."""
+    work = state.copy()
+    ending = [(max(now, w.expected_end), w.id, *running_placement(w)) for w in running
+              if w.expected_end is not None and w.assignments]
+    head: Request | None = None
+    for request in queue:
+        placement = work.place(request, policy)
+        if not isinstance(placement, Placement):
+            head = request
+            break
+        work.commit(placement, request)
+        if request.duration_estimate_s > 0:
+            ending.append((now + request.duration_estimate_s, request.id, placement, request))
+    if head is None:
+        return None
+    ending.sort(key=lambda item: (item[0], item[1]))
+    for at, _id, placement, request in ending:
+        work.release(placement, request)
+        if isinstance(work.place(head, policy), Placement):
+            return at
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(situations())
+def test_the_head_reservation_is_the_first_release_after_which_the_head_fits(
+    situation: tuple[ClusterState, list[RunningWorkload], list[Request], float, str],
+) -> None:
+    state, running, queue, now, policy = situation
+    decision = easy_backfill(state, queue, EndingQueue(running), now, policy=policy)
+    assert decision.head_reservation_at == _reservation_the_slow_way(state, queue, running, now, policy)
