@@ -149,20 +149,22 @@ class FragmentModel:
     def fragment(self, model: str, free: Sequence[int], cpu_free: float) -> float:
         """Expected fragmented milli-GPU: the free total, minus for each typical pod that can run here
         (probability-weighted) the free capacity it could use."""
-        key = (model, tuple(sorted(free)), cpu_free)
+        ordered = tuple(sorted(free))
+        key = (model, ordered, cpu_free)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        left = sum(free)
+        left = sum(ordered)
         usable = 0.0
         for group in self.groups:
             if group.models and model not in group.models:
                 continue
-            if sum(1 for milli in free if milli >= group.milli) < group.gpus:
+            first = bisect.bisect_left(ordered, group.milli)  # GPUs from here on have the share free
+            if len(ordered) - first < group.gpus:
                 continue
             hosted = group.hosted(cpu_free)
             if hosted:
-                usable += hosted * sum(milli for milli in free if milli >= group.milli)
+                usable += hosted * sum(ordered[first:])
         value = left - usable
         if len(self._cache) > 200_000:
             self._cache.clear()
@@ -172,7 +174,8 @@ class FragmentModel:
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
-    """What scoring needs of one node (``cpu_free``/``memory_free`` are ``math.inf`` when untracked)."""
+    """What scoring needs of one node: ``free`` sorted ascending; ``cpu_free``/``memory_free`` are
+    ``math.inf`` when untracked."""
 
     model: str
     free: tuple[int, ...]
@@ -188,7 +191,7 @@ def member_fits(view: NodeView, spec: tuple[int, int, int, frozenset[str]], memo
         return False
     if not gpus:
         return True
-    return sum(1 for value in view.free if value >= milli) >= gpus
+    return len(view.free) >= gpus and view.free[-gpus] >= milli  # ``free`` is sorted ascending
 
 
 def best_fit_leftover(view: NodeView, spec: tuple[int, int, int, frozenset[str]]) -> float:
