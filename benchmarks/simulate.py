@@ -27,12 +27,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.placement import POLICIES
 from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
+from scheduling.simulation.capacity import smallest_capacity
 from scheduling.traces import load_trace
 from scheduling.traces.registry import shared_traces_dir
 
 PUBLISHED = "fgd-kubernetes-scheduler-simulator/experiments/analysis/expected_results/analysis_allo_discrete.csv"
-PUBLISHED_NAMES = {"random": "01-Random", "best-fit": "05-BestFit", "fgd": "06-FGD"}
-PACKING_POLICIES = ("random", "best-fit", "fgd")
+# Which published policy each of ours is compared with: the k8s-* policies re-state the FGD artifact's
+# plugins; the engine's own random/best-fit/fgd and our fgd-cpu are compared with the nearest published one.
+PUBLISHED_NAMES = {"random": "01-Random", "best-fit": "05-BestFit", "fgd": "06-FGD", "k8s-random": "01-Random",
+                   "k8s-best-fit": "05-BestFit", "k8s-fgd": "06-FGD", "fgd-cpu": "06-FGD"}
+PACKING_POLICIES = ("random", "best-fit", "fgd", "k8s-random", "k8s-best-fit", "k8s-fgd", "fgd-cpu")
 REPLAY_POLICIES = ("siloed", "federated")
 
 
@@ -65,8 +69,12 @@ def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
     for policy in policies:
         at_100: list[float] = []
         frag_75: list[float] = []
+        cpu_times: list[float] = []
+        wall_times: list[float] = []
         for seed in seeds:
             result, wall, cpu = timed(partial(simulate_packing, trace, policy, seed=seed))
+            cpu_times.append(round(cpu, 2))
+            wall_times.append(round(wall, 2))
             at_100.append(result.at(100) or 0.0)
             frag_75.append(result.fragmentation_pct[75] or 0.0)
             emit({"figure": "packing_run", "trace": "openb_pod_list_default", "policy": policy, "seed": seed,
@@ -75,9 +83,11 @@ def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
         median = statistics.median(at_100)
         reference = published.get(policy)
         emit({"figure": "fgd_packing", "trace": "openb_pod_list_default", "policy": policy, "seeds": list(seeds),
-              "allocation_at_100_median": round(median, 2), "published_median": reference,
+              "allocation_at_100_median": round(median, 2), "allocation_at_100_range": [min(at_100), max(at_100)],
+              "published_median": reference, "published_policy": PUBLISHED_NAMES.get(policy),
               "difference": round(median - reference, 2) if reference is not None else None,
-              "fragmentation_pct_at_75_median": round(statistics.median(frag_75), 2)})
+              "fragmentation_pct_at_75_median": round(statistics.median(frag_75), 2),
+              "max_cpu_time_s": max(cpu_times), "max_wall_time_s": max(wall_times)})
 
 
 def replay_record(trace_name: str, jobs: int, figures: dict[str, Any], wall: float, cpu: float) -> dict[str, Any]:
@@ -115,12 +125,8 @@ def replay(trace_name: str, policies: tuple[str, ...], capacity: int | None) -> 
 def capacity_for_wait(
     trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0
 ) -> None:
-    """Smallest capacity (a multiple of ``step`` GPUs) whose overall p95 queue wait is within target.
-
-    Bisection between ``low`` (halved until it fails) and ``high`` (doubled until it passes); assumes p95 wait
-    falls as capacity grows (checked only at the probed points). Each probe is a full replay of the
-    trace and prints its own line; a coarser ``step`` means fewer probes.
-    """
+    """Smallest capacity (a multiple of ``step`` GPUs) whose overall p95 queue wait is within target
+    (``simulation.capacity.smallest_capacity``); each probe is a full replay and prints its own line."""
     trace = load_trace(trace_name)
 
     def p95(capacity: int) -> float:
@@ -130,20 +136,11 @@ def capacity_for_wait(
         emit(record)
         return record["wait_hours"]["all"]["p95"] or 0.0
 
-    low_units, high_units = low // step, high // step
-    while low_units > 1 and p95(low_units * step) <= target_p95_h:  # the lower end must fail
-        low_units, high_units = low_units // 2, low_units
-    while p95(high_units * step) > target_p95_h:
-        low_units, high_units = high_units, high_units * 2
-    while high_units - low_units > 1:
-        middle = (low_units + high_units) // 2
-        if p95(middle * step) > target_p95_h:
-            low_units = middle
-        else:
-            high_units = middle
+    search = smallest_capacity(p95, low=low, high=high, step=step, target=target_p95_h)
     emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy,
-          "target_p95_wait_hours": target_p95_h, "capacity_gpus": high_units * step,
-          "largest_probed_failing_gpus": low_units * step, "step_gpus": step})
+          "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
+          "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step,
+          "probes": [list(probe) for probe in search.probes]})
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:

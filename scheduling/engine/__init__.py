@@ -4,12 +4,14 @@ Nothing here imports a framework, reads a clock, performs I/O or touches global 
 decision is a function of its inputs (and a ``seed`` where chance is involved). Modules:
 
 * ``placement``     ``ClusterState`` (indexed, mutable: place / commit / release) and ``place``;
-                    policies ``POLICIES`` = first-fit, best-fit, fgd, random
+                    policies ``POLICIES`` = first-fit, best-fit, fgd, random, and the FGD artifact's
+                    kube-scheduler plugins k8s-random, k8s-best-fit, k8s-fgd, plus fgd-cpu
+* ``kube_score``    those plugins' scores: CPU-aware typical pods and fragmentation, integer scores
 * ``fragmentation`` FGD fragmentation per node / NVLink domain / fleet, ``largest_placeable``
 * ``fairshare``     ``entitlements`` (hierarchical weighted max-min with floors and caps),
                     ``decayed_usage``, ``order_pending``, ``jain_index``
 * ``preemption``    ``select_victims`` (+ ``RunningSet`` index, ``apply_victim_plan`` for simulations)
-* ``backfill``      ``easy_backfill``
+* ``backfill``      ``easy_backfill`` (+ ``EndingQueue`` for callers that backfill after every change)
 * ``routing``       ``route``
 * ``sizemix``       request-size mixes (what FGD measures against)
 * ``types``         the frozen vocabulary shared with the rest of the project

@@ -10,22 +10,87 @@ jobs may jump ahead only if that cannot delay it.
 Unknown ends (no ``expected_end``, or ``duration_estimate_s`` of 0) count as never: such a job can
 only backfill into room the head does not need. When no reservation can be computed (the head needs
 capacity that never frees), nothing is protected and later jobs start if they fit; the decision says so.
+
+Incremental use: a caller that runs backfill after every change (a simulator, a scheduling loop) keeps
+an ``EndingQueue`` next to its running set and passes it instead of the list of running workloads. The
+queue holds each running workload's (placement, request) pair sorted by expected end, so a call no
+longer converts and sorts the whole running set; the decision is the same (tests compare both paths).
+Requests that cannot fit by GPU count alone (``ClusterState.could_fit``) are answered without a
+placement attempt, in the queue, the reservation search and the backfill loop alike.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.preemption import running_placement
 from scheduling.engine.types import BackfillDecision, Node, Placement, Request, RunningWorkload
 
+_Ending = tuple[float, str, Placement, Request]
+
+
+class EndingQueue:
+    """Running work with a known end, sorted by (expected end, id), each with its release pair.
+
+    Add a workload when it starts and remove it when it stops; work without ``expected_end`` or without
+    assignments never frees GPUs at a known time and is not kept.
+    """
+
+    __slots__ = ("_ends", "_keys", "_pairs")
+
+    def __init__(self, running: Iterable[RunningWorkload] = ()) -> None:
+        self._keys: list[tuple[float, str]] = []
+        self._ends: list[float] = []
+        self._pairs: dict[str, tuple[float, Placement, Request]] = {}
+        for workload in running:
+            self.add(workload)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, workload_id: object) -> bool:
+        return workload_id in self._pairs
+
+    def add(self, workload: RunningWorkload) -> None:
+        if workload.id in self._pairs:
+            raise ValueError(f"{workload.id} is already in the ending queue")
+        if workload.expected_end is None or not workload.assignments:
+            return
+        placement, request = running_placement(workload)
+        key = (workload.expected_end, workload.id)
+        position = bisect.bisect_left(self._keys, key)
+        self._keys.insert(position, key)
+        self._ends.insert(position, workload.expected_end)
+        self._pairs[workload.id] = (workload.expected_end, placement, request)
+
+    def remove(self, workload_id: str) -> None:
+        """Forget a workload (a no-op for work that was never kept: unknown end or no assignments)."""
+        entry = self._pairs.pop(workload_id, None)
+        if entry is None:
+            return
+        position = bisect.bisect_left(self._keys, (entry[0], workload_id))
+        del self._keys[position]
+        del self._ends[position]
+
+    def ordered(self, now: float) -> Iterator[_Ending]:
+        """Entries soonest first, overdue work counted as ending ``now`` (so overdue entries sort by id)."""
+        overdue = bisect.bisect_right(self._ends, now)
+        for _end, workload_id in sorted(self._keys[:overdue], key=lambda key: key[1]):
+            _at, placement, request = self._pairs[workload_id]
+            yield now, workload_id, placement, request
+        for end, workload_id in self._keys[overdue:]:
+            _at, placement, request = self._pairs[workload_id]
+            yield end, workload_id, placement, request
+
 
 def easy_backfill(
     state: ClusterState | Sequence[Node],
     queue: Sequence[Request],
-    running: Sequence[RunningWorkload],
+    running: Sequence[RunningWorkload] | EndingQueue,
     now: float,
     *,
     policy: str = "best-fit",
@@ -34,15 +99,16 @@ def easy_backfill(
     """Which queued jobs start now, and when the blocked head is promised to start.
 
     ``state`` must already hold ``running`` (their GPUs are not free); it is not modified.
-    ``queue`` is in priority order (for example ``fairshare.order_pending``).
+    ``queue`` is in priority order (for example ``fairshare.order_pending``). ``running`` is either the
+    running workloads or an ``EndingQueue`` the caller keeps in step with them (same decision, less work).
     """
     work = state.copy() if isinstance(state, ClusterState) else ClusterState(state)
     started: list[Placement] = []
     reasons: list[str] = []
     position = 0
     for request in queue:
-        placement = work.place(request, policy, seed=seed)
-        if not isinstance(placement, Placement):
+        placement = _try(work, request, policy, seed)
+        if placement is None:
             break
         work.commit(placement, request)
         started.append(placement)
@@ -60,8 +126,8 @@ def easy_backfill(
         at, placement, _shadow = reservation
         reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
     for request in queue[position + 1:]:
-        placement = work.place(request, policy, seed=seed)
-        if not isinstance(placement, Placement):
+        placement = _try(work, request, policy, seed)
+        if placement is None:
             continue
         verdict = _may_backfill(request, placement, reservation, now)
         if verdict:
@@ -78,35 +144,51 @@ def easy_backfill(
     )
 
 
-_Ending = tuple[float, str, Placement, Request]
+def _try(work: ClusterState, request: Request, policy: str, seed: int) -> Placement | None:
+    """The engine's placement of ``request`` now, or None (without trying when GPU counts already say no)."""
+    if not work.could_fit(request):
+        return None
+    placement = work.place(request, policy, seed=seed)
+    return placement if isinstance(placement, Placement) else None
 
 
 def _ending_work(
-    running: Sequence[RunningWorkload], started_requests: Sequence[Request], started: Sequence[Placement],
-    now: float,
-) -> list[_Ending]:
+    running: Sequence[RunningWorkload] | EndingQueue, started_requests: Sequence[Request],
+    started: Sequence[Placement], now: float,
+) -> Iterable[_Ending]:
     """Everything that will free GPUs at a known time, soonest first (overdue work counts as now)."""
-    ending: list[_Ending] = []
+    fresh: list[_Ending] = [
+        (now + request.duration_estimate_s, request.id, placement, request)
+        for request, placement in zip(started_requests, started, strict=True)
+        if request.duration_estimate_s > 0
+    ]
+    if isinstance(running, EndingQueue):
+        fresh.sort(key=lambda item: (item[0], item[1]))
+        return heapq.merge(running.ordered(now), fresh, key=lambda item: (item[0], item[1]))
+    ending = fresh
     for workload in running:
         if workload.expected_end is not None and workload.assignments:
             placement, request = running_placement(workload)
             ending.append((max(now, workload.expected_end), workload.id, placement, request))
-    for request, placement in zip(started_requests, started, strict=True):
-        if request.duration_estimate_s > 0:
-            ending.append((now + request.duration_estimate_s, request.id, placement, request))
     ending.sort(key=lambda item: (item[0], item[1]))
     return ending
 
 
 def _reserve(
-    work: ClusterState, head: Request, ending: Sequence[_Ending], policy: str, seed: int
+    work: ClusterState, head: Request, ending: Iterable[_Ending], policy: str, seed: int
 ) -> tuple[float, Placement, ClusterState] | None:
     """Earliest time the head fits as work ends; the shadow state holds the head's reservation."""
     shadow = work.copy()
+    counter = work.release_counter(head)
+    unreleased: list[tuple[Placement, Request]] = []
     for at, _id, placement, request in ending:
-        shadow.release(placement, request)
-        attempt = shadow.place(head, policy, seed=seed)
-        if isinstance(attempt, Placement):
+        unreleased.append((placement, request))
+        if counter is not None and not counter.release(placement):
+            continue  # the head cannot fit by GPU counts yet: release for real only once it might
+        shadow.release_all(unreleased)
+        unreleased.clear()
+        attempt = _try(shadow, head, policy, seed)
+        if attempt is not None:
             shadow.commit(attempt, head)
             return at, attempt, shadow
     return None

@@ -28,6 +28,7 @@ Gangs look only at nodes in buckets with enough free GPUs.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,21 @@ from dataclasses import dataclass, replace
 from scheduling.engine._buckets import LazyBuckets
 from scheduling.engine._fgd import FgdScorer, Signature, take
 from scheduling.engine._topology import LEVELS, level_rank, topology_keys
+from scheduling.engine.kube_score import (
+    GANG_FALLBACK,
+    KUBE_POLICIES,
+    FragmentModel,
+    NodeView,
+    TypicalPod,
+    best_fit_leftover,
+    best_fit_score,
+    fgd_choice,
+    fullest_fitting,
+    member_fits,
+    pick_gpu,
+    pod_spec,
+    typical_pods_from_mix,
+)
 from scheduling.engine.sizemix import SizeMixTracker, member_milli
 from scheduling.engine.types import (
     MILLI_PER_GPU,
@@ -47,7 +63,7 @@ from scheduling.engine.types import (
     TopologyLevel,
 )
 
-POLICIES = ("first-fit", "best-fit", "fgd", "random")
+POLICIES = ("first-fit", "best-fit", "fgd", "random", *KUBE_POLICIES)
 FAST_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
 
 _Accept = Callable[[int], bool]
@@ -90,8 +106,13 @@ def invalid_request(request: Request) -> str:
 class ClusterState:
     """Mutable, indexed free capacity of a fleet. Decide with ``place``, then ``commit`` / ``release``."""
 
-    def __init__(self, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> None:
+    def __init__(
+        self, nodes: Iterable[Node], size_mix: SizeMix | None = None, *,
+        typical_pods: Sequence[TypicalPod] | None = None,
+    ) -> None:
         self._static: tuple[Node, ...] = tuple(nodes)
+        self._typical = tuple(typical_pods) if typical_pods is not None else None
+        self._kube: _KubeClasses | None = None
         self._index = {node.name: i for i, node in enumerate(self._static)}
         if len(self._index) != len(self._static):
             raise ValueError("node names must be unique")
@@ -115,8 +136,11 @@ class ClusterState:
             self._reindex(i, previous_whole=0)
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[Node], size_mix: SizeMix | None = None) -> ClusterState:
-        return cls(nodes, size_mix)
+    def from_nodes(
+        cls, nodes: Iterable[Node], size_mix: SizeMix | None = None, *,
+        typical_pods: Sequence[TypicalPod] | None = None,
+    ) -> ClusterState:
+        return cls(nodes, size_mix, typical_pods=typical_pods)
 
     @staticmethod
     def _initial_free(node: Node) -> list[int]:
@@ -129,8 +153,9 @@ class ClusterState:
         """An independent state to try decisions on (what-if, backfill shadows, preemption trials)."""
         clone = object.__new__(ClusterState)
         for name in ("_static", "_index", "_models", "_model_ids", "_model_of", "_topology",
-                     "_nvlink_is_node", "_max_gpus"):
+                     "_nvlink_is_node", "_max_gpus", "_typical"):
             setattr(clone, name, getattr(self, name))
+        clone._kube = None  # rebuilt on first use (the k8s-* policies are not used on copies in hot loops)
         clone._free = [list(free) for free in self._free]
         clone._whole = list(self._whole)
         clone._cpu_free = list(self._cpu_free)
@@ -200,6 +225,27 @@ class ClusterState:
             return False
         return self._host_fits(i, shape or Shape.of(request))
 
+    def could_fit(self, request: Request) -> bool:
+        """False when ``place`` would certainly reject ``request`` now, judged by GPU counts alone (O(1) in
+        the fleet size): it is malformed, needs more wholly free GPUs than the fleet has, or more members
+        than the nodes of its models have room for by whole GPUs. True means "ask ``place``"."""
+        if invalid_request(request):
+            return False
+        if request.gpu_milli:
+            return True
+        if request.gpus > sum(self._whole_by_model):
+            return False
+        if request.members == 1:
+            return True  # place() answers a single member from its buckets anyway
+        need = request.gpus_per_member
+        slots = 0
+        for model in self._allowed_models(request):
+            for whole in range(need, self._max_gpus + 1):
+                slots += self._buckets.count((model, whole)) * (whole // need)
+                if slots >= request.members:
+                    return True
+        return False
+
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
         self._fgd.mix.observe(request)
@@ -232,6 +278,12 @@ class ClusterState:
         """Decide where ``request`` would go now; nothing is reserved until ``commit``."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+        if policy in KUBE_POLICIES:
+            if request.members != 1:
+                return self.place(request, GANG_FALLBACK[policy], seed=seed)  # kube-scheduler has no gangs
+            cpu_only = not request.gpus_per_member and not request.gpu_milli
+            if cpu_only and request.cpu_milli >= 0 and request.memory_mib >= 0:
+                return self._place_kube(request, policy, seed)  # a CPU-only pod: these policies place it too
         problem = invalid_request(request)
         if problem:
             return Rejection(request.id, "invalid", problem)
@@ -239,6 +291,8 @@ class ClusterState:
         if not allowed:
             return self._reject(request, Shape.of(request), allowed)
         shape = Shape.of(request)
+        if policy in KUBE_POLICIES:
+            return self._place_kube(request, policy, seed)
         if request.members == 1 and policy in FAST_POLICIES:
             if shape.fractional:
                 return self._place_single_shared(request, shape, allowed, policy)
@@ -319,6 +373,74 @@ class ClusterState:
                              TopologyLevel.NVLINK_DOMAIN, score / MILLI_PER_GPU if policy == "fgd" else score,
                              (reason,))
         return self._reject(request, shape, allowed)
+
+    # ----------------------------------------------------------------------------- k8s-* and fgd-cpu
+    def _kube_classes(self) -> _KubeClasses:
+        if self._kube is None:
+            typical = self._typical if self._typical is not None else typical_pods_from_mix(self._fgd.mix.normalised)
+            self._kube = _KubeClasses(FragmentModel(typical))
+            for i in range(len(self._static)):
+                self._kube.move(i, self._class_key(i))
+        return self._kube
+
+    def _class_key(self, i: int) -> NodeView | None:
+        node = self._static[i]
+        if not node.schedulable:
+            return None
+        return NodeView(node.gpu_model, tuple(sorted(self._free[i])),
+                        self._cpu_free[i] if node.cpu_milli_total else math.inf,
+                        self._mem_free[i] if node.memory_mib_total else math.inf)
+
+    def _place_kube(self, request: Request, policy: str, seed: int) -> Placement | Rejection:
+        """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties are drawn
+        at random among nodes (k8s-*) or go to the tightest node by CPU and GPU, then the lowest index (fgd-cpu)."""
+        kube = self._kube_classes()
+        spec = pod_spec(request)
+        best: float | None = None
+        tied: list[NodeView] = []
+        for view in kube.views():
+            if not member_fits(view, spec, request.memory_mib):
+                continue
+            score = kube.score(view, spec, policy)
+            if best is None or score > best:
+                best, tied = score, [view]
+            elif score == best:
+                tied.append(view)
+        if not tied:
+            if not spec[2]:
+                return Rejection(request.id, "cpu", "no schedulable node has the CPU and memory this CPU-only pod "
+                                 "asks for")
+            return self._reject(request, Shape.of(request), self._allowed_models(request))
+        rng = random.Random(f"{seed}:{request.id}")
+        if policy == "fgd-cpu":
+            view = min(tied, key=lambda v: (best_fit_leftover(v, spec), kube.first(v)))
+            node = kube.first(view)
+        else:
+            node = kube.draw(tied, rng)
+        return self._kube_placement(request, spec, node, policy, float(best or 0.0), rng)
+
+    def _kube_placement(
+        self, request: Request, spec: tuple[int, int, int, frozenset[str]], node: int, policy: str,
+        score: float, rng: random.Random,
+    ) -> Placement:
+        _cpu, milli, gpus, _models = spec
+        free = self._free[node]
+        name = self._static[node].name
+        if not gpus:
+            assignment = MemberAssignment(0, name, (), 0)
+        elif milli < MILLI_PER_GPU:
+            if policy in ("k8s-fgd", "fgd-cpu"):
+                view = self._class_key(node)
+                assert view is not None
+                value = fgd_choice(view, spec, self._kube_classes().fragments)[1]
+            else:
+                value = fullest_fitting(free, milli)
+            assignment = MemberAssignment(0, name, (pick_gpu(free, milli, policy, value, rng),), milli)
+        else:
+            indices = tuple(g for g, left in enumerate(free) if left >= MILLI_PER_GPU)[:gpus]
+            assignment = MemberAssignment(0, name, indices, MILLI_PER_GPU)
+        reason = f"{policy}: {name} scores {score:g}" + ("" if policy == "fgd-cpu" else " (ties drawn at random)")
+        return Placement(request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
     def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
         return any(self._buckets.count((model, whole))
@@ -630,16 +752,44 @@ class ClusterState:
     def release(self, placement: Placement, request: Request) -> None:
         """Return a committed placement's resources; ValueError (and no change) on a double release."""
         gpu_need, host_need = self._demand(placement, request)
+        self._check_release(gpu_need, host_need, "this placement")
+        self._apply(gpu_need, host_need, sign=1)
+
+    def release_all(self, pairs: Sequence[tuple[Placement, Request]]) -> None:
+        """Release several committed placements at once (the same end state as releasing them one by one,
+        each node re-indexed once); ValueError and no change if any of them was not committed."""
+        gpu_need: dict[tuple[int, int], int] = {}
+        host_need: dict[int, tuple[int, int]] = {}
+        for placement, request in pairs:
+            gpus, host = self._demand(placement, request)
+            for key, milli in gpus.items():
+                gpu_need[key] = gpu_need.get(key, 0) + milli
+            for node, (cpu, memory) in host.items():
+                had_cpu, had_memory = host_need.get(node, (0, 0))
+                host_need[node] = (had_cpu + cpu, had_memory + memory)
+        self._check_release(gpu_need, host_need, "these placements")
+        self._apply(gpu_need, host_need, sign=1)
+
+    def _check_release(
+        self, gpu_need: dict[tuple[int, int], int], host_need: dict[int, tuple[int, int]], what: str
+    ) -> None:
+        """ValueError unless returning these GPUs, CPU and memory keeps every node within its capacity."""
         for (node, gpu), milli in gpu_need.items():
             if self._free[node][gpu] + milli > MILLI_PER_GPU:
-                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to this placement")
+                raise ValueError(f"{self._static[node].name} GPU {gpu} was not allocated to {what}")
         for node, (cpu, memory) in host_need.items():
             static = self._static[node]
             if static.cpu_milli_total and self._cpu_free[node] + cpu > static.cpu_milli_total:
                 raise ValueError(f"{static.name}: releasing more CPU than the node has")
             if static.memory_mib_total and self._mem_free[node] + memory > static.memory_mib_total:
                 raise ValueError(f"{static.name}: releasing more memory than the node has")
-        self._apply(gpu_need, host_need, sign=1)
+
+    def release_counter(self, request: Request) -> ReleaseCounter | None:
+        """A counter that answers ``could_fit(request)`` as placements are released, without releasing them
+        (None when GPU counts cannot decide: shares and malformed requests)."""
+        if request.gpu_milli or invalid_request(request):
+            return None
+        return ReleaseCounter(self, request)
 
     def _demand(
         self, placement: Placement, request: Request
@@ -678,6 +828,106 @@ class ClusterState:
         for node, previous in touched.items():
             self._whole[node] = sum(1 for milli in self._free[node] if milli >= MILLI_PER_GPU)
             self._reindex(node, previous)
+        if self._kube is not None:
+            for node in touched.keys() | host_need.keys():
+                self._kube.move(node, self._class_key(node))
+
+
+class _KubeClasses:
+    """Schedulable nodes grouped by identical state (``NodeView``), with scores cached per (state, pod)."""
+
+    __slots__ = ("_members", "_scores", "_view_of", "fragments")
+
+    def __init__(self, fragments: FragmentModel) -> None:
+        self.fragments = fragments
+        self._members: dict[NodeView, set[int]] = {}
+        self._view_of: dict[int, NodeView] = {}
+        self._scores: dict[tuple[NodeView, tuple[int, int, int, frozenset[str]], str], float] = {}
+
+    def move(self, node: int, view: NodeView | None) -> None:
+        old = self._view_of.pop(node, None)
+        if old is not None:
+            members = self._members[old]
+            members.discard(node)
+            if not members:
+                del self._members[old]
+        if view is not None:
+            self._view_of[node] = view
+            self._members.setdefault(view, set()).add(node)
+        if len(self._scores) > 500_000:
+            self._scores.clear()
+
+    def views(self) -> Iterable[NodeView]:
+        return self._members.keys()
+
+    def first(self, view: NodeView) -> int:
+        return min(self._members[view])
+
+    def draw(self, views: Sequence[NodeView], rng: random.Random) -> int:
+        """A node drawn uniformly among all nodes of ``views`` (kube-scheduler's random tie-break)."""
+        total = sum(len(self._members[view]) for view in views)
+        pick = rng.randrange(total)
+        for view in views:
+            members = self._members[view]
+            if pick < len(members):
+                return sorted(members)[pick]
+            pick -= len(members)
+        raise AssertionError("unreachable: pick < total")
+
+    def score(self, view: NodeView, spec: tuple[int, int, int, frozenset[str]], policy: str) -> float:
+        key = (view, spec, policy)
+        cached = self._scores.get(key)
+        if cached is None:
+            if policy == "k8s-random":
+                cached = 0.0
+            elif policy == "k8s-best-fit":
+                cached = float(best_fit_score(view, spec))
+            else:
+                cached = fgd_choice(view, spec, self.fragments)[0]
+            self._scores[key] = cached
+        return cached
+
+
+class ReleaseCounter:
+    """Whole-GPU counts of a ``ClusterState`` as committed placements are released on paper.
+
+    ``release`` returns what ``state.could_fit(request)`` would answer had every placement counted so far
+    been released: the state itself is not touched, so a caller walking ending work (backfill's
+    reservation search) releases for real only once the counts say the request may fit.
+    """
+
+    __slots__ = ("_free", "_gpus", "_members", "_need", "_slots", "_state", "_total", "_wanted")
+
+    def __init__(self, state: ClusterState, request: Request) -> None:
+        self._state = state
+        self._need = request.gpus_per_member
+        self._members = request.members
+        self._gpus = request.gpus
+        self._wanted = set(state._allowed_models(request))
+        self._free: dict[int, list[int]] = {}
+        self._total = sum(state._whole_by_model)
+        self._slots = sum(state._buckets.count((model, whole)) * (whole // self._need)
+                          for model in self._wanted for whole in range(self._need, state._max_gpus + 1))
+
+    def fits(self) -> bool:
+        return self._total >= self._gpus and self._slots >= self._members
+
+    def release(self, placement: Placement) -> bool:
+        state = self._state
+        for assignment in placement.assignments:
+            node = state._index[assignment.node]
+            free = self._free.get(node)
+            if free is None:
+                free = self._free[node] = list(state._free[node])
+            before = sum(1 for milli in free if milli >= MILLI_PER_GPU)
+            for gpu in assignment.gpu_indices:
+                free[gpu] = min(MILLI_PER_GPU, free[gpu] + assignment.gpu_milli)
+            after = sum(1 for milli in free if milli >= MILLI_PER_GPU)
+            if after != before and state._static[node].schedulable:
+                self._total += after - before
+                if state._model_of[node] in self._wanted:
+                    self._slots += after // self._need - before // self._need
+        return self.fits()
 
 
 def _fewest_covering(capacity: dict[str, int], members: int) -> list[str]:

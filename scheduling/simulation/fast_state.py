@@ -16,7 +16,8 @@ working and shadow states, preemption trials) keep the fast path.
 
 The engine change this stands for (to replace this module): at the top of ``ClusterState.place``,
 after validation, ``if not request.gpu_milli and request.gpus > self.gpu_free: return`` a capacity
-``Rejection`` (or, equivalently for backfill alone, skip such candidates in ``easy_backfill``'s loop).
+``Rejection``. ``easy_backfill`` now does the equivalent itself (``ClusterState.could_fit``); this class
+still saves the work in the greedy and FCFS queues and in preemption trials.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Packing mode: the FGD (ATC'23) static-packing protocol, every placement decided by the engine.
 
 Protocol (``../shared/traces/README.md`` section 1 and the FGD artifact): start from the empty node
-list; inflate the pod list by sampling pods until the total GPU request reaches ``tune`` (1.3) times
-the fleet's GPU capacity; shuffle with the seed; submit pods one by one, never deleting any; a pod
+list; shuffle the pod list with the seed, then append randomly drawn copies until the total GPU request
+reaches ``tune`` (1.3) times the fleet's GPU capacity; submit pods one by one, never deleting any; a pod
 that does not fit is dropped (not retried). After every arrival record the GPU allocation ratio
 (allocated milli-GPUs / capacity). Column ``k`` of the result averages the allocation over the
 arrivals whose arrived GPU request, in % of capacity, rounds to ``k`` (this reproduces the published
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduling.engine.fragmentation import expected_fragment_milli
+from scheduling.engine.kube_score import KUBE_POLICIES, typical_pods
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.sizemix import member_milli, normalised_mix, size_mix_of
 from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Rejection, Request, SizeMix
@@ -69,14 +70,17 @@ class PackingResult:
 def inflate_and_shuffle(
     pods: Sequence[Request], capacity_milli: int, *, seed: int, tune: float = FGD_TUNE
 ) -> list[Request]:
-    """The pod list grown by random copies until its GPU request reaches ``tune`` × capacity, shuffled.
+    """The pod list shuffled, then grown by random copies until its GPU request reaches ``tune`` × capacity.
 
-    Like the FGD artifact, copies are appended while they do not overshoot the target; lists already
-    above the target are trimmed by removing random pods. Copies get unique ids (``<id>-tuned-<n>``).
+    The FGD artifact's order (``SortClusterPods`` shuffles, then ``TunePodsByNodeTotalResource`` appends):
+    every original pod arrives first, in random order, and the copies follow in the order they were drawn.
+    Copies are appended while they do not overshoot the target; lists already above the target are trimmed
+    by removing random pods. Copies get unique ids (``<id>-tuned-<n>``).
     """
     rng = random.Random(seed)
     target = tune * capacity_milli
     workload = list(pods)
+    rng.shuffle(workload)
     total = sum(_request_milli(pod) for pod in workload)
     while total > target and workload:
         total -= _request_milli(workload.pop(rng.randrange(len(workload))))
@@ -88,7 +92,6 @@ def inflate_and_shuffle(
         workload.append(replace(pod, id=f"{pod.id}-tuned-{copies}"))
         total += _request_milli(pod)
         copies += 1
-    rng.shuffle(workload)
     return workload
 
 
@@ -114,7 +117,9 @@ def run_packing(
     started = time.perf_counter()
     capacity_milli = sum(node.gpu_total for node in nodes) * MILLI_PER_GPU
     mix = size_mix_of(pods)  # FGD's "typical pods": the workload's own size distribution
-    state = ClusterState.from_nodes(nodes, size_mix=mix)
+    # ... and for the k8s-*/fgd-cpu policies the workload's own (CPU, GPU) specs, as the FGD artifact has them
+    typical = typical_pods(pods) if policy in KUBE_POLICIES else None
+    state = ClusterState.from_nodes(nodes, size_mix=mix, typical_pods=typical)
     fragments = FragmentTracker(state, mix)
     refused = RefusalMemory()
     mirror = FleetMirror(state)
@@ -179,7 +184,7 @@ class _Decider:
 
     def __call__(self, pod: Request, index: int) -> Placement | Rejection:
         run_seed = self.seed * 1_000_003 + index
-        if pod.gpus == 0:
+        if pod.gpus == 0 and self.policy not in KUBE_POLICIES:  # k8s-* and fgd-cpu place CPU-only pods themselves
             return self.cpu_only.place(pod, self.policy, seed=run_seed)
         if self.random is None:
             return self.state.place(pod, self.policy, seed=run_seed)

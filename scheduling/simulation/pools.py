@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduling.engine.backfill import easy_backfill
+from scheduling.engine.backfill import EndingQueue, easy_backfill
 from scheduling.engine.fragmentation import expected_fragment_milli
 from scheduling.engine.placement import ClusterState, invalid_request
 from scheduling.engine.preemption import RunningSet
@@ -63,7 +63,8 @@ class Pool:
         self.pending: list[JobRun] = []
         self.running: dict[int, JobRun] = {}
         self.running_by_id: dict[str, JobRun] = {}
-        self.workloads: dict[str, RunningWorkload] = {}  # the running jobs as the engine's backfill sees them
+        self.workloads: dict[str, RunningWorkload] = {}  # the running jobs as the engine sees them
+        self.ending = EndingQueue()  # ... kept sorted by expected end for the engine's backfill
         self.victim_index = RunningSet() if spec.preemption else None  # ... and its preemption search
         self._pending_sizes: Counter[float] = Counter()  # whole GPUs per queued job (0 for shares)
         self._mix = normalised_mix(mix)
@@ -154,7 +155,7 @@ class Pool:
         decision = easy_backfill(
             self.state,
             [run.alloc for run in queue if run.alloc is not None],
-            list(self.workloads.values()),
+            self.ending,
             now,
             policy=self.spec.placement_policy,
             seed=seed,
@@ -235,6 +236,7 @@ class Pool:
             expected_end=now + estimate if estimate > 0 else None,
         )
         self.workloads[workload.id] = workload
+        self.ending.add(workload)
         if self.victim_index is not None:
             self.victim_index.add(workload)
 
@@ -249,6 +251,7 @@ class Pool:
         del self.running[run.index]
         del self.running_by_id[run.alloc.id]
         del self.workloads[run.alloc.id]
+        self.ending.remove(run.alloc.id)
         if self.victim_index is not None:
             self.victim_index.remove(run.alloc.id)
 

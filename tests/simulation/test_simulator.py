@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduling.engine.placement import POLICIES
 from scheduling.engine.types import Node, Request, WorkloadKind
 from scheduling.simulation import run_packing, simulate_replay
 from scheduling.simulation.packing import inflate_and_shuffle
@@ -108,7 +109,7 @@ class TestPacking:
             for i, (g, m, c) in enumerate(shapes * 6)
         ]
 
-    @pytest.mark.parametrize("policy", ["random", "best-fit", "fgd"])
+    @pytest.mark.parametrize("policy", POLICIES)
     def test_allocation_never_falls_as_pods_arrive(self, policy: str) -> None:
         result = run_packing(self.fleet(), self.pods(), policy=policy, seed=42)
         values = [v for v in result.allocation_pct if v is not None]
@@ -138,3 +139,11 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert percentile([1, 2, 3, 4], 50) == 2.5
     assert percentile([0, 10], 95) == pytest.approx(9.5)
     assert percentile([], 50) is None
+
+
+def test_the_kube_policies_place_cpu_only_pods_themselves_and_account_for_their_cpu() -> None:
+    fleet = TestPacking.fleet()
+    pods = TestPacking.pods()
+    result = run_packing(fleet, pods, policy="k8s-best-fit", seed=42, verify=False)
+    cpu_only = sum(1 for pod in pods if pod.gpus == 0)
+    assert cpu_only and result.pods_placed > cpu_only

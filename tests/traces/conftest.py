@@ -4,10 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from scheduling.traces.registry import shared_traces_dir
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Public traces live next to the checkout, never inside it (openb is research-or-study only).
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-TRACES = SHARED / "traces"
+# Public traces live next to the checkout, never inside it (openb is research-or-study only); a worktree
+# elsewhere points at them with $GPUPORTAL_TRACES_DIR, as the simulator does.
+TRACES = shared_traces_dir()
 
 
 @pytest.fixture

@@ -1,0 +1,55 @@
+"""Capacity planning: the smallest fleet whose queue-wait percentile stays within a target.
+
+``smallest_capacity`` bisects over capacities in whole steps (8-GPU nodes by default): the lower end is
+halved until it misses the target, the upper end doubled until it meets it, then the bracket is halved
+until it is one step wide. It assumes the wait percentile does not grow with capacity, and checks that
+only at the probed points (each probe is a full replay, so every probe is returned for the record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+TARGET_P95_WAIT_H = 1.0
+
+
+@dataclass(frozen=True)
+class CapacitySearch:
+    capacity_gpus: int
+    """Smallest probed capacity that meets the target."""
+    largest_failing_gpus: int
+    """Largest probed capacity that misses it (0 if even one step meets it)."""
+    step_gpus: int
+    target: float
+    probes: tuple[tuple[int, float], ...] = field(default=())
+    """(capacity, measured value) in probing order."""
+
+
+def smallest_capacity(
+    measure: Callable[[int], float], *, low: int, high: int, step: int = 32, target: float = TARGET_P95_WAIT_H,
+) -> CapacitySearch:
+    """Smallest multiple of ``step`` GPUs with ``measure(capacity) <= target`` (bracket ``low``..``high``)."""
+    if step <= 0 or low <= 0 or high < low:
+        raise ValueError("capacity search needs 0 < low <= high and a positive step")
+    probes: list[tuple[int, float]] = []
+
+    def meets(units: int) -> bool:
+        value = measure(units * step)
+        probes.append((units * step, value))
+        return value <= target
+
+    low_units, high_units = max(1, low // step), max(1, -(-high // step))
+    while low_units > 1 and meets(low_units):  # the lower end must miss the target
+        low_units, high_units = low_units // 2, low_units
+    if low_units == 1 and meets(1):
+        return CapacitySearch(step, 0, step, target, tuple(probes))
+    while not meets(high_units):
+        low_units, high_units = high_units, high_units * 2
+    while high_units - low_units > 1:
+        middle = (low_units + high_units) // 2
+        if meets(middle):
+            high_units = middle
+        else:
+            low_units = middle
+    return CapacitySearch(high_units * step, low_units * step, step, target, tuple(probes))

@@ -1,0 +1,98 @@
+"""The k8s-* policies (the FGD artifact's kube-scheduler plugins) and fgd-cpu: filter, score, tie-break."""
+
+from __future__ import annotations
+
+from scheduling.engine.kube_score import FragmentModel, NodeView, TypicalPod, fgd_choice, typical_pods
+from scheduling.engine.placement import ClusterState
+from scheduling.engine.types import Node, Placement, Rejection, Request
+
+
+def host(name: str, gpus: int = 8, *, free: tuple[int, ...] = (), cpu: int = 96_000, cpu_free: int | None = None,
+         model: str = "G2") -> Node:
+    return Node(name=name, gpu_total=gpus, gpu_model=model, gpu_free_milli=free, cpu_milli_total=cpu,
+                cpu_milli_free=cpu if cpu_free is None else cpu_free, memory_mib_total=1 << 20,
+                memory_mib_free=1 << 20)
+
+
+def placed(result: Placement | Rejection) -> Placement:
+    assert isinstance(result, Placement), result
+    return result
+
+
+ONE_GPU = TypicalPod(cpu_milli=8000, gpu_milli=1000, gpus=1, gpu_models=frozenset(), probability=1.0)
+
+
+def test_typical_pods_are_the_most_frequent_specs_covering_the_popularity_threshold() -> None:
+    requests = ([Request(f"a{i}", gpus_per_member=1, cpu_milli=4000) for i in range(6)]
+                + [Request(f"b{i}", gpu_milli=500, cpu_milli=2000) for i in range(3)]
+                + [Request("c", gpus_per_member=8, cpu_milli=64000)])
+    pods = typical_pods(requests, popularity=0.85)
+    assert [(p.gpu_milli, p.gpus) for p in pods] == [(1000, 1), (500, 1)]
+    assert abs(sum(p.probability for p in pods) - 1.0) < 1e-9
+    assert pods[0].probability == 6 / 9
+
+
+def test_a_node_without_cpu_for_the_typical_pod_counts_all_its_free_gpus_as_fragmented() -> None:
+    fragments = FragmentModel([ONE_GPU])
+    assert fragments.fragment("G2", (1000, 1000, 0, 0), 96_000) == 0.0
+    assert fragments.fragment("G2", (1000, 1000, 0, 0), 4_000) == 2000.0
+    assert fragments.fragment("G2", (500, 1000, 0, 0), 96_000) == 500.0
+
+
+def test_fgd_prefers_the_placement_that_grows_fragmentation_least() -> None:
+    fragments = FragmentModel([ONE_GPU])
+    spec = (8000, 1000, 1, frozenset[str]())
+    # Taking the last CPU of a node strands its other free GPU; a node with CPU to spare does not.
+    tight = fgd_choice(NodeView("G2", (1000, 1000), 10_000, 1e9), spec, fragments)[0]
+    roomy = fgd_choice(NodeView("G2", (1000, 1000), 90_000, 1e9), spec, fragments)[0]
+    assert roomy > tight
+    state = ClusterState([host("tight", 2, cpu_free=10_000), host("roomy", 2)], typical_pods=[ONE_GPU])
+    assert placed(state.place(Request("p", gpus_per_member=1, cpu_milli=8000), "k8s-fgd")).nodes == ("roomy",)
+
+
+def test_k8s_best_fit_scores_cpu_and_gpu_together() -> None:
+    # Same free GPUs; the node with less free CPU is the better fit.
+    state = ClusterState([host("cpu-rich", cpu=128_000), host("cpu-poor", cpu=32_000)])
+    decision = placed(state.place(Request("p", gpus_per_member=1, cpu_milli=4000), "k8s-best-fit"))
+    assert decision.nodes == ("cpu-poor",)
+
+
+def test_k8s_policies_draw_ties_at_random_but_reproducibly_for_a_seed() -> None:
+    state = ClusterState([host(f"n{i}") for i in range(8)])
+    request = Request("p", gpus_per_member=1, cpu_milli=4000)
+    chosen = {placed(state.place(request, "k8s-best-fit", seed=seed)).nodes for seed in range(20)}
+    assert len(chosen) > 1
+    assert state.place(request, "k8s-best-fit", seed=3) == state.place(request, "k8s-best-fit", seed=3)
+
+
+def test_fgd_cpu_breaks_ties_by_best_fit_then_node_order() -> None:
+    state = ClusterState([host("a", cpu=128_000), host("b", cpu=64_000), host("c", cpu=64_000)],
+                         typical_pods=[ONE_GPU])
+    request = Request("p", gpus_per_member=1, cpu_milli=4000)
+    assert {placed(state.place(request, "fgd-cpu", seed=seed)).nodes for seed in range(10)} == {("b",)}
+
+
+def test_a_share_goes_to_a_partly_used_gpu_under_fgd() -> None:
+    share = TypicalPod(cpu_milli=0, gpu_milli=500, gpus=1, gpu_models=frozenset(), probability=1.0)
+    state = ClusterState([host("n", 2, free=(1000, 500))], typical_pods=[share])
+    decision = placed(state.place(Request("p", gpus_per_member=0, gpu_milli=500), "k8s-fgd"))
+    assert decision.assignments[0].gpu_indices == (1,)
+
+
+def test_cpu_only_pods_are_placed_by_the_kube_policies_and_rejected_when_no_cpu_is_left() -> None:
+    state = ClusterState([host("small", cpu=8000), host("big", cpu=64_000)])
+    pod = Request("cpu", gpus_per_member=0, cpu_milli=16_000, memory_mib=1024)
+    decision = placed(state.place(pod, "k8s-random"))
+    assert decision.nodes == ("big",) and decision.assignments[0].gpu_indices == ()
+    state.commit(decision, pod)
+    assert state.node("big").cpu_milli_free == 48_000
+    rejection = state.place(Request("huge", gpus_per_member=0, cpu_milli=100_000), "k8s-fgd")
+    assert isinstance(rejection, Rejection) and rejection.constraint == "cpu"
+    # the engine's own policies still refuse CPU-only requests
+    assert isinstance(state.place(Request("cpu2", gpus_per_member=0, cpu_milli=1000), "best-fit"), Rejection)
+
+
+def test_gangs_use_the_engine_policy_the_kube_policy_stands_for() -> None:
+    nodes = [host(f"n{i}") for i in range(3)]
+    gang = Request("g", members=2, gpus_per_member=8)
+    assert ClusterState(nodes).place(gang, "k8s-best-fit") == ClusterState(nodes).place(gang, "best-fit")
