@@ -264,6 +264,8 @@ def csv_rows(content: dict, scope) -> list[tuple]:
             },
         )
     add("quota", "week", s.get("quota", {}), {"filed": "requests", "approved": "requests", "denied": "requests"})
+    for row in s.get("outlook", {}).get("teams", []):
+        rows.append(("outlook", row["team"], "days_until_guarantee_exhausted", row["days_left"], "days"))
     for row in s.get("trend", {}).get("rows", []):
         rows.append(("trend", row["key"], "current", row["current"], ""))
         rows.append(("trend", row["key"], "previous", row["previous"], ""))

@@ -5,7 +5,7 @@ where job records give start and end times (team and user use), and from the col
 where only the orchestrator knows (pool capacity, down/drained, planned). ``build_report`` runs the
 sections in order and returns a JSON-ready dict; every format (HTML, PDF, CSV, email) renders from it.
 
-To add a section (the forecast, the GPU ledger), append ``Section(key, title, function)`` to
+To add a section, append ``Section(key, title, function)`` to
 ``SECTIONS``; to add a suggested action, append a function to ``ACTION_RULES``. A section function takes
 the window and the sections computed before it (plain dicts) and returns a dataclass or dict.
 """
@@ -27,12 +27,14 @@ from django.core.serializers.json import DjangoJSONEncoder
 from scheduling import selectors, selectors_busy, selectors_fragmentation
 from scheduling import selectors_report as reads
 from scheduling.engine.calendar import bounds_at
+from scheduling.services import forecast
 from scheduling.services.pool_policies import rule_of
 
 REPORT_VERSION = 1
 HOUR = 3600.0
 TOP_USERS = 5
 TREND_POINTS = 29  # every 6 hours over a week
+OUTLOOK_ACTION_DAYS = 42  # a guarantee running out within six weeks is worth acting on in this report
 EXPIRING_WINDOW = timedelta(days=7)
 
 
@@ -648,6 +650,46 @@ class Trend:
     actions: list[Action]
 
 
+@dataclass
+class GuaranteeOutlook:
+    team: str
+    name: str
+    guaranteed: float
+    demand_now: float
+    trend_per_day: float
+    exhausted_on: str | None
+    days_left: int | None
+    sentence: str
+
+
+@dataclass
+class Outlook:
+    as_of: datetime
+    teams: list[GuaranteeOutlook]
+
+
+def outlook_section(window: Window, done: dict) -> Outlook:
+    """The demand forecast at the week's end: when each team's mean demand reaches its guarantee."""
+    end_day = window.end.astimezone(ZoneInfo(window.time_zone)).date()
+    rows = []
+    for item in forecast.guarantee_exhaustion(as_of=window.end):
+        days = None if item.on is None else (item.on - end_day).days
+        rows.append(
+            GuaranteeOutlook(
+                item.team,
+                item.name,
+                item.guaranteed,
+                round(item.level_now, 2),
+                round(item.trend_per_day, 3),
+                item.on.isoformat() if item.on else None,
+                days,
+                item.sentence,
+            )
+        )
+    rows.sort(key=lambda row: (row.days_left is None, row.days_left or 0, row.name))
+    return Outlook(window.end, rows)
+
+
 def _previous_headline(window: Window) -> tuple[dict, str]:
     stored = reads.previous_content(window.start)
     if stored and "headline" in stored:
@@ -772,6 +814,18 @@ def _allocation_drop(done, now, before):
         )
 
 
+def _guarantee_outlook(done, now, before):
+    for row in done.get("outlook", {}).get("teams", []):
+        days = row["days_left"]
+        if days is not None and days <= OUTLOOK_ACTION_DAYS:
+            yield Action(
+                "guarantee-exhaustion",
+                "high" if days <= 14 else "medium",
+                f"{row['sentence']} Raise its guarantee, file a quota request, or try the added capacity on the "
+                "what-if page before then.",
+            )
+
+
 ActionRule = Callable[[dict, dict, dict], object]
 # Suggested actions, each a clear rule over the report's own data; forecast-based rules append here.
 ACTION_RULES: list[ActionRule] = [
@@ -783,6 +837,7 @@ ACTION_RULES: list[ActionRule] = [
     _fragmentation,
     _expiring_grants,
     _allocation_drop,
+    _guarantee_outlook,
 ]
 
 
@@ -804,6 +859,7 @@ SECTIONS: list[Section] = [
     Section("fragmentation", "5. Fragmentation", fragmentation_section),
     Section("rebalancing", "6. Rebalancing and pool floors", rebalancing_section),
     Section("quota", "7. Quota requests", quota_section),
+    Section("outlook", "Demand outlook (forecast at the week's end)", outlook_section),
     Section("trend", "8. Week over week and suggested actions", trend_section),
 ]
 HEADLINE_SECTIONS = {"completeness", "capacity", "waits", "fragmentation", "rebalancing"}

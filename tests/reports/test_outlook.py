@@ -1,0 +1,61 @@
+"""The report's outlook: the demand forecast at the week's end turned into guarantee dates and actions."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduling import reports
+from scheduling.models import UsageRollup
+from scheduling.services.capacity_report import Window, build_report
+
+pytestmark = pytest.mark.django_db
+
+END = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
+WEEK = Window(END - timedelta(days=7), END, "UTC")
+
+
+def _record_growth(orchestrator, team, *, start_gpus: float, per_day: float, weeks: int = 3) -> None:
+    """Hourly rollups for ``team``: demand rising linearly by ``per_day`` GPUs a day up to the week's end."""
+    hours = weeks * 168
+    start = END - timedelta(hours=hours)
+    rows = []
+    for h in range(hours):
+        gpus = start_gpus + per_day * h / 24
+        for owner in (None, team):
+            rows.append(
+                UsageRollup(
+                    resolution="hour",
+                    period_start=start + timedelta(hours=h),
+                    orchestrator=orchestrator,
+                    team=owner,
+                    gpu_s_total=64 * 3600,
+                    gpu_s_allocated=gpus * 3600,
+                    covered_s=3600,
+                )
+            )
+    UsageRollup.objects.bulk_create(rows)
+
+
+def test_a_team_running_out_of_its_guarantee_gets_a_dated_outlook_and_a_high_action(orchestrator, teams, queues):
+    # nlp's guarantee is 8 GPUs; demand reaches 6.5 at the week's end, growing 0.3 GPU a day: 5 days left.
+    # Its parent research (guarantee 16) carries the same demand: about 32 days left, a medium action.
+    _record_growth(orchestrator, teams["nlp"], start_gpus=6.5 - 0.3 * 21, per_day=0.3)
+    content = build_report(WEEK)
+    nlp = next(row for row in content["sections"]["outlook"]["teams"] if row["team"] == "nlp")
+    assert nlp["trend_per_day"] == pytest.approx(0.3, abs=0.03)
+    assert 4 <= nlp["days_left"] <= 6
+    assert nlp["exhausted_on"] == (END.date() + timedelta(days=nlp["days_left"])).isoformat()
+    actions = [a for a in content["sections"]["trend"]["actions"] if a["rule"] == "guarantee-exhaustion"]
+    assert [a["severity"] for a in actions] == ["high", "medium"]
+    assert "NLP" in actions[0]["text"] and nlp["exhausted_on"] in actions[0]["text"]
+    assert "Research" in actions[1]["text"]
+    html = reports.render_html(content, scope=None)
+    assert nlp["sentence"] in html
+
+
+def test_flat_demand_far_below_the_guarantee_suggests_nothing(orchestrator, teams, queues):
+    _record_growth(orchestrator, teams["production"], start_gpus=6, per_day=0)
+    content = build_report(WEEK)
+    production = next(row for row in content["sections"]["outlook"]["teams"] if row["team"] == "production")
+    assert production["days_left"] is None and "does not exhaust" in production["sentence"]
+    assert not [a for a in content["sections"]["trend"]["actions"] if a["rule"] == "guarantee-exhaustion"]
