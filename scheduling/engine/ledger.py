@@ -224,7 +224,9 @@ def detect(
         for view in source.views:
             host = identity.resolve(view)
             if host is None:
-                if source.fresh and view.gpu_total > 0:
+                if view.gpu_total <= 0:
+                    continue  # a CPU-only node outside the inventory (a control plane, a Ray head): not ours
+                if source.fresh:
                     conditions.append(_unknown(view, source.kind))
                 host = view.name  # still joined by name, so double ownership is caught before inventory is
             entry = grouped.setdefault(host, _HostViews())
