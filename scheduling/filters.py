@@ -3,7 +3,17 @@
 import django_filters
 from django.db.models import Q
 
-from scheduling.models import Node, Orchestrator, QuotaGrant, QuotaRequest, Team, Workload
+from scheduling.models import (
+    LedgerFinding,
+    Node,
+    NodeAlias,
+    Orchestrator,
+    OwnershipInterval,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    Workload,
+)
 
 
 class TeamFilter(django_filters.FilterSet):
@@ -70,3 +80,51 @@ class OrchestratorFilter(django_filters.FilterSet):
     class Meta:
         model = Orchestrator
         fields = ["kind", "enabled"]
+
+
+class LedgerFindingFilter(django_filters.FilterSet):
+    """Issue 10: the ledger page and /api/v1/ledger/findings/ filter with this one FilterSet."""
+
+    STATUS = (("open", "Open"), ("closed", "Closed"))
+
+    status = django_filters.ChoiceFilter(choices=STATUS, method="by_status", label="Status")
+    kind = django_filters.ChoiceFilter(choices=LedgerFinding.Kind.choices)
+    severity = django_filters.ChoiceFilter(choices=LedgerFinding.Severity.choices)
+    node = django_filters.CharFilter(lookup_expr="icontains", label="Node contains")
+    orchestrator = django_filters.CharFilter(field_name="orchestrators", lookup_expr="icontains", label="Orchestrator")
+    since = django_filters.IsoDateTimeFilter(method="open_since", label="Open at or after (ISO time)")
+    until = django_filters.IsoDateTimeFilter(field_name="opened_at", lookup_expr="lt", label="Opened before (ISO time)")
+
+    class Meta:
+        model = LedgerFinding
+        fields = ["status", "kind", "severity", "node", "orchestrator", "since", "until"]
+
+    def by_status(self, queryset, name, value):
+        return queryset.filter(closed_at__isnull=value == "open")
+
+    def open_since(self, queryset, name, value):
+        return queryset.filter(Q(closed_at__isnull=True) | Q(closed_at__gte=value))
+
+
+class OwnershipIntervalFilter(django_filters.FilterSet):
+    node = django_filters.CharFilter()
+    orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
+    open = django_filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull", label="Still open")
+    since = django_filters.IsoDateTimeFilter(method="ending_after", label="Overlapping from (ISO time)")
+    until = django_filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt", label="Started before")
+
+    class Meta:
+        model = OwnershipInterval
+        fields = ["node", "orchestrator", "open", "since", "until"]
+
+    def ending_after(self, queryset, name, value):
+        return queryset.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=value))
+
+
+class NodeAliasFilter(django_filters.FilterSet):
+    orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
+    host = django_filters.CharFilter(field_name="host__name")
+
+    class Meta:
+        model = NodeAlias
+        fields = ["orchestrator", "host", "name"]

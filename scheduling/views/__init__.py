@@ -2,6 +2,7 @@
 
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .fleet import fragmentation, orchestrators, utilisation
+from .ledger import ledger
 from .overview import overview
 from .quota import quota_detail, quota_list, quota_new
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
@@ -13,6 +14,7 @@ __all__ = [
     "fairshare_history",
     "fairshare_revert",
     "fragmentation",
+    "ledger",
     "orchestrators",
     "overview",
     "quota_detail",

@@ -112,8 +112,10 @@ def test_the_explanation_names_whom_the_portal_expects_and_whom_to_release():
 
 def test_a_node_drained_everywhere_is_an_orphan_only_after_the_setting():
     ledger = Ledger()
-    drained = (slurm(view("slurm", "dgx01"), view("slurm", "dgx02", False, why_not="drained (maint)")),
-               k8s(view("k8s", "dgx01", False), view("k8s", "dgx02", False, why_not="cordoned")))
+    drained = (
+        slurm(view("slurm", "dgx01"), view("slurm", "dgx02", False, why_not="drained (maint)")),
+        k8s(view("k8s", "dgx01", False), view("k8s", "dgx02", False, why_not="cordoned")),
+    )
     ledger.round(0, *drained)
     assert ledger.open() == [] and list(ledger.record) == [f"{FindingKind.ORPHAN}:dgx02"]  # pending
     ledger.round(599, *drained)
@@ -208,7 +210,8 @@ def test_fewer_gpus_than_the_inventory_is_a_medium_capacity_mismatch_naming_the_
     ledger = Ledger(hosts=(Host("dgx01", 2, gpu_uuids=frozenset({"GPU-a", "GPU-b"})),))
     ledger.round(0, slurm(view("slurm", "dgx01", gpu_total=1, gpu_uuids=frozenset({"GPU-a"}))))
     (finding,) = ledger.open(FindingKind.CAPACITY_MISMATCH)
-    assert finding.severity is Severity.MEDIUM and "GPU-b" in finding.explanation and "reports 1 GPUs" in finding.explanation
+    assert finding.severity is Severity.MEDIUM
+    assert "GPU-b" in finding.explanation and "reports 1 GPUs" in finding.explanation
 
 
 def test_more_gpus_than_the_inventory_is_a_low_mismatch_and_a_cordoned_node_reporting_none_is_not_one():
