@@ -50,3 +50,4 @@ rules.add_perm("scheduling.decide_quota_request", is_portal_admin | (is_lead & ~
 rules.add_perm("scheduling.edit_entitlements", is_portal_admin)
 rules.add_perm("scheduling.edit_pool_policies", is_portal_admin)
 rules.add_perm("scheduling.edit_orchestrators", is_portal_admin)
+rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # issue 10: fleet hosts and node aliases

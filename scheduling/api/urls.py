@@ -2,7 +2,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from . import ledger, views
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -16,6 +16,10 @@ router.register("usage/samples", views.UsageSampleViewSet, basename="usagesample
 router.register("usage/rollups", views.UsageRollupViewSet, basename="usagerollup")
 router.register("collector-runs", views.CollectorRunViewSet, basename="collectorrun")
 router.register("rebalance-plans", views.RebalancePlanViewSet, basename="rebalanceplan")
+router.register("ledger/findings", ledger.LedgerFindingViewSet, basename="ledgerfinding")
+router.register("ledger/ownership", ledger.OwnershipIntervalViewSet, basename="ownershipinterval")
+router.register("ledger/hosts", ledger.FleetHostViewSet, basename="fleethost")
+router.register("ledger/aliases", ledger.NodeAliasViewSet, basename="nodealias")
 
 urlpatterns = [
     path("v1/", include(router.urls)),

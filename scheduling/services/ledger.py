@@ -406,6 +406,8 @@ def adopt_hosts(*, by=None, reason: str = "adopted from what the orchestrators r
     return adopted
 
 
-def save_alias(alias: NodeAlias, *, by, reason: str) -> NodeAlias:
-    save_audited(alias, by=by, reason=reason)
-    return alias
+def save_inventory_row(row: FleetHost | NodeAlias, *, by, reason: str) -> FleetHost | NodeAlias:
+    """An admin's change of the inventory or an alias: validated, saved with author and reason; the
+    next evaluation joins views with it."""
+    save_audited(row, by=by, reason=reason)
+    return row
