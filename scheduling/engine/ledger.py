@@ -237,11 +237,13 @@ def detect(
                 entry.unknown.add(source.name)
     held: set[tuple[FindingKind, str]] = set()
     ownership = []
+    moving = frozenset(s.node for s in steps)  # between owners on purpose: a stuck move is its own finding
     for name, entry in grouped.items():
         owners = frozenset(o for o, v in entry.views.items() if v.schedulable and v.gpu_total > 0)
         unknown = frozenset(entry.unknown | blind)
         ownership.append(HostOwnership(name, owners, unknown, name in identity.hosts))
-        found, undecided = _ownership_conditions(name, entry, owners, unknown, identity.hosts.get(name), config)
+        record = identity.hosts.get(name)
+        found, undecided = _ownership_conditions(name, entry, owners, unknown, record, name in moving, config)
         conditions.extend(found)
         held.update((kind, name) for kind in undecided)
     conditions.extend(_stuck(step, now) for step in steps if _is_stuck(step, now))
@@ -254,6 +256,7 @@ def _ownership_conditions(
     owners: frozenset[str],
     unknown: frozenset[str],
     host: Host | None,
+    moving: bool,
     config: LedgerConfig,
 ) -> tuple[list[Condition], list[FindingKind]]:
     found: list[Condition] = []
@@ -262,7 +265,7 @@ def _ownership_conditions(
         found.append(_double(name, entry, owners, host))
     elif len(owners) + len(unknown) >= 2:
         undecided.append(FindingKind.DOUBLE_OWNERSHIP)
-    if not owners and not (host is not None and host.retired):
+    if not owners and not moving and not (host is not None and host.retired):
         if unknown:
             undecided.append(FindingKind.ORPHAN)
         else:

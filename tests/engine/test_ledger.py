@@ -287,6 +287,14 @@ def test_a_plan_step_waiting_past_its_timeout_is_a_high_stuck_transition_that_cl
     assert ledger.open() == [] and [f.kind for f in ledger.closed] == [FindingKind.STUCK_TRANSITION]
 
 
+def test_a_node_drained_by_a_plan_in_progress_is_not_an_orphan_while_the_step_is_within_its_timeout():
+    ledger = Ledger()
+    between = (slurm(view("slurm", "dgx01", False), view("slurm", "dgx02", False)), k8s(view("k8s", "dgx02")))
+    ledger.round(0, *between, steps=(step("draining", 0),))
+    ledger.round(3000, *between, steps=(step("draining", 0),))
+    assert ledger.record == {}
+
+
 def test_open_counts_has_every_kind_even_at_zero():
     ledger = Ledger()
     ledger.round(0, *healthy(now_views_k8s=True))
