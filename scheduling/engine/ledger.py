@@ -231,7 +231,9 @@ def detect(
                 host = view.name  # still joined by name, so double ownership is caught before inventory is
             entry = grouped.setdefault(host, _HostViews())
             if source.fresh:
-                entry.views[source.name] = view
+                known = entry.views.get(source.name)
+                if known is None or not known.schedulable:  # two names for one host: any claim counts
+                    entry.views[source.name] = view
                 conditions.extend(_source_conditions(view, identity.hosts.get(host), host, config))
             else:
                 entry.unknown.add(source.name)
