@@ -24,6 +24,10 @@ READS = {
     "/api/v1/collector-runs/": SIGNED_IN,
     "/api/v1/rebalance-plans/": SIGNED_IN,
     "/api/v1/fragmentation/": SIGNED_IN,
+    "/api/v1/ledger/findings/": SIGNED_IN,
+    "/api/v1/ledger/ownership/": SIGNED_IN,
+    "/api/v1/ledger/hosts/": SIGNED_IN,
+    "/api/v1/ledger/aliases/": SIGNED_IN,
 }
 
 WRITES = {
@@ -34,4 +38,6 @@ WRITES = {
     ("post", "/api/v1/quota-requests/"): ("researcher", "lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/approve/"): ("lead", "admin"),
     ("post", "/api/v1/quota-requests/{request}/deny/"): ("lead", "admin"),
+    ("post", "/api/v1/ledger/hosts/"): ("admin",),
+    ("post", "/api/v1/ledger/aliases/"): ("admin",),
 }

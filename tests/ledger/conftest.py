@@ -12,6 +12,7 @@ from scheduling.engine.types import OrchestratorKind
 from scheduling.models import FleetHost, Orchestrator
 from scheduling.services import ledger
 from scheduling.services.ingest import ingest_snapshot
+from tests.api.conftest import api  # noqa: F401 - the role clients with knox tokens
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 NAMES = ("dgx01", "dgx02", "dgx03", "dgx04")
