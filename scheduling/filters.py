@@ -1,6 +1,7 @@
 """One django-filter FilterSet per model, shared by the HTML lists and (later) the REST API."""
 
 import django_filters
+from django import forms
 from django.db.models import Q
 
 from scheduling.models import (
@@ -82,6 +83,22 @@ class OrchestratorFilter(django_filters.FilterSet):
         fields = ["kind", "enabled"]
 
 
+class RealOffsetIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 time whose UTC offset is one a clock can have (|offset| <= 14 h): Python accepts up to
+    24 h, PostgreSQL fails on more than 16 h, which would be a 500 instead of a 400 naming the field."""
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        offset = parsed.utcoffset() if parsed is not None else None
+        if offset is not None and abs(offset.total_seconds()) > 14 * 3600:
+            raise forms.ValidationError("Enter a time whose UTC offset is within +/-14:00.", code="invalid")
+        return parsed
+
+
+class IsoTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = RealOffsetIsoDateTimeField
+
+
 class LedgerFindingFilter(django_filters.FilterSet):
     """Issue 10: the ledger page and /api/v1/ledger/findings/ filter with this one FilterSet."""
 
@@ -92,8 +109,8 @@ class LedgerFindingFilter(django_filters.FilterSet):
     severity = django_filters.ChoiceFilter(choices=LedgerFinding.Severity.choices)
     node = django_filters.CharFilter(lookup_expr="icontains", label="Node contains")
     orchestrator = django_filters.CharFilter(field_name="orchestrators", lookup_expr="icontains", label="Orchestrator")
-    since = django_filters.IsoDateTimeFilter(method="open_since", label="Open at or after (ISO time)")
-    until = django_filters.IsoDateTimeFilter(field_name="opened_at", lookup_expr="lt", label="Opened before (ISO time)")
+    since = IsoTimeFilter(method="open_since", label="Open at or after (ISO time)")
+    until = IsoTimeFilter(field_name="opened_at", lookup_expr="lt", label="Opened before (ISO time)")
 
     class Meta:
         model = LedgerFinding
@@ -110,8 +127,8 @@ class OwnershipIntervalFilter(django_filters.FilterSet):
     node = django_filters.CharFilter()
     orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
     open = django_filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull", label="Still open")
-    since = django_filters.IsoDateTimeFilter(method="ending_after", label="Overlapping from (ISO time)")
-    until = django_filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt", label="Started before")
+    since = IsoTimeFilter(method="ending_after", label="Overlapping from (ISO time)")
+    until = IsoTimeFilter(field_name="started_at", lookup_expr="lt", label="Started before")
 
     class Meta:
         model = OwnershipInterval

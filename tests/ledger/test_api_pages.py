@@ -128,7 +128,7 @@ def test_the_healthy_demo_federation_shows_no_finding_through_its_rounds_and_a_r
     )
     plan = rebalance.propose_plan().plan
     rebalance.approve_plan(plan, by=cast["admin"], reason="demo ledger")
-    for minute in range(1, 60):
+    for _step in range(1, 60):
         outcome = rebalance.apply_step(plan.pk)
         if outcome.finished:
             break
@@ -136,3 +136,10 @@ def test_the_healthy_demo_federation_shows_no_finding_through_its_rounds_and_a_r
     assert outcome.plan_state == RebalancePlan.State.APPLIED
     demo.run_demo_round(timezone.now())
     assert list(LedgerFinding.objects.values_list("kind", "node")) == []
+
+
+def test_a_time_with_an_impossible_utc_offset_is_a_400_naming_the_filter(api, db):
+    response = api("researcher").get("/api/v1/ledger/findings/", {"since": "8177-02-15T02:23:23-21:56"})
+    assert response.status_code == 400 and "since" in response.json()
+    samples = api("researcher").get("/api/v1/usage/samples/", {"until": "2026-01-01T00:00:00+20:00"})
+    assert samples.status_code == 400 and "until" in samples.json()

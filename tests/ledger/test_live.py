@@ -63,7 +63,7 @@ def collection_round(slurm: Orchestrator, k8s: Orchestrator) -> None:
 @override_settings(GPUPORTAL_LEDGER={"orphan_after_s": ORPHAN_AFTER_S})
 def test_a_node_schedulable_in_slurm_and_kubernetes_is_caught_in_one_round_and_cleared_by_a_slurm_drain(
     sources,
-    slurm_fleet,
+    slurm_fleet,  # noqa: F811
     cluster,  # noqa: F811
 ):
     slurm, k8s = sources
