@@ -223,22 +223,26 @@ def _is_fresh(orchestrator: Orchestrator, now: datetime) -> bool:
     )
 
 
+VIEW_FIELDS = ("orchestrator_id", "name", "schedulable", "gpu_total", "gpu_allocated", "gpu_backed", "state", "why_not")
+
+
 def _sources(now: datetime) -> list[engine.Source]:
     orchestrators = list(Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS))
     views: dict[int, list[engine.SourceView]] = defaultdict(list)
     names = {o.pk: o.name for o in orchestrators}
-    for row in SourceView.objects.filter(orchestrator__in=orchestrators).iterator(chunk_size=5000):
-        views[row.orchestrator_id].append(
+    rows = SourceView.objects.filter(orchestrator__in=orchestrators).values_list(*VIEW_FIELDS, "gpu_uuids")
+    for orch_id, name, schedulable, total, allocated, backed, state, why_not, uuids in rows.iterator(chunk_size=5000):
+        views[orch_id].append(
             engine.SourceView(
-                orchestrator=names[row.orchestrator_id],
-                name=row.name,
-                schedulable=row.schedulable,
-                gpu_total=row.gpu_total,
-                gpu_allocated=row.gpu_allocated,
-                gpu_backed=row.gpu_backed,
-                state=row.state,
-                why_not=row.why_not,
-                gpu_uuids=frozenset(str(u) for u in row.gpu_uuids or ()),
+                orchestrator=names[orch_id],
+                name=name,
+                schedulable=schedulable,
+                gpu_total=total,
+                gpu_allocated=allocated,
+                gpu_backed=backed,
+                state=state,
+                why_not=why_not,
+                gpu_uuids=frozenset(str(u) for u in uuids) if uuids else frozenset(),
             )
         )
     return [
