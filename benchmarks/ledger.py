@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduling.engine.ledger import (  # noqa: E402
+from scheduling.engine.ledger import (
     Host,
     LedgerConfig,
     Source,

@@ -309,6 +309,7 @@ def fill_history(days: float, step_s: float = 300, now: datetime | None = None) 
         _record_collector_runs(orchestrators, state, now)
         record_demo_views(orchestrators, now)
     refresh_rollups(start, now)
+    evaluate_quietly(now)  # the ledger starts with the replayed fleet
     return len(jobs)
 
 
