@@ -391,8 +391,9 @@ def _alert_double_ownership(keys: list[str]) -> None:
 
 @transaction.atomic
 def adopt_hosts(*, by=None, reason: str = "adopted from what the orchestrators report") -> list[FleetHost]:
-    """Add every GPU node a fresh source lists but the inventory lacks (its GPUs: the most any source
-    reports). For a first install; after that, hosts are added by hand so that unknown nodes stand out."""
+    """Add every GPU node a source lists (in its last good views) that no inventory host matches, with
+    the most GPUs any source reports for it. For a first install; after that, hosts are added on purpose
+    so that unknown nodes stand out."""
     identity = engine.Identity(_hosts(), _aliases())
     seen: dict[str, SourceView] = {}
     for view in SourceView.objects.select_related("orchestrator").filter(gpu_total__gt=0):

@@ -2,7 +2,8 @@
 kube-apiserver (scripts/k8s/), scraped by the portal's own collectors through ``collection.scrape`` (which
 evaluates the ledger after each scrape). Skips with the fixture's reason where either cannot run (fails in CI).
 
-Fixture fleets: Slurm dgx01-08, Kubernetes dgx01-06 (dgx06 cordoned and tainted by the seed)."""
+Fixture fleets: Slurm dgx01-08, Kubernetes dgx01-06 (dgx06 cordoned and tainted by the seed), Ray
+ray-head + ray-worker-1/2 (8 GPUs each, scripts/ray/)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import time
 import pytest
 from django.test import override_settings
 
-from scheduling.models import LedgerFinding, Orchestrator, OwnershipInterval
+from scheduling.collectors.actuators import parse_scontrol_node
+from scheduling.models import LedgerFinding, Orchestrator, OwnershipInterval, SourceView
 from scheduling.services import collection, ledger
-from tests.collectors.conftest import slurm_fleet  # noqa: F401 - session fixture
+from tests.collectors.conftest import ray_cluster, slurm_fleet  # noqa: F401 - session fixtures
 from tests.k8s_live.conftest import cluster  # noqa: F401 - session fixture
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -54,10 +56,10 @@ def sources(slurm_fleet, cluster, monkeypatch):  # noqa: F811
             cluster.core.patch_node(name, {"spec": {"unschedulable": None}})
 
 
-def collection_round(slurm: Orchestrator, k8s: Orchestrator) -> None:
-    for orchestrator in (slurm, k8s):
+def collection_round(*orchestrators: Orchestrator) -> None:
+    for orchestrator in orchestrators:
         outcome = collection.scrape(orchestrator.pk)
-        assert outcome.run is not None and outcome.run.ok, outcome
+        assert outcome.run is not None and outcome.run.ok, (outcome, outcome.run and outcome.run.error)
 
 
 @override_settings(GPUPORTAL_LEDGER={"orphan_after_s": ORPHAN_AFTER_S})
@@ -102,3 +104,61 @@ def test_a_node_schedulable_in_slurm_and_kubernetes_is_caught_in_one_round_and_c
         opened_at__isnull=False, closed_at__isnull=True
     )
     assert list(others.values_list("kind", "node", "explanation")) == []
+
+
+def responding(slurm_fleet, *names: str, timeout: float = 120.0) -> None:  # noqa: F811
+    """Wait for slurmd to answer: while Ray's fixture starts, the loaded machine can make slurmctld flag a
+    node NOT_RESPONDING, and such a node is rightly not schedulable (that would be a true orphan)."""
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while "NOT_RESPONDING" in parse_scontrol_node(slurm_fleet.run("scontrol", "show", "node", name, "-o"))[1]:
+            assert time.monotonic() < deadline, f"slurmd of {name} did not answer within {timeout:.0f} s"
+            time.sleep(2)
+
+
+RAY_ALIASES = {"ray-head": "dgx06", "ray-worker-1": "dgx07", "ray-worker-2": "dgx08"}
+
+
+def test_ray_nodes_join_their_hosts_through_aliases_and_a_resumed_slurm_node_is_caught_owned_twice(
+    slurm_fleet,  # noqa: F811
+    ray_cluster,  # noqa: F811
+    monkeypatch,
+):
+    from scheduling.models import FleetHost, NodeAlias
+
+    monkeypatch.setenv("GPUPORTAL_TEST_SLURM_JWT", slurm_fleet.token)
+    slurm = Orchestrator.objects.create(
+        name="slurm-live",
+        kind="slurm",
+        endpoint=slurm_fleet.url,
+        credentials_ref="env:GPUPORTAL_TEST_SLURM_JWT",
+        options={"user": slurm_fleet.user},
+    )
+    ray = Orchestrator.objects.create(name="ray-live", kind="ray", endpoint=ray_cluster.url)
+    hosts = {f"dgx{i:02d}": FleetHost.objects.create(name=f"dgx{i:02d}", gpu_total=8) for i in range(1, 9)}
+    for name, host in RAY_ALIASES.items():  # Ray names its nodes itself; the admin maps them to hosts
+        NodeAlias.objects.create(orchestrator=ray, name=name, host=hosts[host])
+    for host in RAY_ALIASES.values():  # handed to Ray: drained in Slurm
+        slurm_fleet.run("scontrol", "update", f"nodename={host}", "state=drain", "reason=ledger-live:ray-owns-it")
+    try:
+        responding(slurm_fleet, *(f"dgx{i:02d}" for i in range(1, 9)))
+        collection_round(slurm, ray)
+        opened = LedgerFinding.objects.filter(opened_at__isnull=False, closed_at__isnull=True)
+        assert list(opened.values_list("kind", "node", "explanation")) == []
+        ray_owns = OwnershipInterval.objects.filter(orchestrator=ray, ended_at__isnull=True)
+        assert set(ray_owns.values_list("node", flat=True)) == set(RAY_ALIASES.values())
+
+        slurm_fleet.run("scontrol", "update", "nodename=dgx07", "state=resume")
+        responding(slurm_fleet, "dgx07")
+        collection_round(slurm, ray)
+        views = SourceView.objects.filter(name__in=("dgx07", "ray-worker-1"))
+        assert _live("double_ownership").count() == 1, list(views.values_list("name", "schedulable", "why_not"))
+        double = _live("double_ownership").get()
+        assert double.node == "dgx07" and double.orchestrators == "ray-live,slurm-live"
+
+        slurm_fleet.run("scontrol", "update", "nodename=dgx07", "state=drain", "reason=ledger-live:back-to-ray")
+        collection_round(slurm, ray)
+        assert _live("double_ownership").count() == 0
+    finally:
+        for host in RAY_ALIASES.values():
+            slurm_fleet.run("scontrol", "update", f"nodename={host}", "state=resume")
