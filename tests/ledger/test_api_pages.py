@@ -143,3 +143,32 @@ def test_a_time_with_an_impossible_utc_offset_is_a_400_naming_the_filter(api, db
     assert response.status_code == 400 and "since" in response.json()
     samples = api("researcher").get("/api/v1/usage/samples/", {"until": "2026-01-01T00:00:00+20:00"})
     assert samples.status_code == 400 and "until" in samples.json()
+
+
+def test_deleting_an_alias_needs_a_reason_and_keeps_who_deleted_it(api, cast, two_sources):
+    alias = NodeAlias.objects.create(orchestrator=two_sources.k8s, name="n-2", host=FleetHost.objects.get(name="dgx01"))
+    client = api("admin")
+    assert client.delete(f"/api/v1/ledger/aliases/{alias.pk}/").status_code == 400
+    assert client.delete(f"/api/v1/ledger/aliases/{alias.pk}/?reason=renamed+back").status_code == 204
+    gone = NodeAlias.history.filter(id=alias.pk, history_type="-").get()
+    assert gone.history_user == cast["admin"] and gone.history_change_reason == "renamed back"
+    assert api("researcher").delete(f"/api/v1/ledger/hosts/{FleetHost.objects.first().pk}/?reason=x").status_code == 403
+
+
+def test_the_ledger_command_adopts_evaluates_and_prints_open_findings_as_json(two_sources, rounds):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    FleetHost.objects.filter(name="dgx04").delete()
+    two_sources.k8s_owns.add("dgx02")
+    two_sources.scrape_slurm(timezone.now())
+    two_sources.scrape_k8s(timezone.now())
+    out = StringIO()
+    call_command("ledger", "--adopt", "--evaluate", "--json", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "adopted 1 hosts: dgx04"
+    assert lines[1].startswith("evaluated in ") and "1 open" in lines[1]
+    (finding,) = [json.loads(line) for line in lines[2:]]
+    assert finding["kind"] == "double_ownership" and finding["node"] == "dgx02"
