@@ -190,3 +190,31 @@ class WhatIfScenarioAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+# --- Issue 10: the GPU ledger. Inventory and aliases are admin-edited (audited); findings are read-only. ---
+
+
+@admin.register(models.FleetHost)
+class FleetHostAdmin(AuditedAdmin):
+    list_display = ("name", "gpu_model", "gpu_total", "retired")
+    list_filter = ("retired", "gpu_model")
+    search_fields = ("name", "aliases__name")
+
+
+@admin.register(models.NodeAlias)
+class NodeAliasAdmin(AuditedAdmin):
+    list_display = ("name", "orchestrator", "host")
+    list_filter = ("orchestrator",)
+    search_fields = ("name", "host__name")
+
+
+@admin.register(models.LedgerFinding)
+class LedgerFindingAdmin(admin.ModelAdmin):
+    list_display = ("kind", "severity", "node", "orchestrators", "opened_at", "last_seen", "closed_at")
+    list_filter = ("kind", "severity", ("closed_at", admin.EmptyFieldListFilter))
+    search_fields = ("node", "explanation")
+    readonly_fields = [f.name for f in models.LedgerFinding._meta.fields]
+
+    def has_add_permission(self, request):
+        return False

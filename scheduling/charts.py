@@ -505,3 +505,45 @@ def whatif_wait_chart(team_rows: Sequence[Mapping[str, Any]]) -> str:
     )
     layout = {"barmode": "group", "yaxis": _axis("p95 wait (hours)", rangemode="tozero"), "hovermode": "closest"}
     return render(data, layout, title="p95 queue wait per team", summary=summary or "No jobs.", height=280)
+
+
+def ownership_timeline_chart(spans: Sequence[Any], since: datetime, until: datetime) -> str:
+    """Per node, who could schedule there when: one bar per ownership interval (``node``, ``orchestrator``,
+    ``start``, ``end``; ``end`` None = still open), one colour and lane per orchestrator, so that two
+    owners at once show as two lit lanes in one row and a gap as white (owned by none)."""
+    by_owner: dict[str, list[Any]] = {}
+    for span in spans:
+        by_owner.setdefault(span.orchestrator, []).append(span)
+    nodes = sorted({s.node for s in spans})
+    data = []
+    for index, (owner, rows) in enumerate(sorted(by_owner.items())):
+        starts = [max(r.start, since) for r in rows]
+        ends = [min(r.end or until, until) for r in rows]
+        data.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": owner,
+                "y": [r.node for r in rows],
+                "base": starts,
+                "x": [max((e - s).total_seconds() * 1000, 1000) for s, e in zip(starts, ends, strict=True)],
+                "marker": {"color": PALETTE[index % len(PALETTE)]},
+                "customdata": [[s.isoformat(), e.isoformat()] for s, e in zip(starts, ends, strict=True)],
+                "hovertemplate": "%{y}: " + escape(owner) + " %{customdata[0]} - %{customdata[1]}<extra></extra>",
+            }
+        )
+    layout = {
+        "barmode": "group",  # one lane per orchestrator in each node's row: two lanes lit at once = two owners
+        "bargap": 0.25,
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        "xaxis": _axis("time", type="date", range=[since, until]),
+        "yaxis": {"type": "category", "categoryorder": "category descending", "automargin": True},
+        "margin": {"l": 90, "r": 15, "t": 30, "b": 40},
+    }
+    summary = (
+        f"{len(nodes)} nodes, {len(spans)} ownership intervals from {len(by_owner)} orchestrators."
+        if spans
+        else "No ownership recorded in this window."
+    )
+    return render(data, layout, title="Who could schedule on each node", summary=summary, height=120 + 22 * len(nodes))

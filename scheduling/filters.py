@@ -1,9 +1,20 @@
 """One django-filter FilterSet per model, shared by the HTML lists and (later) the REST API."""
 
 import django_filters
+from django import forms
 from django.db.models import Q
 
-from scheduling.models import Node, Orchestrator, QuotaGrant, QuotaRequest, Team, Workload
+from scheduling.models import (
+    LedgerFinding,
+    Node,
+    NodeAlias,
+    Orchestrator,
+    OwnershipInterval,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    Workload,
+)
 
 
 class TeamFilter(django_filters.FilterSet):
@@ -70,3 +81,67 @@ class OrchestratorFilter(django_filters.FilterSet):
     class Meta:
         model = Orchestrator
         fields = ["kind", "enabled"]
+
+
+class RealOffsetIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 time whose UTC offset is one a clock can have (|offset| <= 14 h): Python accepts up to
+    24 h, PostgreSQL fails on more than 16 h, which would be a 500 instead of a 400 naming the field."""
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        offset = parsed.utcoffset() if parsed is not None else None
+        if offset is not None and abs(offset.total_seconds()) > 14 * 3600:
+            raise forms.ValidationError("Enter a time whose UTC offset is within +/-14:00.", code="invalid")
+        return parsed
+
+
+class IsoTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = RealOffsetIsoDateTimeField
+
+
+class LedgerFindingFilter(django_filters.FilterSet):
+    """Issue 10: the ledger page and /api/v1/ledger/findings/ filter with this one FilterSet."""
+
+    STATUS = (("open", "Open"), ("closed", "Closed"))
+
+    status = django_filters.ChoiceFilter(choices=STATUS, method="by_status", label="Status")
+    kind = django_filters.ChoiceFilter(choices=LedgerFinding.Kind.choices)
+    severity = django_filters.ChoiceFilter(choices=LedgerFinding.Severity.choices)
+    node = django_filters.CharFilter(lookup_expr="icontains", label="Node contains")
+    orchestrator = django_filters.CharFilter(field_name="orchestrators", lookup_expr="icontains", label="Orchestrator")
+    since = IsoTimeFilter(method="open_since", label="Open at or after (ISO time)")
+    until = IsoTimeFilter(field_name="opened_at", lookup_expr="lt", label="Opened before (ISO time)")
+
+    class Meta:
+        model = LedgerFinding
+        fields = ["status", "kind", "severity", "node", "orchestrator", "since", "until"]
+
+    def by_status(self, queryset, name, value):
+        return queryset.filter(closed_at__isnull=value == "open")
+
+    def open_since(self, queryset, name, value):
+        return queryset.filter(Q(closed_at__isnull=True) | Q(closed_at__gte=value))
+
+
+class OwnershipIntervalFilter(django_filters.FilterSet):
+    node = django_filters.CharFilter()
+    orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
+    open = django_filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull", label="Still open")
+    since = IsoTimeFilter(method="ending_after", label="Overlapping from (ISO time)")
+    until = IsoTimeFilter(field_name="started_at", lookup_expr="lt", label="Started before")
+
+    class Meta:
+        model = OwnershipInterval
+        fields = ["node", "orchestrator", "open", "since", "until"]
+
+    def ending_after(self, queryset, name, value):
+        return queryset.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=value))
+
+
+class NodeAliasFilter(django_filters.FilterSet):
+    orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
+    host = django_filters.CharFilter(field_name="host__name")
+
+    class Meta:
+        model = NodeAlias
+        fields = ["orchestrator", "host", "name"]

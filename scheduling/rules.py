@@ -58,3 +58,4 @@ def leads_a_team(user) -> bool:
 
 
 rules.add_perm("scheduling.run_whatif", is_portal_admin | leads_a_team)
+rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # issue 10: fleet hosts and node aliases

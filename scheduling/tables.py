@@ -4,7 +4,7 @@ import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html
 
-from scheduling.models import CapacityReport, QuotaGrant, QuotaRequest, Workload
+from scheduling.models import CapacityReport, LedgerFinding, QuotaGrant, QuotaRequest, Workload
 
 ATTRS = {"class": "grid"}
 
@@ -142,3 +142,32 @@ class CapacityReportTable(tables.Table):
         return format_html(
             " · ".join(['<a href="{}">{}</a>'] * len(links)), *[part for label, url in links for part in (url, label)]
         )
+
+
+SEVERITY_BADGES = {"high": "bad", "medium": "warn", "low": "info"}
+
+
+class LedgerFindingTable(tables.Table):
+    """Issue 10: ledger findings, most recent first; the explanation says what to do."""
+
+    severity = tables.Column(verbose_name="Severity")
+    kind = tables.Column(verbose_name="Finding")
+    node = tables.Column(verbose_name="Node")
+    orchestrators = tables.Column(verbose_name="Orchestrators")
+    opened_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Opened (UTC)")
+    last_seen = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="Last seen (UTC)")
+    closed_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Closed (UTC)")
+    explanation = tables.Column(verbose_name="Explanation", orderable=False)
+
+    class Meta:
+        model = LedgerFinding
+        attrs = ATTRS
+        fields = ("severity", "kind", "node", "orchestrators", "opened_at", "last_seen", "closed_at", "explanation")
+        empty_text = "No drift: every node has exactly one owner."
+        order_by = ("-opened_at",)
+
+    def render_severity(self, value, record):
+        return format_html('<span class="badge {}">{}</span>', SEVERITY_BADGES.get(record.severity, "info"), value)
+
+    def render_orchestrators(self, value):
+        return ", ".join(value.split(","))

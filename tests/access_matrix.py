@@ -28,6 +28,10 @@ READS = {
     "/api/v1/reports/{report}/": SIGNED_IN,
     "/api/v1/reports/{report}/download/csv/": SIGNED_IN,
     "/api/v1/whatif/": SIGNED_IN,  # the list holds only the scenarios each user may read
+    "/api/v1/ledger/findings/": SIGNED_IN,
+    "/api/v1/ledger/ownership/": SIGNED_IN,
+    "/api/v1/ledger/hosts/": SIGNED_IN,
+    "/api/v1/ledger/aliases/": SIGNED_IN,
 }
 
 WRITES = {
@@ -40,4 +44,6 @@ WRITES = {
     ("post", "/api/v1/quota-requests/{request}/deny/"): ("lead", "admin"),
     ("put", "/api/v1/reports/subscription/"): SIGNED_IN,
     ("post", "/api/v1/whatif/"): ("lead", "admin"),
+    ("post", "/api/v1/ledger/hosts/"): ("admin",),
+    ("post", "/api/v1/ledger/aliases/"): ("admin",),
 }

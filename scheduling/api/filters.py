@@ -2,6 +2,7 @@
 
 import django_filters as filters
 
+from scheduling.filters import IsoTimeFilter
 from scheduling.models import CollectorRun, Node, QuotaRequest, UsageRollup, UsageSample, Workload
 
 
@@ -16,8 +17,8 @@ class NodeFilter(filters.FilterSet):
 class WorkloadFilter(filters.FilterSet):
     orchestrator = filters.CharFilter(field_name="orchestrator__name")
     team = filters.CharFilter(field_name="team__slug")
-    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = IsoTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = IsoTimeFilter(field_name="submitted_at", lookup_expr="lt")
 
     class Meta:
         model = Workload
@@ -39,8 +40,8 @@ class _UsageFilter(filters.FilterSet):
 
 
 class UsageSampleFilter(_UsageFilter):
-    since = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+    since = IsoTimeFilter(field_name="taken_at", lookup_expr="gte")
+    until = IsoTimeFilter(field_name="taken_at", lookup_expr="lt")
 
     class Meta:
         model = UsageSample
@@ -48,8 +49,8 @@ class UsageSampleFilter(_UsageFilter):
 
 
 class UsageRollupFilter(_UsageFilter):
-    since = filters.IsoDateTimeFilter(field_name="period_start", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="period_start", lookup_expr="lt")
+    since = IsoTimeFilter(field_name="period_start", lookup_expr="gte")
+    until = IsoTimeFilter(field_name="period_start", lookup_expr="lt")
 
     class Meta:
         model = UsageRollup

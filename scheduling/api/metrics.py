@@ -10,7 +10,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from scheduling import selectors_busy
+from scheduling import selectors_busy, selectors_ledger
 from scheduling.models import Node, Orchestrator, Workload
 
 
@@ -45,6 +45,7 @@ class PortalCollector:
         yield stale
         yield last
         yield from busy_families()
+        yield ledger_family()
 
 
 def busy_families():
@@ -72,6 +73,14 @@ def busy_families():
         idle.add_metric([row.key], row.idle_allocated_h)
     yield efficiency
     yield idle
+
+
+def ledger_family() -> GaugeMetricFamily:
+    """Issue 10: open ledger findings per kind (every kind, 0 included, so an alert rule can use ``> 0``)."""
+    gauge = GaugeMetricFamily("gpuportal_ledger_findings_open", "Open GPU ledger findings per kind", labels=["kind"])
+    for kind, count in selectors_ledger.open_counts_by_kind().items():
+        gauge.add_metric([kind], count)
+    return gauge
 
 
 def metrics_view(request):

@@ -2,7 +2,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from . import ledger, views
 from .planning import WhatIfViewSet
 from .reports import CapacityReportViewSet, ReportSubscriptionView
 
@@ -20,6 +20,10 @@ router.register("collector-runs", views.CollectorRunViewSet, basename="collector
 router.register("rebalance-plans", views.RebalancePlanViewSet, basename="rebalanceplan")
 router.register("reports", CapacityReportViewSet, basename="capacityreport")
 router.register("whatif", WhatIfViewSet, basename="whatif")
+router.register("ledger/findings", ledger.LedgerFindingViewSet, basename="ledgerfinding")
+router.register("ledger/ownership", ledger.OwnershipIntervalViewSet, basename="ownershipinterval")
+router.register("ledger/hosts", ledger.FleetHostViewSet, basename="fleethost")
+router.register("ledger/aliases", ledger.NodeAliasViewSet, basename="nodealias")
 
 urlpatterns = [
     # Before the router, whose reports/<pk>/ would otherwise take "subscription" for an id.

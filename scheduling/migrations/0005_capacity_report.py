@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0003_prometheus_source_workload_utilisation'),
+        ('scheduling', '0004_ledger'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,5 +1,6 @@
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
+from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
@@ -11,17 +12,23 @@ __all__ = [
     "CapacityLock",
     "CapacityReport",
     "CollectorRun",
+    "FleetHost",
     "FragmentationSample",
+    "LedgerFinding",
+    "LedgerRound",
     "Membership",
     "Node",
+    "NodeAlias",
     "NodeMove",
     "Orchestrator",
+    "OwnershipInterval",
     "PoolPolicy",
     "Queue",
     "QuotaGrant",
     "QuotaRequest",
     "RebalancePlan",
     "ReportSubscription",
+    "SourceView",
     "Team",
     "UsageRollup",
     "UsageSample",

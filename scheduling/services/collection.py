@@ -27,6 +27,7 @@ from scheduling.models import CollectorRun, Orchestrator
 from .audit import save_audited
 from .busy import scrape_busy
 from .ingest import ingest_snapshot, record_failure
+from .ledger import evaluate_quietly
 
 LEASE = timedelta(minutes=5)
 
@@ -128,6 +129,8 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
         run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
     finally:
         Orchestrator.objects.filter(pk=orchestrator_id).update(breaker_state=breaker.state.to_dict(), lease_until=None)
+    if orchestrator.kind != Orchestrator.Kind.PROMETHEUS:
+        evaluate_quietly()  # drift detection on every scrape (a failed one makes its source stale)
     return ScrapeOutcome(orchestrator.name, run)
 
 

@@ -13,8 +13,19 @@ from scheduling.demo import fleet, trace
 from scheduling.demo.stepper import FederationState, RoundResult, RunningJob, advance
 from scheduling.engine.types import MemberAssignment
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import CollectorRun, Membership, Node, Orchestrator, Queue, Team, UsageSample, Workload
+from scheduling.models import (
+    CollectorRun,
+    FleetHost,
+    Membership,
+    Node,
+    Orchestrator,
+    Queue,
+    Team,
+    UsageSample,
+    Workload,
+)
 
+from .ledger import evaluate_quietly, record_demo_views
 from .metrics import refresh_rollups
 
 DEMO_PREFIX = "demo://"
@@ -51,6 +62,9 @@ def create_demo_federation() -> None:
     owners = {o.name: o for o in Orchestrator.objects.all()}
     for spec in fleet.node_layout():
         Node.objects.get_or_create(name=spec["name"], defaults={**spec, "orchestrator": owners[spec["orchestrator"]]})
+        FleetHost.objects.get_or_create(  # the ledger's inventory: the demo's physical hosts
+            name=spec["name"], defaults={"gpu_total": spec["gpu_total"], "gpu_model": spec.get("gpu_model", "")}
+        )
     for slug, _name, _parent, weight, guaranteed, burst in fleet.TEAMS:
         Queue.objects.get_or_create(
             team=teams[slug],
@@ -135,7 +149,9 @@ def run_demo_round(now: datetime | None = None) -> RoundResult | None:
         _persist_round(state, result, arrivals, now)
         _record_samples([(now, interval, _snapshot_of(state))], orchestrators)
         _record_collector_runs(orchestrators, state, now)
+        record_demo_views(orchestrators, now)
     refresh_rollups(last, now)
+    evaluate_quietly(now)
     return result
 
 
@@ -291,7 +307,9 @@ def fill_history(days: float, step_s: float = 300, now: datetime | None = None) 
         _update_nodes(state, now)
         _record_samples(snapshots, orchestrators)
         _record_collector_runs(orchestrators, state, now)
+        record_demo_views(orchestrators, now)
     refresh_rollups(start, now)
+    evaluate_quietly(now)  # the ledger starts with the replayed fleet
     return len(jobs)
 
 

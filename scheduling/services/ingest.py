@@ -15,6 +15,7 @@ from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snaps
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
 from .bulk import chunks, field_values, write_rows
+from .ledger import record_views
 from .metrics import refresh_rollups
 
 WORKLOAD_STATES = {
@@ -44,6 +45,7 @@ def _node_state(observed: ObservedNode) -> str:
 def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_ms: int = 0) -> CollectorRun:
     now = snapshot.taken_at
     _upsert_nodes(orchestrator, snapshot.nodes, now)
+    record_views(orchestrator, snapshot)  # the ledger keeps each source's own word (Node keeps one owner)
     running, pending = _upsert_workloads(orchestrator, snapshot.workloads, now)
     _record_samples(orchestrator, snapshot, now)
     orchestrator.last_success_at = now

@@ -55,3 +55,21 @@ def request_decided(request: QuotaRequest, *, base_url: str) -> int:
         f"{request.decided_by}.\n\nComment: {request.decision_comment or '(none)'}\n\n{_link(request, base_url)}\n"
     )
     return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, [address])], fail_silently=True)
+
+
+def admin_addresses() -> list[str]:
+    admins = get_user_model().objects.filter(is_staff=True, is_active=True).exclude(email="")
+    return sorted(set(admins.values_list("email", flat=True)))
+
+
+def double_ownership_opened(findings) -> int:
+    """Issue 10: two orchestrators may schedule on the same GPUs. Every admin hears of it at once."""
+    recipients = admin_addresses()
+    if not recipients or not findings:
+        return 0
+    nodes = ", ".join(f.node for f in findings)
+    link = f"{settings.GPUPORTAL_BASE_URL.rstrip('/')}{reverse('ledger')}?kind=double_ownership"
+    subject = f"[gpuportal] Double ownership: {nodes}"
+    body = "\n\n".join(f"{f.node} ({f.orchestrators}):\n{f.explanation}" for f in findings)
+    body += f"\n\nThe ledger: {link}\nThe finding closes by itself once only one orchestrator may schedule there.\n"
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)

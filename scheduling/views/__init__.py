@@ -2,6 +2,7 @@
 
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .fleet import fragmentation, orchestrators, utilisation
+from .ledger import ledger
 from .overview import overview
 from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
 from .quota import quota_detail, quota_list, quota_new
@@ -16,6 +17,7 @@ __all__ = [
     "fairshare_revert",
     "forecast_page",
     "fragmentation",
+    "ledger",
     "orchestrators",
     "overview",
     "quota_detail",

@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from scheduling import charts, selectors
+from scheduling import charts, selectors, selectors_ledger
 
 from .common import time_range
 
@@ -31,6 +31,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "nodes": sum(p.nodes for p in pools),
         },
         "stale": [p for p in pools if p.stale],
+        "ledger_alerts": selectors_ledger.high_severity_open(),
         "gangs": gangs,
         "largest_gang": max((size for size, count in gangs.items() if count), default=0),
         "plan": plan,

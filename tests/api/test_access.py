@@ -32,6 +32,13 @@ def _write_body(path, iso_period, teams):
         return {"name": "matrix", "team": "research", "inputs": {"weeks": 1, "weights": {"nlp": "90"}}}
     if "/orchestrators/" in path:
         return {"enabled": False}
+    if path.endswith("/ledger/hosts/"):
+        return {"name": "dgx-m", "gpu_total": 8, "reason": "matrix"}
+    if path.endswith("/ledger/aliases/"):
+        from scheduling.models import FleetHost
+
+        FleetHost.objects.get_or_create(name="dgx-a", defaults={"gpu_total": 8})
+        return {"orchestrator": "slurm-a", "name": "10.0.0.9", "host": "dgx-a", "reason": "matrix"}
     return {"comment": "matrix decision"}
 
 

@@ -8,7 +8,7 @@ from scheduling.models import Queue, QuotaRequest
 
 pytestmark = pytest.mark.browser
 
-CHART_PAGES = {"/": 3, "/teams/research/": 2, "/fragmentation/": 3, "/utilisation/": 3}
+CHART_PAGES = {"/": 3, "/teams/research/": 2, "/fragmentation/": 3, "/utilisation/": 3, "/ledger/": 1}
 
 
 def test_charts_are_drawn_as_svg_without_console_errors(session, federation):

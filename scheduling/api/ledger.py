@@ -1,0 +1,139 @@
+"""Issue 10: the GPU ledger's API: findings and ownership intervals (read), inventory and aliases (admins write).
+
+The findings list filters with the same FilterSet as the Ledger page (``scheduling.filters``). Inventory and
+alias writes need a ``reason``, stored with the author in their history (django-simple-history).
+"""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers, viewsets
+
+from scheduling import filters, selectors_ledger
+from scheduling.models import FleetHost, LedgerFinding, NodeAlias, Orchestrator, OwnershipInterval
+from scheduling.services import ledger
+from scheduling.services.audit import stamp_author
+
+from .permissions import ReadOrAdminWrite
+
+SLUG = serializers.SlugRelatedField
+REASON = {"write_only": True, "help_text": "Why: recorded with your name in the history."}
+
+
+class LedgerFindingSerializer(serializers.ModelSerializer):
+    status = serializers.CharField(read_only=True)
+    kind_label = serializers.CharField(source="get_kind_display", read_only=True)
+    orchestrators = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LedgerFinding
+        fields = [
+            "id",
+            "kind",
+            "kind_label",
+            "severity",
+            "status",
+            "node",
+            "orchestrators",
+            "explanation",
+            "first_seen",
+            "last_seen",
+            "opened_at",
+            "closed_at",
+        ]
+
+    def get_orchestrators(self, obj) -> list[str]:
+        return [o for o in obj.orchestrators.split(",") if o]
+
+
+class OwnershipIntervalSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", read_only=True)
+
+    class Meta:
+        model = OwnershipInterval
+        fields = ["id", "node", "orchestrator", "started_at", "ended_at"]
+
+
+class FleetHostSerializer(serializers.ModelSerializer):
+    reason = serializers.CharField(**REASON)
+
+    class Meta:
+        model = FleetHost
+        fields = ["id", "name", "gpu_model", "gpu_total", "gpu_uuids", "retired", "notes", "reason"]
+
+    def validate_gpu_uuids(self, value):
+        if not isinstance(value, list) or not all(isinstance(u, str) and u for u in value):
+            raise serializers.ValidationError("gpu_uuids must be a list of non-empty strings (nvidia-smi -L)")
+        return value
+
+
+class NodeAliasSerializer(serializers.ModelSerializer):
+    orchestrator = SLUG(slug_field="name", queryset=Orchestrator.objects.all())
+    host = SLUG(slug_field="name", queryset=FleetHost.objects.all())
+    reason = serializers.CharField(**REASON)
+
+    class Meta:
+        model = NodeAlias
+        fields = ["id", "orchestrator", "name", "host", "reason"]
+
+
+class LedgerFindingViewSet(viewsets.ReadOnlyModelViewSet):
+    """Open and closed findings (pending ones are still inside their grace and not shown)."""
+
+    queryset = selectors_ledger.shown_findings().order_by("-opened_at")
+    serializer_class = LedgerFindingSerializer
+    filterset_class = filters.LedgerFindingFilter
+
+
+class OwnershipIntervalViewSet(viewsets.ReadOnlyModelViewSet):
+    """Who could schedule on which node, from when until when (``ended_at`` null: still)."""
+
+    queryset = OwnershipInterval.objects.select_related("orchestrator").order_by("node", "started_at")
+    serializer_class = OwnershipIntervalSerializer
+    filterset_class = filters.OwnershipIntervalFilter
+
+
+class _AuditedViewSet(viewsets.ModelViewSet):
+    permission_classes = [ReadOrAdminWrite]
+    write_permission = "scheduling.edit_inventory"
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        self._save(serializer)
+
+    def perform_update(self, serializer):
+        self._save(serializer)
+
+    def _save(self, serializer):
+        data = dict(serializer.validated_data)
+        reason = data.pop("reason", "")
+        instance = serializer.instance or serializer.Meta.model()
+        for field, value in data.items():
+            setattr(instance, field, value)
+        try:
+            ledger.save_inventory_row(instance, by=self.request.user, reason=reason)
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict) from error
+        serializer.instance = instance
+
+    def perform_destroy(self, instance):
+        reason = self.request.query_params.get("reason") or self.request.data.get("reason", "")
+        try:
+            stamp_author(instance, by=self.request.user, reason=reason)
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict) from error
+        instance.delete()
+
+
+class FleetHostViewSet(_AuditedViewSet):
+    """The fleet inventory: the physical hosts each orchestrator's view is joined to."""
+
+    queryset = FleetHost.objects.all()
+    serializer_class = FleetHostSerializer
+    filterset_fields = ["retired", "gpu_model"]
+
+
+class NodeAliasViewSet(_AuditedViewSet):
+    """A node named differently in one orchestrator (``orchestrator`` + ``name``) is ``host``."""
+
+    queryset = NodeAlias.objects.select_related("orchestrator", "host")
+    serializer_class = NodeAliasSerializer
+    filterset_class = filters.NodeAliasFilter
