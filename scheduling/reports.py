@@ -264,6 +264,8 @@ def csv_rows(content: dict, scope) -> list[tuple]:
             },
         )
     add("quota", "week", s.get("quota", {}), {"filed": "requests", "approved": "requests", "denied": "requests"})
+    for kind in s.get("ledger", {}).get("kinds", []):
+        add("ledger", kind["kind"], kind, {"findings": "findings", "open_h": "hours", "open_at_end": "findings"})
     for row in s.get("outlook", {}).get("teams", []):
         rows.append(("outlook", row["team"], "days_until_guarantee_exhausted", row["days_left"], "days"))
     for row in s.get("trend", {}).get("rows", []):

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
-from scheduling import selectors, selectors_busy, selectors_fragmentation
+from scheduling import selectors, selectors_busy, selectors_fragmentation, selectors_ledger
 from scheduling import selectors_report as reads
 from scheduling.engine.calendar import bounds_at
 from scheduling.services import forecast
@@ -34,6 +34,7 @@ REPORT_VERSION = 1
 HOUR = 3600.0
 TOP_USERS = 5
 TREND_POINTS = 29  # every 6 hours over a week
+LEDGER_LISTED = 20  # the worst findings are listed; the per-kind counts cover every one
 OUTLOOK_ACTION_DAYS = 42  # a guarantee running out within six weeks is worth acting on in this report
 EXPIRING_WINDOW = timedelta(days=7)
 
@@ -607,6 +608,60 @@ HEADLINE_KEYS = (
 )
 
 
+@dataclass
+class LedgerKind:
+    kind: str
+    label: str
+    findings: int
+    open_h: float
+    open_at_end: int
+
+
+@dataclass
+class LedgerEntry:
+    kind: str
+    severity: str
+    node: str
+    orchestrators: list[str]
+    opened_at: datetime
+    closed_at: datetime | None
+    open_h: float
+    explanation: str
+
+
+@dataclass
+class Ledger:
+    kinds: list[LedgerKind]
+    findings: list[LedgerEntry]
+    listed_of: int
+
+
+def ledger_section(window: Window, done: dict) -> Ledger:
+    """Ownership drift the GPU ledger saw this week: per kind how many findings and how long they stayed
+    open, and the worst findings themselves (most severe and longest open first)."""
+    records = selectors_ledger.ledger_findings_between(window.start, window.end)
+    kinds: dict[str, LedgerKind] = {}
+    for r in records:
+        row = kinds.setdefault(r.kind, LedgerKind(r.kind, r.kind_label, 0, 0.0, 0))
+        row.findings += 1
+        row.open_h = round(row.open_h + _h(r.open_seconds_in_window), 3)
+        row.open_at_end += r.closed_at is None or r.closed_at >= window.end
+    entries = [
+        LedgerEntry(
+            r.kind,
+            r.severity,
+            r.node,
+            list(r.orchestrators),
+            r.opened_at,
+            r.closed_at,
+            round(_h(r.open_seconds_in_window), 3),
+            r.explanation,
+        )
+        for r in records[:LEDGER_LISTED]
+    ]
+    return Ledger(sorted(kinds.values(), key=lambda k: -k.open_h), entries, len(records))
+
+
 def headline(sections: dict) -> dict[str, float | None]:
     """The week in ten figures, from the sections' plain data (also read from a stored report)."""
     fleet = sections.get("capacity", {}).get("fleet", {})
@@ -826,6 +881,17 @@ def _guarantee_outlook(done, now, before):
             )
 
 
+def _ledger_drift(done, now, before):
+    for kind in done.get("ledger", {}).get("kinds", []):
+        if kind["open_at_end"]:
+            yield Action(
+                "ledger-drift",
+                "high" if kind["kind"] == "double_ownership" else "medium",
+                f"{kind['open_at_end']} {kind['label'].lower()} finding(s) were still open at the week's end "
+                f"({kind['open_h']:.1f} h open this week in all): see the ledger page for each node's explanation.",
+            )
+
+
 ActionRule = Callable[[dict, dict, dict], object]
 # Suggested actions, each a clear rule over the report's own data; forecast-based rules append here.
 ACTION_RULES: list[ActionRule] = [
@@ -838,6 +904,7 @@ ACTION_RULES: list[ActionRule] = [
     _expiring_grants,
     _allocation_drop,
     _guarantee_outlook,
+    _ledger_drift,
 ]
 
 
@@ -859,6 +926,8 @@ SECTIONS: list[Section] = [
     Section("fragmentation", "5. Fragmentation", fragmentation_section),
     Section("rebalancing", "6. Rebalancing and pool floors", rebalancing_section),
     Section("quota", "7. Quota requests", quota_section),
+    # Computed before the trend, whose suggested actions read them; rendered after it.
+    Section("ledger", "9. GPU ledger: ownership drift", ledger_section),
     Section("outlook", "Demand outlook (forecast at the week's end)", outlook_section),
     Section("trend", "8. Week over week and suggested actions", trend_section),
 ]

@@ -1,11 +1,11 @@
-"""The report's outlook: the demand forecast at the week's end turned into guarantee dates and actions."""
+"""The report's outlook (the demand forecast turned into guarantee dates) and its GPU ledger section."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from scheduling import reports
-from scheduling.models import UsageRollup
+from scheduling.models import LedgerFinding, UsageRollup
 from scheduling.services.capacity_report import Window, build_report
 
 pytestmark = pytest.mark.django_db
@@ -59,3 +59,45 @@ def test_flat_demand_far_below_the_guarantee_suggests_nothing(orchestrator, team
     production = next(row for row in content["sections"]["outlook"]["teams"] if row["team"] == "production")
     assert production["days_left"] is None and "does not exhaust" in production["sentence"]
     assert not [a for a in content["sections"]["trend"]["actions"] if a["rule"] == "guarantee-exhaustion"]
+
+
+def _finding(kind, severity, node, opened, closed=None):
+    return LedgerFinding.objects.create(
+        key=f"{kind}:{node}",
+        kind=kind,
+        severity=severity,
+        node=node,
+        orchestrators="slurm-a,k8s",
+        explanation=f"{node} is schedulable in slurm-a and k8s at once.",
+        first_seen=opened,
+        last_seen=closed or END,
+        opened_at=opened,
+        closed_at=closed,
+    )
+
+
+def test_the_ledger_section_counts_hours_open_inside_the_week_and_flags_what_is_still_open(db):
+    start = WEEK.start
+    _finding("double_ownership", "high", "dgx01", start + timedelta(hours=10), start + timedelta(hours=12, minutes=30))
+    _finding("double_ownership", "high", "dgx02", END - timedelta(hours=3))  # still open at the end
+    _finding("orphan", "medium", "dgx03", start - timedelta(days=2), start + timedelta(hours=1))  # began before
+    _finding("orphan", "medium", "dgx04", start - timedelta(days=3), start - timedelta(days=1))  # outside the week
+    content = build_report(WEEK)
+    kinds = {k["kind"]: k for k in content["sections"]["ledger"]["kinds"]}
+    assert kinds["double_ownership"]["findings"] == 2
+    assert kinds["double_ownership"]["open_h"] == pytest.approx(2.5 + 3)
+    assert kinds["double_ownership"]["open_at_end"] == 1
+    assert kinds["orphan"] == {
+        "kind": "orphan",
+        "label": "Orphan (owned by none)",
+        "findings": 1,
+        "open_h": 1.0,
+        "open_at_end": 0,
+    }
+    assert [f["node"] for f in content["sections"]["ledger"]["findings"]] == ["dgx02", "dgx01", "dgx03"]
+    drift = [a for a in content["sections"]["trend"]["actions"] if a["rule"] == "ledger-drift"]
+    assert [a["severity"] for a in drift] == ["high"]
+    assert drift[0]["text"].startswith("1 double ownership finding(s) were still open")
+    html = reports.render_html(content, scope=None)
+    assert "dgx02 is schedulable in slurm-a and k8s at once." in html
+    assert "ledger,double_ownership,open_h,5.5,hours" in reports.render_csv(content, scope=None)
