@@ -186,6 +186,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two models call their choices "status": name each enum after its model, not after a hash.
+    "ENUM_NAME_OVERRIDES": {
+        "CapacityReportStatusEnum": "scheduling.models.reports.CapacityReport.Status",
+        "WhatIfStatusEnum": "scheduling.models.planning.WhatIfScenario.Status",
+    },
 }
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
