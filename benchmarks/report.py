@@ -15,7 +15,6 @@ Figures only, never assertions.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PG_URL = os.environ.get("BENCH_REPORT_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuportal_report_bench")
 
-from benchmarks.web import child_environment, postgres_ready  # noqa: E402
+from benchmarks.web import run_per_database  # noqa: E402
 
 
 def sqlite_url(quick: bool) -> str:
@@ -105,17 +104,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
-    urls = []
-    if args.database in ("sqlite", "both"):
-        urls.append(sqlite_url(args.quick))
-    if args.database in ("postgresql", "both") and postgres_ready(PG_URL + ("_quick" if args.quick else "")):
-        urls.append(PG_URL + ("_quick" if args.quick else ""))
-    for url in urls:
-        command = [sys.executable, __file__, "--child", "--repeat", str(args.repeat)] + (
-            ["--quick"] if args.quick else []
-        )
-        subprocess.run(command, env=child_environment(url), check=True)
+    run_per_database(__file__, args, PG_URL, sqlite_url, ["--repeat", str(args.repeat)])
 
 
 if __name__ == "__main__":

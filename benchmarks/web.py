@@ -167,16 +167,20 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    run_per_database(__file__, args, PG_URL, sqlite_url, ["--renders", str(args.renders)])
+
+
+def run_per_database(script: str, args: argparse.Namespace, pg_url: str, sqlite, extra: list[str]) -> None:
+    """Run ``script --child`` once per chosen database: each child configures Django for its own URL."""
     (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
+    suffix = "_quick" if args.quick else ""
     urls = []
     if args.database in ("sqlite", "both"):
-        urls.append(sqlite_url(args.quick))
-    if args.database in ("postgresql", "both") and postgres_ready(PG_URL + ("_quick" if args.quick else "")):
-        urls.append(PG_URL + ("_quick" if args.quick else ""))
+        urls.append(sqlite(args.quick))
+    if args.database in ("postgresql", "both") and postgres_ready(pg_url + suffix):
+        urls.append(pg_url + suffix)
     for url in urls:
-        command = [sys.executable, __file__, "--child", "--renders", str(args.renders)] + (
-            ["--quick"] if args.quick else []
-        )
+        command = [sys.executable, script, "--child", *extra, *(["--quick"] if args.quick else [])]
         subprocess.run(command, env=child_environment(url), check=True)
 
 
