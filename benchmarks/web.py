@@ -88,6 +88,11 @@ def pages(prefix: str) -> list[tuple[str, str, str]]:
         ("fair share", "admin", reverse("fairshare")),
         ("fair-share history", "admin", reverse("fairshare-history")),
         ("orchestrators", "admin", reverse("orchestrators")),
+        ("rebalance", "admin", reverse("rebalance")),
+        ("ledger", "admin", reverse("ledger")),
+        ("forecast", "admin", reverse("forecast")),
+        ("what-if", "admin", reverse("whatif")),
+        ("reports", "researcher", reverse("report-list")),
     ]
 
 

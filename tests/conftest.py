@@ -71,3 +71,12 @@ def cast(teams, django_user_model):
 def period():
     start = timezone.now() + timedelta(days=1)
     return start, start + timedelta(days=7)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Cached derived figures (forecasts, throttle counters) never leak from one test into the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -7,21 +7,25 @@ The numbers come from ``scheduling.forecasting`` (no Django); this module only r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db.models import Sum
+from django.core.cache import cache
+from django.db.models import BigIntegerField, Count, Max, Sum
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduling.forecasting import Forecast, days_until, forecast_demand
-from scheduling.models import Queue, QuotaGrant, Team
+from scheduling.models import Queue, QuotaGrant, Team, UsageRollup
 from scheduling.selectors_planning import DemandHistory, floor_hour, hourly_demand
 
 HISTORY_WEEKS = 8
 HORIZON_HOURS = 14 * 24
 OUTLOOK_DAYS = 365
+CACHE_SECONDS = 3600  # a forecast only changes when a closed hour's rollups or the team tree change
 
 
 @dataclass(frozen=True)
@@ -84,13 +88,36 @@ def demand_forecasts(
     """Every team's (or the ``teams`` slugs') and every orchestrator's forecast from the last weeks of rollups."""
     as_of = as_of or timezone.now()
     until = floor_hour(as_of)
+    since = until - timedelta(weeks=HISTORY_WEEKS)
+    key = _cache_key(since, until, teams, orchestrators)
+    cached = cache.get(key)
+    if cached is not None:
+        return replace(cached, as_of=as_of)
     ids = None if teams is None else set(Team.objects.filter(slug__in=teams).values_list("pk", flat=True))
-    history = hourly_demand(until - timedelta(weeks=HISTORY_WEEKS), until, ids)
-    return ForecastSet(
+    history = hourly_demand(since, until, ids)
+    result = ForecastSet(
         as_of,
         _forecast_all(history, history.team_names, history.by_team),
         _forecast_all(history, {}, history.by_orchestrator) if orchestrators else [],
     )
+    cache.set(key, result, CACHE_SECONDS)
+    return result
+
+
+def _cache_key(since: datetime, until: datetime, teams: set[str] | None, orchestrators: bool) -> str:
+    """Names the inputs of one forecast: the window, the teams asked for, and fingerprints of the hourly
+    rollups in the window and of the team tree, so a rewritten hour or a moved team is a new key."""
+    rollups = UsageRollup.objects.filter(
+        resolution=UsageRollup.Resolution.HOUR, period_start__gte=since, period_start__lt=until
+    ).aggregate(  # integer sums: a float sum's last digits vary with the database's summation order
+        rows=Count("id"),
+        last=Max("id"),
+        allocated=Sum(Cast("gpu_s_allocated", BigIntegerField())),
+        pending=Sum(Cast("gpu_s_pending", BigIntegerField())),
+    )
+    tree = list(Team.objects.order_by("pk").values_list("pk", "parent_id", "slug", "name"))
+    inputs = repr((since, until, sorted(teams) if teams is not None else None, orchestrators, rollups, tree))
+    return "forecast:" + hashlib.sha256(inputs.encode()).hexdigest()
 
 
 def guarantees(as_of: datetime) -> dict[str, float]:

@@ -6,6 +6,8 @@ read by admins, its author, and members of the branch of the team it was run for
 others get 404, as for a team they may not see. Signed-in users in no team get 403.
 """
 
+from dataclasses import replace
+
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -26,18 +28,33 @@ def _require_member(request: HttpRequest) -> None:
         raise PermissionDenied("Capacity planning is shown to members of a team and to portal admins.")
 
 
+CHART_HISTORY_HOURS = 14 * 24  # the fit reads every recorded week; the chart shows the recent ones
+
+
+def _recent(series: forecast.SeriesForecast) -> forecast.SeriesForecast:
+    keep = -CHART_HISTORY_HOURS
+    return replace(series, history_hours=series.history_hours[keep:], history=series.history[keep:])
+
+
 @login_required
 def forecast_page(request: HttpRequest) -> HttpResponse:
     _require_member(request)
     visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
-    slugs = {t.slug for t in Team.objects.filter(pk__in=visible)}
-    result = forecast.demand_forecasts(teams=slugs)
+    shown = Team.objects.filter(pk__in=visible)
+    result = forecast.demand_forecasts(teams={t.slug for t in shown})
     guaranteed = forecast.guarantees(result.as_of)
+    # The table covers every visible team; charts (heavy: ~80 kB each) the chosen team or the top of the tree.
+    chosen = request.GET.get("team", "")
+    charted = {chosen} if chosen else {t.slug for t in shown if t.parent_id not in visible}
     context = {
         "outlook": forecast.outlook(result),
-        "team_charts": [charts.forecast_chart(s, guaranteed.get(s.key)) for s in result.teams],
-        "orchestrator_charts": [charts.forecast_chart(s, None) for s in result.orchestrators],
+        "team_charts": [
+            charts.forecast_chart(_recent(s), guaranteed.get(s.key)) for s in result.teams if s.key in charted
+        ],
+        "orchestrator_charts": [charts.forecast_chart(_recent(s), None) for s in result.orchestrators],
+        "chosen": chosen,
         "weeks": forecast.HISTORY_WEEKS,
+        "shown_days": CHART_HISTORY_HOURS // 24,
         "horizon_days": forecast.HORIZON_HOURS // 24,
     }
     return render(request, "scheduling/forecast.html", context)

@@ -4,6 +4,8 @@ import math
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduling.models import QuotaGrant, QuotaRequest, UsageRollup
@@ -111,3 +113,30 @@ def test_the_team_page_draws_the_teams_forecast(client, cast, orchestrator, team
     assert page.status_code == 200
     assert b'id="team-forecast-chart"' in page.content and b"NLP: demand and forecast" in page.content
     assert b"guaranteed 8" in page.content
+
+
+def test_a_forecast_is_reused_until_a_closed_hour_of_its_window_changes(orchestrator, teams, queues):
+    _record(orchestrator, teams, 3 * 168, nlp_at=daily)
+    first = forecast.demand_forecasts(NOW)
+    with CaptureQueriesContext(connection) as reused:
+        again = forecast.demand_forecasts(NOW + timedelta(minutes=20))
+    assert again.teams[0].forecast.mean == first.teams[0].forecast.mean
+    assert not any("GROUP BY" in q["sql"] for q in reused.captured_queries)  # the history was not read again
+    row = UsageRollup.objects.filter(team=teams["nlp"]).order_by("-period_start").first()
+    row.gpu_s_allocated += 40 * 1800  # a late sample rewrites the last closed hour: +40 GPUs of demand
+    row.save()
+    changed = forecast.demand_forecasts(NOW)
+    nlp = lambda result: next(s for s in result.teams if s.key == "nlp")  # noqa: E731
+    assert nlp(changed).history[-1] == pytest.approx(nlp(first).history[-1] + 40)
+
+
+def test_the_forecast_page_charts_the_top_of_the_tree_or_the_team_picked_in_the_table(
+    client, cast, orchestrator, teams, queues
+):
+    _record(orchestrator, teams, 3 * 168, nlp_at=daily)
+    client.force_login(cast["admin"])
+    default = client.get("/forecast/").content.decode()
+    assert "Research: demand and forecast" in default and "Production: demand and forecast" in default
+    assert "NLP: demand and forecast" not in default and 'href="?team=nlp#team-charts"' in default
+    picked = client.get("/forecast/?team=nlp").content.decode()
+    assert "NLP: demand and forecast" in picked and "Research: demand and forecast" not in picked
