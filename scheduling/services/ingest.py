@@ -164,12 +164,19 @@ def _upsert_workloads(orchestrator: Orchestrator, observed: tuple[ObservedWorklo
             changed_rows.append(Workload(pk=row[0], orchestrator=orchestrator, external_id=item.external_id, **values))
     Workload.objects.bulk_create(new_rows, batch_size=1000)
     write_rows(Workload, changed_rows, WORKLOAD_FIELDS)
-    finished = [
-        row[0] for row in existing.values() if row[2 + WORKLOAD_COLUMNS.index("state")] in Workload.ACTIVE_STATES
-    ]
-    for chunk in chunks(finished):
-        Workload.objects.filter(pk__in=chunk).update(state=Workload.State.COMPLETED, finished_at=now)
+    _close_unlisted(existing.values(), now)
     return counts[Workload.State.RUNNING], counts[Workload.State.PENDING]
+
+
+def _close_unlisted(rows, now: datetime) -> None:
+    """Active work the source no longer lists has ended: running work completed; work that never started
+    left the queue unrun (cancelled, or a gang's pending remainder that the running part absorbed), so it
+    counts as no finished job and no GPU-hours."""
+    state_at = 2 + WORKLOAD_COLUMNS.index("state")
+    ended = {Workload.State.RUNNING: Workload.State.COMPLETED, Workload.State.PENDING: Workload.State.CANCELLED}
+    for was, becomes in ended.items():
+        for chunk in chunks([row[0] for row in rows if row[state_at] == was]):
+            Workload.objects.filter(pk__in=chunk).update(state=becomes, finished_at=now)
 
 
 def _workload_values(item: ObservedWorkload, team_ids: dict[str, int], stored: dict, now: datetime) -> dict:

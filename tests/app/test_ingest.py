@@ -75,11 +75,16 @@ def test_a_snapshot_becomes_nodes_workloads_samples_and_a_run(orchestrator, team
 
 
 def test_work_that_left_the_listing_is_completed_and_a_vanished_node_is_marked_down(orchestrator, teams):
-    ingest_snapshot(orchestrator, _snapshot([_node("dgx01", 8), _node("dgx02")], [_job("1", nodes=("dgx01",))]))
+    waiting = _job("2", state=WorkloadState.PENDING, gpus=16)
+    ingest_snapshot(
+        orchestrator, _snapshot([_node("dgx01", 8), _node("dgx02")], [_job("1", nodes=("dgx01",)), waiting])
+    )
     later = T0 + timedelta(minutes=1)
     ingest_snapshot(orchestrator, _snapshot([_node("dgx01")], [], at=later))
     job = Workload.objects.get(external_id="1")
     assert (job.state, job.finished_at) == (Workload.State.COMPLETED, later)
+    never_ran = Workload.objects.get(external_id="2")  # left the queue without starting: not a finished job
+    assert (never_ran.state, never_ran.finished_at, never_ran.started_at) == (Workload.State.CANCELLED, later, None)
     assert Node.objects.get(name="dgx02").state == Node.State.DOWN
     assert Node.objects.count() == 2
 
