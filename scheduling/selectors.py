@@ -518,7 +518,7 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[int(rank) - 1]
 
 
-def _size_bucket(gpus: int) -> int:
+def size_bucket(gpus: int) -> int:
     for shape in GANG_SHAPES:
         if gpus <= shape:
             return shape
@@ -557,10 +557,15 @@ def queue_waits(since: datetime, until: datetime) -> list[WaitStats]:
     )
     waits: dict[int, list[float]] = defaultdict(list)
     for gang, per_member, wait in rows:
-        waits[_size_bucket(gang * per_member)].append(max(wait or 0.0, 0.0))
+        waits[size_bucket(gang * per_member)].append(max(wait or 0.0, 0.0))
+    return wait_stats(waits)
+
+
+def wait_stats(waits_by_bucket: dict[int, list[float]]) -> list[WaitStats]:
+    """Nearest-rank p50/p90/p99 of each request-size bucket's waits (seconds), smallest size first."""
     stats = []
-    for bucket in sorted(waits):
-        values = sorted(waits[bucket])
+    for bucket in sorted(waits_by_bucket):
+        values = sorted(waits_by_bucket[bucket])
         label = f"{bucket} GPU" if bucket <= GANG_SHAPES[-1] else f">{GANG_SHAPES[-1]} GPU"
         stats.append(
             WaitStats(label, len(values), _percentile(values, 0.5), _percentile(values, 0.9), _percentile(values, 0.99))

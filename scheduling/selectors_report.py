@@ -25,6 +25,7 @@ from scheduling.models import (
     UsageRollup,
     Workload,
 )
+from scheduling.selectors import SecondsBetween
 
 
 @dataclass(frozen=True)
@@ -143,10 +144,13 @@ def held_intervals(since: datetime, until: datetime) -> list[Interval]:
 
 def started_waits(since: datetime, until: datetime) -> list[tuple[str, int, float]]:
     """(orchestrator, GPUs, wait seconds) of each workload that started in the window."""
-    rows = Workload.objects.filter(started_at__gte=since, started_at__lt=until).values_list(
-        "orchestrator__name", "gang_size", "gpus_per_member", "submitted_at", "started_at"
+    rows = (
+        Workload.objects.filter(started_at__gte=since, started_at__lt=until)
+        .annotate(wait=SecondsBetween("submitted_at", "started_at"))
+        .values_list("orchestrator__name", "gang_size", "gpus_per_member", "wait")
     )
-    return [(o, g * p, max((s - sub).total_seconds(), 0.0)) for o, g, p, sub, s in rows]
+    # Rounded to the millisecond: SQLite's julianday arithmetic leaves noise in the last digits.
+    return [(o, g * p, round(max(wait or 0.0, 0.0), 3)) for o, g, p, wait in rows]
 
 
 def pending_reasons(since: datetime, until: datetime) -> list[tuple[str, str, int]]:

@@ -373,22 +373,12 @@ class Waits:
     pending_reasons: list[ReasonRow]
 
 
-def _wait_rows(groups: dict[tuple[str, int], list[float]]) -> list[WaitRow]:
-    rows = []
-    for (orch, bucket), values in sorted(groups.items()):
-        values.sort()
-        label = f"{bucket} GPU" if bucket <= selectors.GANG_SHAPES[-1] else f">{selectors.GANG_SHAPES[-1]} GPU"
-        rows.append(
-            WaitRow(
-                orch,
-                label,
-                len(values),
-                selectors._percentile(values, 0.5),
-                selectors._percentile(values, 0.9),
-                selectors._percentile(values, 0.99),
-            )
-        )
-    return rows
+def _wait_rows(groups: dict[str, dict[int, list[float]]]) -> list[WaitRow]:
+    return [
+        WaitRow(orch, s.size, s.jobs, s.p50_s, s.p90_s, s.p99_s)
+        for orch, by_bucket in sorted(groups.items())
+        for s in selectors.wait_stats(by_bucket)
+    ]
 
 
 def reason_pattern(reason: str) -> str:
@@ -397,12 +387,12 @@ def reason_pattern(reason: str) -> str:
 
 
 def waits_section(window: Window, done: dict) -> Waits:
-    by_size: dict[tuple[str, int], list[float]] = defaultdict(list)
-    by_orch: dict[tuple[str, int], list[float]] = defaultdict(list)
+    by_size: dict[str, dict[int, list[float]]] = {"all": defaultdict(list)}
+    by_orch: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for orch, gpus, wait in reads.started_waits(window.start, window.end):
-        bucket = selectors._size_bucket(gpus)
-        by_size[("all", bucket)].append(wait)
-        by_orch[(orch, bucket)].append(wait)
+        bucket = selectors.size_bucket(gpus)
+        by_size["all"][bucket].append(wait)
+        by_orch[orch][bucket].append(wait)
     reasons: dict[str, list] = {}
     for orch, reason, gpus in reads.pending_reasons(window.start, window.end):
         entry = reasons.setdefault(reason_pattern(reason), [0, 0, set()])
