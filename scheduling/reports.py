@@ -181,9 +181,13 @@ def render_html(content: dict, scope, links: dict[str, str] | None = None) -> st
 
 
 def render_pdf(content: dict, scope, links: dict[str, str] | None = None) -> bytes:
+    return pdf_of(render_html(content, scope, links))
+
+
+def pdf_of(html: str) -> bytes:
     from weasyprint import HTML  # imported here: loading Pango costs ~0.3 s, pages never need it
 
-    return HTML(string=render_html(content, scope, links)).write_pdf()
+    return HTML(string=html).write_pdf()
 
 
 def render_text(content: dict, scope, links: dict[str, str] | None = None) -> str:

@@ -293,9 +293,11 @@ def visible_team_ids(user, see_all: bool) -> set[int]:
     return {tid for root in mine for tid in subtree_ids(root, children)}
 
 
-def lead_team_ids(user) -> set[int]:
-    """Teams the user leads, with everything below them (where they decide quota requests)."""
-    _teams, children = team_tree()
+def lead_team_ids(user, children: dict[int | None, list[int]] | None = None) -> set[int]:
+    """Teams the user leads, with everything below them (where they decide quota requests); ``children``
+    is ``team_tree()``'s second half when the caller has it already."""
+    if children is None:
+        _teams, children = team_tree()
     mine = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values_list("team_id", flat=True)
     return {tid for root in mine for tid in subtree_ids(root, children)}
 

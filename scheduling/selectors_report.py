@@ -282,5 +282,10 @@ def stored_reports():
     return CapacityReport.objects.defer("content")
 
 
+def generated_reports():
+    """Reports whose content has been built (a claimed, still-building row has none)."""
+    return CapacityReport.objects.filter(generated_at__isnull=False)
+
+
 def stored_report(report_id: int) -> CapacityReport | None:
-    return CapacityReport.objects.filter(pk=report_id, generated_at__isnull=False).first()
+    return generated_reports().filter(pk=report_id).first()

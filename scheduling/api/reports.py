@@ -1,6 +1,5 @@
 """Capacity reports over the API: list, detail (content as the reader may see it), downloads, subscription."""
 
-from django.core.exceptions import ValidationError
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status, viewsets
@@ -61,8 +60,9 @@ class CapacityReportViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["status"]
 
     def get_queryset(self):
-        rows = selectors_report.stored_reports().order_by("-period_start")
-        return rows if self.action == "list" else CapacityReport.objects.filter(generated_at__isnull=False)
+        if self.action == "list":
+            return selectors_report.stored_reports().order_by("-period_start")
+        return selectors_report.generated_reports()
 
     def get_serializer_class(self):
         return CapacityReportDetailSerializer if self.action == "retrieve" else CapacityReportSerializer
@@ -91,10 +91,7 @@ class ReportSubscriptionView(APIView):
     def put(self, request):
         serializer = SubscriptionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            report_delivery.subscribe(request.user, serializer.validated_data["format"])
-        except ValidationError as error:
-            return Response(error.message_dict, status=status.HTTP_400_BAD_REQUEST)
+        report_delivery.subscribe(request.user, serializer.validated_data["format"])  # the format is validated
         return Response(serializer.data)
 
     @extend_schema(responses={204: None})

@@ -124,13 +124,14 @@ def run_weekly(now: datetime | None = None) -> dict[str, object]:
 # --- who sees which top-users rows ------------------------------------------------------------------
 
 
-def top_user_scope(user) -> frozenset[str] | None:
+def top_user_scope(user, tree=None) -> frozenset[str] | None:
     """Team slugs whose per-user rows ``user`` may read: all (None) for admins, else the teams they lead
-    and everything below them (Open XDMoD's rule: a PI sees their group's users, staff see everyone)."""
+    and everything below them (Open XDMoD's rule: a PI sees their group's users, staff see everyone).
+    ``tree`` is ``selectors.team_tree()`` when the caller asks for many users."""
     if user.is_active and user.is_staff:
         return None
-    teams, _children = selectors.team_tree()
-    return frozenset(teams[tid].slug for tid in selectors.lead_team_ids(user) if tid in teams)
+    teams, children = tree or selectors.team_tree()
+    return frozenset(teams[tid].slug for tid in selectors.lead_team_ids(user, children) if tid in teams)
 
 
 # --- email ----------------------------------------------------------------------------------------
@@ -164,8 +165,9 @@ def deliver(report: CapacityReport, base_url: str) -> int:
     )
     rendered: dict[tuple[frozenset[str] | None, str], tuple[str, str, bytes | str | None]] = {}
     messages = []
+    tree = selectors.team_tree()
     for subscription in subscriptions.order_by("user__username"):
-        scope = top_user_scope(subscription.user)
+        scope = top_user_scope(subscription.user, tree)
         key = (scope, subscription.format)
         if key not in rendered:
             rendered[key] = _render_for(report.content, scope, subscription.format, links)
@@ -191,7 +193,7 @@ def _render_for(content: dict, scope, fmt: str, links: dict[str, str]):
     html = reports.render_html(content, scope, links=links)
     attachment: bytes | str | None = None
     if fmt == ReportSubscription.Format.PDF:
-        attachment = reports.render_pdf(content, scope, links=links)
+        attachment = reports.pdf_of(html)
     elif fmt == ReportSubscription.Format.CSV:
         attachment = reports.render_csv(content, scope)
     return text, html, attachment
