@@ -50,7 +50,7 @@ class WhatIfViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return whatif.readable(self.request.user)
 
     def perform_create(self, serializer):
-        if not self.request.user.has_perm("scheduling.run_whatif"):
+        if not whatif.can_run(self.request.user):
             raise exceptions.PermissionDenied("only portal admins and team leads run what-if scenarios")
         data = serializer.validated_data
         serializer.instance = whatif.submit(

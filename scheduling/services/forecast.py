@@ -21,6 +21,7 @@ from django.utils import timezone
 from scheduling.forecasting import Forecast, days_until, forecast_demand
 from scheduling.models import Queue, QuotaGrant, Team, UsageRollup
 from scheduling.selectors_planning import DemandHistory, floor_hour, hourly_demand
+from scheduling.services.pool_policies import local_moment
 
 HISTORY_WEEKS = 8
 HORIZON_HOURS = 14 * 24
@@ -61,8 +62,8 @@ class Exhaustion:
 
 
 def hour_of_week(moment: datetime) -> int:
-    local = moment.astimezone(ZoneInfo(settings.TIME_ZONE))
-    return (local.isoweekday() - 1) * 24 + local.hour
+    weekday, minute = local_moment(moment)
+    return (weekday - 1) * 24 + minute // 60
 
 
 def _forecast_all(history: DemandHistory, names: dict[str, str], series: dict[str, list[float | None]]):
@@ -138,9 +139,10 @@ def guarantee_exhaustion(as_of: datetime | None = None, teams: set[str] | None =
     return outlook(demand_forecasts(as_of, teams, orchestrators=False))
 
 
-def outlook(forecasts: ForecastSet) -> list[Exhaustion]:
-    """``guarantee_exhaustion`` for forecasts already made (the forecast page draws the same ones)."""
-    guaranteed = guarantees(forecasts.as_of)
+def outlook(forecasts: ForecastSet, guaranteed: dict[str, float] | None = None) -> list[Exhaustion]:
+    """``guarantee_exhaustion`` for forecasts already made (the forecast page draws the same ones);
+    ``guaranteed`` is ``guarantees(forecasts.as_of)`` when the caller has it already."""
+    guaranteed = guarantees(forecasts.as_of) if guaranteed is None else guaranteed
     today = forecasts.as_of.astimezone(ZoneInfo(settings.TIME_ZONE)).date()
     return [
         _exhaustion(series, guaranteed[series.key], today)

@@ -22,9 +22,7 @@ from dataclasses import replace
 from datetime import datetime, time
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -40,7 +38,7 @@ from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 
 from .governance import QueueChange
 from .policies import check_proposed
-from .pool_policies import rule_of
+from .pool_policies import fleet_capacity, local_moment, rule_of
 
 MAX_WEEKS = 12
 MAX_NODE_CHANGE = 10_000
@@ -170,8 +168,10 @@ def _clean_policies(value: Any) -> list[dict[str, Any]]:
         if not isinstance(rule, dict) or rule.get("orchestrator") not in names:
             raise ValidationError(f"orchestrator must be one of {', '.join(sorted(names)) or '(none registered)'}")
         days = rule.get("weekdays") or []
-        if not isinstance(days, list) or not days or any(_int(d, "weekdays", 1, 7) != int(d) for d in days):
+        if not isinstance(days, list) or not days:
             raise ValidationError("weekdays must be a non-empty list of ISO weekdays 1 (Monday) to 7 (Sunday)")
+        for day in days:
+            _int(day, "weekdays", 1, 7)
         cleaned.append(
             {
                 "orchestrator": rule["orchestrator"],
@@ -182,7 +182,7 @@ def _clean_policies(value: Any) -> list[dict[str, Any]]:
                 "floor_gpus": _int(rule.get("floor_gpus", 0), "floor_gpus", 0, 1_000_000),
             }
         )
-    problems = check_rules([_rule(r) for r in cleaned], _capacity())
+    problems = check_rules([_rule(r) for r in cleaned], fleet_capacity())
     if problems:
         raise ValidationError("; ".join(f"{p.field}: {p.message}" for p in problems))
     return cleaned
@@ -206,10 +206,6 @@ def _clean_quota_request(value: Any) -> int | None:
     if request.state != QuotaRequest.State.APPROVED:
         raise ValidationError(f"quota request #{pk} is {request.state}; only an approved, not yet active one applies")
     return pk
-
-
-def _capacity() -> int:
-    return sum(Node.objects.exclude(state=Node.State.DOWN).values_list("gpu_total", flat=True))
 
 
 def _rule(rule: dict[str, Any]) -> PolicyRule:
@@ -346,7 +342,7 @@ def changed_teams(teams: list[TeamSpec], weights: dict[str, str], quota_request:
 def current_rules() -> list[PolicyRule]:
     """Enabled pool policies with orchestrators named by kind, as the recorded jobs name them."""
     policies = PoolPolicy.objects.filter(enabled=True).select_related("orchestrator")
-    return [replace(rule_of(p), orchestrator=p.orchestrator.kind) for p in policies]
+    return [rule_of(p, p.orchestrator.kind) for p in policies]
 
 
 def changed_rules(rules: list[PolicyRule], changes: list[dict[str, Any]]) -> list[PolicyRule]:
@@ -359,8 +355,8 @@ def changed_rules(rules: list[PolicyRule], changes: list[dict[str, Any]]) -> lis
 
 
 def minute_of_week(moment: datetime) -> int:
-    local = moment.astimezone(ZoneInfo(settings.TIME_ZONE))
-    return ((local.isoweekday() - 1) * 24 + local.hour) * 60 + local.minute
+    weekday, minute = local_moment(moment)
+    return (weekday - 1) * 1440 + minute
 
 
 def build_runs(inputs: dict[str, Any], until: datetime) -> tuple[WhatIfInputs, WhatIfInputs, dict[str, Any]]:

@@ -47,7 +47,7 @@ def forecast_page(request: HttpRequest) -> HttpResponse:
     chosen = request.GET.get("team", "")
     charted = {chosen} if chosen else {t.slug for t in shown if t.parent_id not in visible}
     context = {
-        "outlook": forecast.outlook(result),
+        "outlook": forecast.outlook(result, guaranteed),
         "team_charts": [
             charts.forecast_chart(_recent(s), guaranteed.get(s.key)) for s in result.teams if s.key in charted
         ],
@@ -138,7 +138,7 @@ def _enqueue(pk: int) -> None:
 @login_required
 def whatif_list(request: HttpRequest) -> HttpResponse:
     _require_member(request)
-    can_run = request.user.has_perm("scheduling.run_whatif")
+    can_run = whatif.can_run(request.user)
     form = WhatIfForm(request.POST or None, user=request.user) if can_run else None
     if request.method == "POST":
         if not can_run:
