@@ -40,11 +40,12 @@ def smallest_capacity(
         return value <= target
 
     low_units, high_units = max(1, low // step), max(1, -(-high // step))
+    high_met = False  # halving leaves high_units at a size just measured to meet the target
     while low_units > 1 and meets(low_units):  # the lower end must miss the target
-        low_units, high_units = low_units // 2, low_units
+        low_units, high_units, high_met = low_units // 2, low_units, True
     if low_units == 1 and meets(1):
         return CapacitySearch(step, 0, step, target, tuple(probes))
-    while not meets(high_units):
+    while not high_met and not meets(high_units):
         low_units, high_units = high_units, high_units * 2
     while high_units - low_units > 1:
         middle = (low_units + high_units) // 2

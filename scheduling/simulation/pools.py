@@ -63,7 +63,6 @@ class Pool:
         self.pending: list[JobRun] = []
         self.running: dict[int, JobRun] = {}
         self.running_by_id: dict[str, JobRun] = {}
-        self.workloads: dict[str, RunningWorkload] = {}  # the running jobs as the engine sees them
         self.ending = EndingQueue()  # ... kept sorted by expected end for the engine's backfill
         self.victim_index = RunningSet() if spec.preemption else None  # ... and its preemption search
         self._pending_sizes: Counter[float] = Counter()  # whole GPUs per queued job (0 for shares)
@@ -235,7 +234,6 @@ class Pool:
             kind=run.job.request.kind,
             expected_end=now + estimate if estimate > 0 else None,
         )
-        self.workloads[workload.id] = workload
         self.ending.add(workload)
         if self.victim_index is not None:
             self.victim_index.add(workload)
@@ -250,7 +248,6 @@ class Pool:
         self.state.release(run.placement, run.alloc)
         del self.running[run.index]
         del self.running_by_id[run.alloc.id]
-        del self.workloads[run.alloc.id]
         self.ending.remove(run.alloc.id)
         if self.victim_index is not None:
             self.victim_index.remove(run.alloc.id)

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from scheduling.engine.placement import POLICIES
-from scheduling.engine.types import Node, Request, WorkloadKind
+from scheduling.engine.types import MILLI_PER_GPU, Node, Request, WorkloadKind
 from scheduling.simulation import run_packing, simulate_replay
+from scheduling.simulation.cpu_only import CpuOnlyPlacer
 from scheduling.simulation.packing import inflate_and_shuffle
 from scheduling.simulation.stats import percentile
 from scheduling.traces import read_philly
@@ -141,9 +143,29 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert percentile([], 50) is None
 
 
-def test_the_kube_policies_place_cpu_only_pods_themselves_and_account_for_their_cpu() -> None:
-    fleet = TestPacking.fleet()
-    pods = TestPacking.pods()
-    result = run_packing(fleet, pods, policy="k8s-best-fit", seed=42, verify=False)
-    cpu_only = sum(1 for pod in pods if pod.gpus == 0)
-    assert cpu_only and result.pods_placed > cpu_only
+@pytest.mark.parametrize("policy", ["k8s-best-fit", "k8s-fgd", "fgd-cpu"])
+def test_the_kube_policies_place_cpu_only_pods_themselves_and_account_for_their_cpu(policy, monkeypatch) -> None:
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the simulator's CPU-only rule was asked, not the kube policy")
+
+    monkeypatch.setattr(CpuOnlyPlacer, "place", refuse)
+    node = Node(
+        name="n0",
+        gpu_total=8,
+        gpu_model="G2",
+        cpu_milli_total=4000,
+        cpu_milli_free=4000,
+        memory_mib_total=65536,
+        memory_mib_free=65536,
+    )
+    # Every pod asks 1 CPU of the node's 4 and GPUs never run out (at most 4 one-GPU pods fit by CPU), so
+    # the first four arrivals place, CPU-only or not, and every later one fails for want of CPU.
+    pods = [
+        Request(id="cpu", gpus_per_member=0, cpu_milli=1000, memory_mib=1024),
+        Request(id="gpu", gpus_per_member=1, cpu_milli=1000, memory_mib=1024),
+    ]
+    arrivals = inflate_and_shuffle(pods, 8 * MILLI_PER_GPU, seed=42)
+    result = run_packing([node], pods, policy=policy, seed=42, verify=False)
+    assert any(pod.gpus == 0 for pod in arrivals[:4]), "the seed should put a CPU-only pod among the placed"
+    assert result.pods_placed == 4
+    assert result.failures_by_size == dict(sorted(Counter(f"{pod.gpus:g}" for pod in arrivals[4:]).items()))
