@@ -101,7 +101,7 @@ def ledger_findings_between(since: datetime, until: datetime) -> list[FindingRec
                 kind_label=row.get_kind_display(),
                 severity=row.severity,
                 node=row.node,
-                orchestrators=tuple(o for o in row.orchestrators.split(",") if o),
+                orchestrators=row.orchestrator_names,
                 explanation=row.explanation,
                 opened_at=row.opened_at,
                 closed_at=row.closed_at,

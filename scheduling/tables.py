@@ -169,5 +169,5 @@ class LedgerFindingTable(tables.Table):
     def render_severity(self, value, record):
         return format_html('<span class="badge {}">{}</span>', SEVERITY_BADGES.get(record.severity, "info"), value)
 
-    def render_orchestrators(self, value):
-        return ", ".join(value.split(","))
+    def render_orchestrators(self, record):
+        return ", ".join(record.orchestrator_names)

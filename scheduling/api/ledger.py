@@ -41,7 +41,7 @@ class LedgerFindingSerializer(serializers.ModelSerializer):
         ]
 
     def get_orchestrators(self, obj) -> list[str]:
-        return [o for o in obj.orchestrators.split(",") if o]
+        return list(obj.orchestrator_names)
 
 
 class OwnershipIntervalSerializer(serializers.ModelSerializer):

@@ -131,6 +131,10 @@ class LedgerFinding(models.Model):
         return f"{self.get_kind_display()} on {self.node}"
 
     @property
+    def orchestrator_names(self) -> tuple[str, ...]:
+        return tuple(name for name in self.orchestrators.split(",") if name)
+
+    @property
     def status(self) -> str:
         if self.closed_at is not None:
             return "closed"

@@ -157,6 +157,9 @@ def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> N
         for item in assignments or ():
             if isinstance(item, dict):
                 backed[str(item.get("node", ""))] += len(item.get("gpus") or ())
+    nodes_of: dict[int, list[Node]] = defaultdict(list)
+    for node in Node.objects.filter(orchestrator__in=orchestrators):
+        nodes_of[node.orchestrator_id].append(node)
     for orchestrator in orchestrators:
         rows = [
             SourceView(
@@ -170,7 +173,7 @@ def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> N
                 gpu_backed=backed.get(node.name, 0.0),
                 seen_at=now,
             )
-            for node in Node.objects.filter(orchestrator=orchestrator)
+            for node in nodes_of[orchestrator.pk]
         ]
         _replace_views(orchestrator, rows)
 
@@ -289,7 +292,7 @@ def _on_record(rows: Iterable[LedgerFinding]) -> list[engine.Finding]:
             kind=engine.FindingKind(row.kind),
             severity=engine.Severity(row.severity),
             node=row.node,
-            orchestrators=tuple(o for o in row.orchestrators.split(",") if o),
+            orchestrators=row.orchestrator_names,
             explanation=row.explanation,
             first_seen=_epoch(row.first_seen),
             last_seen=_epoch(row.last_seen),
