@@ -25,6 +25,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.preemption import running_placement
@@ -40,20 +41,16 @@ class EndingQueue:
     assignments never frees GPUs at a known time and is not kept.
     """
 
-    __slots__ = ("_ends", "_keys", "_pairs")
+    __slots__ = ("_keys", "_pairs")
 
     def __init__(self, running: Iterable[RunningWorkload] = ()) -> None:
         self._keys: list[tuple[float, str]] = []
-        self._ends: list[float] = []
         self._pairs: dict[str, tuple[float, Placement, Request]] = {}
         for workload in running:
             self.add(workload)
 
     def __len__(self) -> int:
         return len(self._keys)
-
-    def __contains__(self, workload_id: object) -> bool:
-        return workload_id in self._pairs
 
     def add(self, workload: RunningWorkload) -> None:
         if workload.id in self._pairs:
@@ -64,7 +61,6 @@ class EndingQueue:
         key = (workload.expected_end, workload.id)
         position = bisect.bisect_left(self._keys, key)
         self._keys.insert(position, key)
-        self._ends.insert(position, workload.expected_end)
         self._pairs[workload.id] = (workload.expected_end, placement, request)
 
     def remove(self, workload_id: str) -> None:
@@ -74,11 +70,10 @@ class EndingQueue:
             return
         position = bisect.bisect_left(self._keys, (entry[0], workload_id))
         del self._keys[position]
-        del self._ends[position]
 
     def ordered(self, now: float) -> Iterator[_Ending]:
         """Entries soonest first, overdue work counted as ending ``now`` (so overdue entries sort by id)."""
-        overdue = bisect.bisect_right(self._ends, now)
+        overdue = bisect.bisect_right(self._keys, now, key=itemgetter(0))
         for _end, workload_id in sorted(self._keys[:overdue], key=lambda key: key[1]):
             _at, placement, request = self._pairs[workload_id]
             yield now, workload_id, placement, request

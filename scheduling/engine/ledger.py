@@ -15,7 +15,7 @@ closed) until the source answers again. Times are epoch seconds passed in; nothi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -85,7 +85,6 @@ class Source:
     fresh: bool
     views: tuple[SourceView, ...] = ()
     has_data: bool = True
-    stale_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,12 +494,3 @@ def ownership_changes(
     before = set(open_intervals)
     to_close = {pair for pair in before - now_owned if pair[1] not in detection.stale_sources}
     return frozenset(now_owned - before), frozenset(to_close)
-
-
-def open_counts(findings: Iterable[Finding]) -> Mapping[FindingKind, int]:
-    """Open findings per kind, every kind present (a gauge per kind must read 0, not vanish)."""
-    counts = dict.fromkeys(FindingKind, 0)
-    for finding in findings:
-        if finding.opened_at is not None:
-            counts[finding.kind] += 1
-    return counts

@@ -255,7 +255,6 @@ def _sources(now: datetime) -> list[engine.Source]:
             fresh=_is_fresh(o, now),
             views=tuple(views[o.pk]),
             has_data=o.last_success_at is not None,
-            stale_reason=o.last_error[:200],
         )
         for o in orchestrators
     ]

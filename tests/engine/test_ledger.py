@@ -19,7 +19,6 @@ from scheduling.engine.ledger import (
     Source,
     SourceView,
     detect,
-    open_counts,
     ownership_changes,
     reconcile,
 )
@@ -293,13 +292,6 @@ def test_a_node_drained_by_a_plan_in_progress_is_not_an_orphan_while_the_step_is
     ledger.round(0, *between, steps=(step("draining", 0),))
     ledger.round(3000, *between, steps=(step("draining", 0),))
     assert ledger.record == {}
-
-
-def test_open_counts_has_every_kind_even_at_zero():
-    ledger = Ledger()
-    ledger.round(0, *healthy(now_views_k8s=True))
-    counts = open_counts(ledger.record.values())
-    assert set(counts) == set(FindingKind) and counts[FindingKind.DOUBLE_OWNERSHIP] == 1 and sum(counts.values()) == 1
 
 
 # --------------------------------------------------------------------------------------- properties
