@@ -60,22 +60,20 @@ class Forecast:
 
 def fourier_design(
     hours: np.ndarray, *, daily: int, weekly: int, start_hour_of_week: int, trend: bool = True
-) -> tuple[np.ndarray, list[str]]:
-    """Columns: intercept, (trend in days), daily then weekly sine/cosine pairs."""
+) -> np.ndarray:
+    """Columns: intercept, (trend in days), daily then weekly sine/cosine pairs (weekly harmonics that
+    repeat a daily one skipped)."""
     how = (hours + start_hour_of_week) % WEEK_H
-    columns, names = [np.ones_like(hours, dtype=float)], ["level"]
+    columns = [np.ones_like(hours, dtype=float)]
     if trend:
         columns.append(hours / DAY_H)
-        names.append("trend")
     for k in range(1, daily + 1):
         angle = 2 * math.pi * k * how / DAY_H
         columns += [np.sin(angle), np.cos(angle)]
-        names += [f"day_sin{k}", f"day_cos{k}"]
     for k in (k for k in range(1, weekly + 1) if k % 7):
         angle = 2 * math.pi * k * how / WEEK_H
         columns += [np.sin(angle), np.cos(angle)]
-        names += [f"week_sin{k}", f"week_cos{k}"]
-    return np.column_stack(columns), names
+    return np.column_stack(columns)
 
 
 def forecast_demand(
@@ -100,7 +98,7 @@ def forecast_demand(
         else (f"{count} hours of history: daily seasonality only (the weekly pattern needs {MIN_POINTS_WEEKLY} hours)")
     )
     hours = np.arange(len(y), dtype=float)
-    design, _names = fourier_design(hours, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week)
+    design = fourier_design(hours, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week)
     # Normal equations on the small (columns x columns) matrix: numpy's SVD-based lstsq on the tall matrix
     # cost ~200 ms per series here, this a fraction of a millisecond; the inverse also gives the intervals.
     inverse = np.linalg.pinv(design[usable].T @ design[usable])
@@ -109,7 +107,7 @@ def forecast_demand(
     residuals = np.where(usable, y - fitted, np.nan)
     phi, innovation_sd, residual_sd = _ar1(residuals)
     future = np.arange(len(y), len(y) + horizon, dtype=float)
-    future_design, _ = fourier_design(
+    future_design = fourier_design(
         future, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week
     )
     last_residual = residuals[usable][-1]
@@ -119,7 +117,7 @@ def forecast_demand(
     coef_var = residual_sd**2 * np.einsum("ij,jk,ik->i", future_design, inverse, future_design)
     z = NormalDist().inv_cdf(0.5 + coverage / 2)
     half = z * np.sqrt(ar_var + coef_var)
-    seasonal_only, _ = fourier_design(
+    seasonal_only = fourier_design(
         np.arange(WEEK_H, dtype=float), daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=0, trend=False
     )
     profile = seasonal_only @ np.delete(beta, 1)  # the level plus the seasonal shape, Monday 00:00 first
