@@ -9,6 +9,7 @@ list: there is no half snapshot.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -89,6 +90,11 @@ def slim_pod(pod: wire.Pod | dict[str, Any], resource: str = GPU_RESOURCE) -> wi
     return typed if pod_gpus(typed, resource) else None
 
 
+def blocking_taints(taints: Iterable[Taint]) -> list[Taint]:
+    """Taints that keep GPU work off a node (the portal's own tolerated ones aside)."""
+    return [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and t.key not in TOLERATED_TAINTS]
+
+
 def _condition(conditions: Iterable[wire.Condition] | None, kind: str) -> wire.Condition | None:
     return next((c for c in conditions or () if c.type == kind), None)
 
@@ -107,7 +113,7 @@ def parse_node(
     ready = _condition(node.status.conditions, "Ready")
     cordoned = node.spec.unschedulable
     pressures = tuple(str(c.type) for c in node.status.conditions if c.type != "Ready" and c.status == "True")
-    blocking = [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and t.key not in TOLERATED_TAINTS]
+    blocking = blocking_taints(taints)
     is_ready = ready is not None and ready.status == "True"
     return ObservedNode(
         name=name,
@@ -437,11 +443,7 @@ class KubernetesCollector:
             raise SourceUnavailable(f"kubernetes: list {what} failed: {exc}") from exc
 
 
-_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
-
-
+@functools.cache
 def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
     """One decoder per list type (building one compiles the type's schema)."""
-    if kind not in _DECODERS:
-        _DECODERS[kind] = wire.decoder(kind)
-    return _DECODERS[kind]
+    return msgspec.json.Decoder(kind)

@@ -184,10 +184,6 @@ AnyList = PodList | NodeList | PodGroupList | QueueList
 T = TypeVar("T")
 
 
-def decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
-    return msgspec.json.Decoder(kind)
-
-
 def decode(what: str, body: bytes, page_decoder: msgspec.json.Decoder[T]) -> T:
     """One list page, whole or refused: truncated or garbled JSON and mistyped fields raise."""
     try:

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.collectors.k8s import blocking_taints
 from scheduling.collectors.snapshot import ObservedNode, Snapshot, WorkloadState
 from scheduling.engine import ledger as engine
 from scheduling.models import (
@@ -94,7 +95,7 @@ def _why_not(kind: str, node: ObservedNode) -> str:
             return f"not Ready ({node.reason or node.state})"[:300]
         if node.cordoned:
             return "cordoned"
-        blocking = [f"{t.key}={t.value}:{t.effect}" for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
+        blocking = [f"{t.key}={t.value}:{t.effect}" for t in blocking_taints(node.taints)]
         return f"tainted {', '.join(blocking)}"[:300] if blocking else "unschedulable"
     if kind == Orchestrator.Kind.RAY:
         return f"{node.state or 'not alive'}"
