@@ -4,9 +4,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+
+from scheduling.models import Membership
 
 RANGES = {
     "6h": ("Last 6 hours", timedelta(hours=6)),
@@ -52,3 +55,10 @@ def time_range(request: HttpRequest, default: str = "24h", allowed: tuple[str, .
 
 def base_url(request: HttpRequest) -> str:
     return request.build_absolute_uri("/")
+
+
+def require_team_member(request: HttpRequest, page: str) -> None:
+    """Pages about the whole fleet's plans are for members of some team and for portal admins."""
+    user = request.user
+    if not (user.is_staff or Membership.objects.filter(user=user).exists()):
+        raise PermissionDenied(f"{page} is shown to members of a team and to portal admins.")

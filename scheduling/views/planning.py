@@ -15,17 +15,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling import charts, selectors
-from scheduling.models import Membership, Orchestrator, QuotaRequest, Team, WhatIfScenario
+from scheduling.models import Orchestrator, QuotaRequest, Team, WhatIfScenario
 from scheduling.services import forecast, whatif
+
+from .common import require_team_member
 
 WEEKDAY_CHOICES = [(str(d), name) for d, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), 1)]
 FIELD_OF = {"fleet": "fleet_nodes", "weights": "weight_value", "policies": "policy_floor"}
-
-
-def _require_member(request: HttpRequest) -> None:
-    user = request.user
-    if not (user.is_staff or Membership.objects.filter(user=user).exists()):
-        raise PermissionDenied("Capacity planning is shown to members of a team and to portal admins.")
 
 
 CHART_HISTORY_HOURS = 14 * 24  # the fit reads every recorded week; the chart shows the recent ones
@@ -38,7 +34,7 @@ def _recent(series: forecast.SeriesForecast) -> forecast.SeriesForecast:
 
 @login_required
 def forecast_page(request: HttpRequest) -> HttpResponse:
-    _require_member(request)
+    require_team_member(request, "Capacity planning")
     visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
     shown = Team.objects.filter(pk__in=visible)
     result = forecast.demand_forecasts(teams={t.slug for t in shown})
@@ -137,7 +133,7 @@ def _enqueue(pk: int) -> None:
 
 @login_required
 def whatif_list(request: HttpRequest) -> HttpResponse:
-    _require_member(request)
+    require_team_member(request, "Capacity planning")
     can_run = whatif.can_run(request.user)
     form = WhatIfForm(request.POST or None, user=request.user) if can_run else None
     if request.method == "POST":

@@ -14,16 +14,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from scheduling.models import Membership, PoolPolicy, RebalancePlan
+from scheduling.models import PoolPolicy, RebalancePlan
 from scheduling.services import pool_policies, rebalance
 
-from .common import time_range
-
-
-def _require_reader(request: HttpRequest) -> None:
-    user = request.user
-    if not (user.is_staff or Membership.objects.filter(user=user).exists()):
-        raise PermissionDenied("The rebalancer is shown to members of a team and to portal admins.")
+from .common import require_team_member, time_range
 
 
 def _split_rows(points) -> tuple[list[str], list[tuple]]:
@@ -38,7 +32,7 @@ def _split_rows(points) -> tuple[list[str], list[tuple]]:
 
 @login_required
 def rebalance_overview(request: HttpRequest) -> HttpResponse:
-    _require_reader(request)
+    require_team_member(request, "The rebalancer")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
     decision = rebalance.decide_now(window.until)
     names, rows = _split_rows(rebalance.split_history(window.since, window.until))
@@ -60,7 +54,7 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
-    _require_reader(request)
+    require_team_member(request, "The rebalancer")
     plan = get_object_or_404(RebalancePlan.objects.select_related("decided_by"), pk=pk)
     if request.method == "POST":
         return _decide(request, plan)
