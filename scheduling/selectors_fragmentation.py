@@ -6,6 +6,7 @@ samples were stored) is rebuilt from where workloads ran, on today's topology: b
 window (at most a week), and ``manage.py backfill_fragmentation`` turns it into stored rows once.
 """
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -143,17 +144,15 @@ def sampled_fragmentation(moments: Sequence[datetime], tolerance: timedelta) -> 
         for moment in moments
     ]
     rows = FragmentationSample.objects.filter(reduce(or_, (Q(pk=pick) for pick in latest))).values_list(*SAMPLE_FIELDS)
-    by_time = {
-        at: FragmentationPoint(at, free, fragmented, {int(size): count for size, count in placeable.items()})
-        for at, free, fragmented, placeable in rows
-    }
-    chosen: dict[datetime, FragmentationPoint] = {}
+    by_time = {at: (free, fragmented, placeable) for at, free, fragmented, placeable in rows}
     stored = sorted(by_time)
+    chosen: dict[datetime, FragmentationPoint] = {}
     for moment in moments:
-        candidates = [at for at in stored if moment - tolerance <= at <= moment]
-        if candidates:
-            sample = by_time[candidates[-1]]
-            chosen[moment] = FragmentationPoint(moment, sample.free, sample.fragmented, sample.placeable)
+        index = bisect_right(stored, moment)
+        if index and stored[index - 1] >= moment - tolerance:
+            free, fragmented, placeable = by_time[stored[index - 1]]
+            counts = {int(size): count for size, count in placeable.items()}
+            chosen[moment] = FragmentationPoint(moment, free, fragmented, counts)
     return chosen
 
 
