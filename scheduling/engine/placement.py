@@ -233,18 +233,19 @@ class ClusterState:
             return False
         if request.gpu_milli:
             return True
-        if request.gpus > sum(self._whole_by_model):
+        if request.gpus > self.gpu_free:
             return False
         if request.members == 1:
             return True  # place() answers a single member from its buckets anyway
-        need = request.gpus_per_member
-        slots = 0
-        for model in self._allowed_models(request):
-            for whole in range(need, self._max_gpus + 1):
-                slots += self._buckets.count((model, whole)) * (whole // need)
-                if slots >= request.members:
-                    return True
-        return False
+        return self._member_slots(self._allowed_models(request), request.gpus_per_member) >= request.members
+
+    def _member_slots(self, models: Iterable[int], need: int) -> int:
+        """How many members of ``need`` whole GPUs the schedulable nodes of ``models`` hold, node by node."""
+        return sum(
+            self._buckets.count((model, whole)) * (whole // need)
+            for model in models
+            for whole in range(need, self._max_gpus + 1)
+        )
 
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
@@ -905,9 +906,8 @@ class ReleaseCounter:
         self._gpus = request.gpus
         self._wanted = set(state._allowed_models(request))
         self._free: dict[int, list[int]] = {}
-        self._total = sum(state._whole_by_model)
-        self._slots = sum(state._buckets.count((model, whole)) * (whole // self._need)
-                          for model in self._wanted for whole in range(self._need, state._max_gpus + 1))
+        self._total = state.gpu_free
+        self._slots = state._member_slots(self._wanted, self._need)
 
     def fits(self) -> bool:
         return self._total >= self._gpus and self._slots >= self._members
