@@ -7,8 +7,11 @@ server's CPU per request is the figure to compare between runs; requests/s moves
 Fleet: 1,000 nodes / 8,000 GPUs, 50 teams, 5,000 workloads, a week of hourly rollups.
 Database: $BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuportal_bench (created if
 absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the JSON.
+List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/snapshot_cache.py); the
+run reports the share served that way. ``--writes-per-s N`` commits N small writes a second beside the
+clients (each moves the snapshot, as a collector round does); ``--no-response-cache`` turns reuse off.
 Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--threads 4]
-       [--worker-class gthread|sync] [--quick]
+       [--worker-class gthread|sync] [--writes-per-s 0] [--no-response-cache] [--quick]
 """
 
 import argparse
@@ -20,6 +23,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -66,7 +70,23 @@ def environment(url: str) -> dict[str, str]:
         "GPUPORTAL_VAR_DIR": str(ROOT / "var" / "bench"),
         "LOG_LEVEL": "WARNING",
         "API_THROTTLE_USER": "100000/min",
+        # Shared by the workers as in production (throttle counters and stored list answers); else per process.
+        **({"CACHE_URL": BENCH_REDIS} if _redis_up() else {}),
     }
+
+
+BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
+
+
+def _redis_up() -> bool:
+    try:
+        import redis
+
+        client = redis.Redis.from_url(BENCH_REDIS, socket_connect_timeout=1)
+        client.flushdb()  # a database of its own: stored answers of an earlier run must not count
+        return True
+    except Exception:
+        return False
 
 
 def populate(env: dict[str, str], clients: int) -> list[str]:
@@ -88,7 +108,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def client_loop(base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str]):
+CACHE_HEADER = "X-Gpuportal-Cache"
+
+
+async def client_loop(
+    base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str], hits: list[int]
+):
     import httpx
 
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=30) as client:
@@ -101,6 +126,7 @@ async def client_loop(base: str, token: str, deadline: float, samples: dict[str,
                 response = await client.get(path)
                 if response.status_code != 200:
                     errors.append(f"{path}: {response.status_code}")
+                hits.append(response.headers.get(CACHE_HEADER) == "hit")
             except httpx.HTTPError as error:
                 errors.append(f"{path}: {type(error).__name__}")
                 continue
@@ -154,6 +180,19 @@ def cpu_snapshot(server_pid: int, url: str) -> dict[str, float]:
     }
 
 
+TOUCH = "UPDATE scheduling_team SET description = description WHERE id = (SELECT min(id) FROM scheduling_team)"
+
+
+def committing_writer(url: str, per_second: float, stop: threading.Event, commits: list[int]) -> None:
+    """Commit ``per_second`` tiny transactions a second (a no-op update still takes a new transaction id)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgres://", "postgresql://"), autocommit=True) as conn:
+        while not stop.wait(1 / per_second):
+            conn.execute(TOUCH)
+            commits.append(1)
+
+
 def percentile(values: list[float], q: float) -> float:
     return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 1) if len(values) > 1 else 0.0
 
@@ -169,11 +208,15 @@ def main() -> None:
         default="sync",
         help="sync (default: measured faster here) or gthread (keep-alive, threads; more CPU per request on 2 cores)",
     )
+    parser.add_argument("--writes-per-s", type=float, default=0, help="commits a second beside the clients")
+    parser.add_argument("--no-response-cache", action="store_true", help="recompute every list answer")
     parser.add_argument("--quick", action="store_true", help="5 s, for a smoke run")
     args = parser.parse_args()
     seconds = 5 if args.quick else args.seconds
     url, vendor = database_url()
     env = environment(url)
+    if args.no_response_cache:
+        env["API_RESPONSE_CACHE_SECONDS"] = "0"
     tokens = populate(env, args.clients)
     port = free_port()
     server = subprocess.Popen(
@@ -201,18 +244,25 @@ def main() -> None:
         _warm_up(f"http://127.0.0.1:{port}", tokens[0], args.workers)
         samples: dict[str, list[float]] = {path: [] for path in ENDPOINTS}
         errors: list[str] = []
+        hits: list[int] = []
+        commits: list[int] = []
+        stop = threading.Event()
+        if args.writes_per_s > 0 and vendor == "postgresql":
+            writer_args = (url, args.writes_per_s, stop, commits)
+            threading.Thread(target=committing_writer, args=writer_args, daemon=True).start()
         cpu_before = cpu_snapshot(server.pid, url)
         deadline = time.perf_counter() + seconds
         started = time.perf_counter()
 
         async def run():
             await asyncio.gather(
-                *(client_loop(f"http://127.0.0.1:{port}", t, deadline, samples, errors) for t in tokens)
+                *(client_loop(f"http://127.0.0.1:{port}", t, deadline, samples, errors, hits) for t in tokens)
             )
 
         asyncio.run(run())
         elapsed = time.perf_counter() - started
         cpu_after = cpu_snapshot(server.pid, url)
+        stop.set()
     finally:
         server.terminate()
         server.wait(20)
@@ -239,6 +289,7 @@ def main() -> None:
             {
                 "scenario": "api_load_total",
                 "database": vendor,
+                "cache": env.get("CACHE_URL", "locmem (per worker)"),
                 "clients": args.clients,
                 "gunicorn_workers": args.workers,
                 "worker_class": args.worker_class,
@@ -250,6 +301,9 @@ def main() -> None:
                 "p95_ms": percentile(every, 95),
                 "p99_ms": percentile(every, 99),
                 "errors": len(errors),
+                "response_cache": not args.no_response_cache,
+                "served_from_cache": round(sum(hits) / max(len(hits), 1), 3),
+                "writes_per_s": round(len(commits) / elapsed, 2),
                 "error_examples": sorted(set(errors))[:5],
                 **per_request,
                 "load_average_1m": round(os.getloadavg()[0], 2),

@@ -172,6 +172,8 @@ REST_FRAMEWORK = {
         "anon": env.str("API_THROTTLE_ANON", default="60/min"),
     },
 }
+# List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/snapshot_cache.py); 0 = off.
+API_RESPONSE_CACHE_SECONDS = env.int("API_RESPONSE_CACHE_SECONDS", default=30)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=30)),
     "TOKEN_LIMIT_PER_USER": 20,  # nosec B105 - a count, not a secret

@@ -13,6 +13,7 @@ from scheduling.services import ledger
 from scheduling.services.audit import stamp_author
 
 from .permissions import ReadOrAdminWrite
+from .snapshot_cache import SnapshotCachedListMixin
 
 SLUG = serializers.SlugRelatedField
 REASON = {"write_only": True, "help_text": "Why: recorded with your name in the history."}
@@ -75,7 +76,7 @@ class NodeAliasSerializer(serializers.ModelSerializer):
         fields = ["id", "orchestrator", "name", "host", "reason"]
 
 
-class LedgerFindingViewSet(viewsets.ReadOnlyModelViewSet):
+class LedgerFindingViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Open and closed findings (pending ones are still inside their grace and not shown)."""
 
     queryset = selectors_ledger.shown_findings().order_by("-opened_at")
@@ -83,7 +84,7 @@ class LedgerFindingViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.LedgerFindingFilter
 
 
-class OwnershipIntervalViewSet(viewsets.ReadOnlyModelViewSet):
+class OwnershipIntervalViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Who could schedule on which node, from when until when (``ended_at`` null: still)."""
 
     queryset = OwnershipInterval.objects.select_related("orchestrator").order_by("node", "started_at")
@@ -91,7 +92,7 @@ class OwnershipIntervalViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.OwnershipIntervalFilter
 
 
-class _AuditedViewSet(viewsets.ModelViewSet):
+class _AuditedViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
     permission_classes = [ReadOrAdminWrite]
     write_permission = "scheduling.edit_inventory"
     http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]

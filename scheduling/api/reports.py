@@ -13,6 +13,8 @@ from scheduling.models import CapacityReport, ReportSubscription
 from scheduling.services import report_delivery
 from scheduling.views.reports import rendered
 
+from .snapshot_cache import SnapshotCachedListMixin
+
 
 class CapacityReportSerializer(serializers.ModelSerializer):
     downloads = serializers.SerializerMethodField()
@@ -53,7 +55,7 @@ class SubscriptionSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=ReportSubscription.Format.choices)
 
 
-class CapacityReportViewSet(viewsets.ReadOnlyModelViewSet):
+class CapacityReportViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Every signed-in user reads the fleet report; per-user rows follow the page's rule."""
 
     queryset = CapacityReport.objects.none()

@@ -34,12 +34,13 @@ from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .permissions import ReadOrAdminWrite
+from .snapshot_cache import SnapshotCachedListMixin
 
 # Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
 ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
 
 
-class TeamViewSet(viewsets.ReadOnlyModelViewSet):
+class TeamViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.TeamSerializer
     lookup_field = "slug"
@@ -49,7 +50,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
         return only_visible(Team.objects.select_related("parent"), self.request.user, "pk")
 
 
-class QueueViewSet(viewsets.ModelViewSet):
+class QueueViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
     """Entitlements. Writes are admin-only, validated over the whole team tree, and need a ``reason``."""
 
     queryset = Queue.objects.all()  # narrowed per user in get_queryset
@@ -91,7 +92,7 @@ class QueueViewSet(viewsets.ModelViewSet):
         return Response(serializers.QueueHistorySerializer(rows, many=True).data)
 
 
-class OrchestratorViewSet(viewsets.ModelViewSet):
+class OrchestratorViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
     """Endpoints. Credentials are a write-only reference (``env:`` / ``file:``); the secret is never stored."""
 
     queryset = Orchestrator.objects.all()
@@ -118,13 +119,13 @@ class OrchestratorViewSet(viewsets.ModelViewSet):
         serializer.save()
 
 
-class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+class NodeViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Node.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.NodeSerializer
     filterset_class = filters.NodeFilter
 
 
-class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
+class WorkloadViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Workload.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.WorkloadSerializer
     filterset_class = filters.WorkloadFilter
@@ -135,7 +136,7 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
 
-class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class QuotaRequestViewSet(SnapshotCachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Quota requests of the teams you can see; create submits one; leads and admins decide."""
 
     queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
@@ -183,7 +184,7 @@ class QuotaRequestViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet
         return decision.validated_data["comment"]
 
 
-class QuotaGrantViewSet(viewsets.ReadOnlyModelViewSet):
+class QuotaGrantViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = QuotaGrant.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.QuotaGrantSerializer
     filterset_fields = ["state"]
@@ -202,7 +203,7 @@ class QuotaGrantViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(serializers.QuotaGrantSerializer(grant).data)
 
 
-class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
+class UsageSampleViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Raw per-round samples (recent days); rows with no team are an orchestrator's whole pool."""
 
     queryset = UsageSample.objects.all()  # narrowed per user in get_queryset
@@ -214,7 +215,7 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
         return pools_or_visible(rows, self.request.user)
 
 
-class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
+class UsageRollupViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Hourly and daily GPU-seconds: averages are gpu_s_* / covered_s."""
 
     queryset = UsageRollup.objects.all()  # narrowed per user in get_queryset
@@ -227,13 +228,13 @@ class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
         return pools_or_visible(rows, self.request.user)
 
 
-class CollectorRunViewSet(viewsets.ReadOnlyModelViewSet):
+class CollectorRunViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = CollectorRun.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.CollectorRunSerializer
     filterset_class = filters.CollectorRunFilter
 
 
-class RebalancePlanViewSet(viewsets.ReadOnlyModelViewSet):
+class RebalancePlanViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = RebalancePlan.objects.prefetch_related("moves__node", "moves__source", "moves__target")
     serializer_class = serializers.RebalancePlanSerializer
     filterset_fields = ["state"]
