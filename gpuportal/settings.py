@@ -197,6 +197,8 @@ SPECTACULAR_SETTINGS = {
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    CACHES["default"]["BACKEND"] = "gpuportal.cache.RedisCache"  # one client per pool (gpuportal/cache.py)
 
 # Celery: the embedded default is a filesystem broker under var/ so the demo's worker and web server
 # share a queue without Redis. Production: CELERY_BROKER_URL=redis://...

@@ -163,6 +163,28 @@ def test_an_expired_token_is_refused_and_deleted_when_presented(cast):
     assert not AuthToken.objects.filter(user=cast["researcher"]).exists()
 
 
+def test_a_token_of_an_inactive_user_is_refused(cast):
+    _, token = AuthToken.objects.create(cast["researcher"])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.get("/api/v1/teams/").status_code == 200
+    type(cast["researcher"]).objects.filter(pk=cast["researcher"].pk).update(is_active=False)
+    assert client.get("/api/v1/teams/").status_code == 401
+
+
+def test_the_right_key_with_a_wrong_secret_is_refused_and_the_right_user_is_found(cast):
+    _, mine = AuthToken.objects.create(cast["researcher"])
+    _, theirs = AuthToken.objects.create(cast["admin"])
+    client = APIClient()
+    forged = mine[:15] + ("0" if mine[15] != "0" else "1") + mine[16:]  # same key, other secret
+    client.credentials(HTTP_AUTHORIZATION=f"Token {forged}")
+    assert client.get("/api/v1/teams/").status_code == 401
+    for token, user in ((mine, cast["researcher"]), (theirs, cast["admin"])):
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        response = client.get("/api/v1/teams/")
+        assert response.status_code == 200 and response.wsgi_request.user == user
+
+
 def test_creating_a_token_purges_the_users_expired_tokens_and_keeps_live_ones(cast):
     for _ in range(2):
         AuthToken.objects.create(cast["researcher"], expiry=timedelta(seconds=-1))

@@ -59,13 +59,17 @@ def test_a_write_committed_by_another_connection_is_seen(api, fleet, settings):
     params = connection.get_connection_params()
     dsn = psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if k in {"host", "port", "user", "dbname"}})
     with psycopg.connect(dsn, autocommit=False) as other:
-        other.execute("UPDATE scheduling_node SET name = 'pending-commit' WHERE id = (SELECT min(id) FROM scheduling_node)")
+        other.execute("UPDATE scheduling_node SET name = 'pending-commit' WHERE id = %s", [min_node_id()])
         while_open = _get(admin, NODES)  # the uncommitted name is invisible, and stays so in what is stored
         assert "pending-commit" not in while_open.content.decode()
         other.commit()
     after = _get(admin, NODES)
     assert after[CACHE_HEADER] == "miss"
     assert "pending-commit" in after.content.decode()
+
+
+def min_node_id() -> int:
+    return Node.objects.order_by("pk").values_list("pk", flat=True)[0]
 
 
 def test_users_never_share_an_answer(api, cast, teams):
