@@ -7,9 +7,9 @@ server's CPU per request is the figure to compare between runs; requests/s moves
 Fleet: 1,000 nodes / 8,000 GPUs, 50 teams, 5,000 workloads, a week of hourly rollups.
 Database: $BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuportal_bench (created if
 absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the JSON.
-List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/snapshot_cache.py); the
+List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/list_cache.py); the
 run reports the share served that way. ``--writes-per-s N`` commits N small writes a second beside the
-clients (each moves the snapshot, as a collector round does); ``--no-response-cache`` turns reuse off.
+clients (each to the node table, as a collector round writes it); ``--no-response-cache`` turns reuse off.
 Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--threads 4]
        [--worker-class gthread|sync] [--writes-per-s 0] [--no-response-cache] [--quick]
 """
@@ -114,20 +114,24 @@ CACHE_HEADER = "X-Gpuportal-Cache"
 async def client_loop(
     base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str], hits: list[int]
 ):
-    import httpx
+    """One client: the endpoints in turn, one request at a time, until the deadline (aiohttp)."""
+    import aiohttp
 
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=30) as client:
+    headers = {"Authorization": f"Token {token}"}
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(base_url=base, headers=headers, timeout=timeout) as session:
         index = 0
         while time.perf_counter() < deadline:
             path = ENDPOINTS[index % len(ENDPOINTS)]
             index += 1
             started = time.perf_counter()
             try:
-                response = await client.get(path)
-                if response.status_code != 200:
-                    errors.append(f"{path}: {response.status_code}")
-                hits.append(response.headers.get(CACHE_HEADER) == "hit")
-            except httpx.HTTPError as error:
+                async with session.get(path) as response:
+                    await response.read()
+                    if response.status != 200:
+                        errors.append(f"{path}: {response.status}")
+                    hits.append(response.headers.get(CACHE_HEADER) == "hit")
+            except (aiohttp.ClientError, TimeoutError) as error:
                 errors.append(f"{path}: {type(error).__name__}")
                 continue
             samples[path].append((time.perf_counter() - started) * 1000)
@@ -180,11 +184,12 @@ def cpu_snapshot(server_pid: int, url: str) -> dict[str, float]:
     }
 
 
-TOUCH = "UPDATE scheduling_team SET description = description WHERE id = (SELECT min(id) FROM scheduling_team)"
+TOUCH = "UPDATE scheduling_node SET name = name WHERE id = (SELECT min(id) FROM scheduling_node)"
 
 
 def committing_writer(url: str, per_second: float, stop: threading.Event, commits: list[int]) -> None:
-    """Commit ``per_second`` tiny transactions a second (a no-op update still takes a new transaction id)."""
+    """Commit ``per_second`` writes a second to the node table, as collector rounds do (a no-op update
+    still counts as a write: the node lists are recomputed after each)."""
     import psycopg
 
     with psycopg.connect(url.replace("postgres://", "postgresql://"), autocommit=True) as conn:

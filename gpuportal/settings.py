@@ -232,6 +232,7 @@ CELERY_BEAT_SCHEDULE = {
     "collect-and-decide": {"task": "scheduling.tasks.run_round", "schedule": GPUPORTAL_ROUND_SECONDS},
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
+    "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

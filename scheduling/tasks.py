@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from scheduling.services import collection, demo, fragmentation, metrics, quota
+from scheduling.services import collection, demo, fragmentation, metrics, quota, table_changes
 
 
 @shared_task(acks_late=True)
@@ -34,6 +34,12 @@ def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
 @shared_task(acks_late=True)
 def expire_grants() -> dict[str, int]:
     return quota.sync_grant_states()
+
+
+@shared_task(acks_late=True)
+def compact_table_changes() -> int:
+    """Keep the per-table write log (the API list cache's generations) to about one row per table."""
+    return table_changes.compact()
 
 
 @shared_task(acks_late=True)

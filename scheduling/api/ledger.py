@@ -12,8 +12,8 @@ from scheduling.models import FleetHost, LedgerFinding, NodeAlias, Orchestrator,
 from scheduling.services import ledger
 from scheduling.services.audit import stamp_author
 
+from .list_cache import CachedListMixin
 from .permissions import ReadOrAdminWrite
-from .snapshot_cache import SnapshotCachedListMixin
 
 SLUG = serializers.SlugRelatedField
 REASON = {"write_only": True, "help_text": "Why: recorded with your name in the history."}
@@ -76,7 +76,7 @@ class NodeAliasSerializer(serializers.ModelSerializer):
         fields = ["id", "orchestrator", "name", "host", "reason"]
 
 
-class LedgerFindingViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class LedgerFindingViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Open and closed findings (pending ones are still inside their grace and not shown)."""
 
     queryset = selectors_ledger.shown_findings().order_by("-opened_at")
@@ -84,7 +84,7 @@ class LedgerFindingViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSe
     filterset_class = filters.LedgerFindingFilter
 
 
-class OwnershipIntervalViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class OwnershipIntervalViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Who could schedule on which node, from when until when (``ended_at`` null: still)."""
 
     queryset = OwnershipInterval.objects.select_related("orchestrator").order_by("node", "started_at")
@@ -92,7 +92,7 @@ class OwnershipIntervalViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelVi
     filterset_class = filters.OwnershipIntervalFilter
 
 
-class _AuditedViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
+class _AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
     permission_classes = [ReadOrAdminWrite]
     write_permission = "scheduling.edit_inventory"
     http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]

@@ -5,8 +5,8 @@ from rest_framework import exceptions, mixins, serializers, viewsets
 from scheduling.models import Team, WhatIfScenario
 from scheduling.services import whatif
 
+from .list_cache import CachedListMixin
 from .serializers import SLUG
-from .snapshot_cache import SnapshotCachedListMixin
 
 
 class WhatIfSerializer(serializers.ModelSerializer):
@@ -41,7 +41,7 @@ def _enqueue(pk: int) -> None:
     run_whatif.delay(pk)
 
 
-class WhatIfViewSet(SnapshotCachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class WhatIfViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """POST runs a scenario as a Celery task (201 with its id); GET ``/{id}/`` polls status, progress, results."""
 
     queryset = WhatIfScenario.objects.all()  # narrowed per user in get_queryset

@@ -13,7 +13,7 @@ from scheduling.models import CapacityReport, ReportSubscription
 from scheduling.services import report_delivery
 from scheduling.views.reports import rendered
 
-from .snapshot_cache import SnapshotCachedListMixin
+from .list_cache import CachedListMixin
 
 
 class CapacityReportSerializer(serializers.ModelSerializer):
@@ -55,7 +55,7 @@ class SubscriptionSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=ReportSubscription.Format.choices)
 
 
-class CapacityReportViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class CapacityReportViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Every signed-in user reads the fleet report; per-user rows follow the page's rule."""
 
     queryset = CapacityReport.objects.none()

@@ -33,14 +33,14 @@ from . import filters, serializers
 from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
+from .list_cache import CachedListMixin
 from .permissions import ReadOrAdminWrite
-from .snapshot_cache import SnapshotCachedListMixin
 
 # Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
 ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
 
 
-class TeamViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.TeamSerializer
     lookup_field = "slug"
@@ -50,7 +50,7 @@ class TeamViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
         return only_visible(Team.objects.select_related("parent"), self.request.user, "pk")
 
 
-class QueueViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
+class QueueViewSet(CachedListMixin, viewsets.ModelViewSet):
     """Entitlements. Writes are admin-only, validated over the whole team tree, and need a ``reason``."""
 
     queryset = Queue.objects.all()  # narrowed per user in get_queryset
@@ -92,7 +92,7 @@ class QueueViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
         return Response(serializers.QueueHistorySerializer(rows, many=True).data)
 
 
-class OrchestratorViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
+class OrchestratorViewSet(CachedListMixin, viewsets.ModelViewSet):
     """Endpoints. Credentials are a write-only reference (``env:`` / ``file:``); the secret is never stored."""
 
     queryset = Orchestrator.objects.all()
@@ -119,13 +119,13 @@ class OrchestratorViewSet(SnapshotCachedListMixin, viewsets.ModelViewSet):
         serializer.save()
 
 
-class NodeViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class NodeViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Node.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.NodeSerializer
     filterset_class = filters.NodeFilter
 
 
-class WorkloadViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class WorkloadViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Workload.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.WorkloadSerializer
     filterset_class = filters.WorkloadFilter
@@ -136,7 +136,7 @@ class WorkloadViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
         )
 
 
-class QuotaRequestViewSet(SnapshotCachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Quota requests of the teams you can see; create submits one; leads and admins decide."""
 
     queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
@@ -184,7 +184,7 @@ class QuotaRequestViewSet(SnapshotCachedListMixin, mixins.CreateModelMixin, view
         return decision.validated_data["comment"]
 
 
-class QuotaGrantViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class QuotaGrantViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = QuotaGrant.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.QuotaGrantSerializer
     filterset_fields = ["state"]
@@ -203,7 +203,7 @@ class QuotaGrantViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
         return Response(serializers.QuotaGrantSerializer(grant).data)
 
 
-class UsageSampleViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class UsageSampleViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Raw per-round samples (recent days); rows with no team are an orchestrator's whole pool."""
 
     queryset = UsageSample.objects.all()  # narrowed per user in get_queryset
@@ -215,7 +215,7 @@ class UsageSampleViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet)
         return pools_or_visible(rows, self.request.user)
 
 
-class UsageRollupViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class UsageRollupViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Hourly and daily GPU-seconds: averages are gpu_s_* / covered_s."""
 
     queryset = UsageRollup.objects.all()  # narrowed per user in get_queryset
@@ -228,13 +228,13 @@ class UsageRollupViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet)
         return pools_or_visible(rows, self.request.user)
 
 
-class CollectorRunViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class CollectorRunViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = CollectorRun.objects.annotate(**related_names(orchestrator="name"))
     serializer_class = serializers.CollectorRunSerializer
     filterset_class = filters.CollectorRunFilter
 
 
-class RebalancePlanViewSet(SnapshotCachedListMixin, viewsets.ReadOnlyModelViewSet):
+class RebalancePlanViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = RebalancePlan.objects.prefetch_related("moves__node", "moves__source", "moves__target")
     serializer_class = serializers.RebalancePlanSerializer
     filterset_fields = ["state"]

@@ -1,3 +1,4 @@
+from .changes import TableChange
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
@@ -29,6 +30,7 @@ __all__ = [
     "RebalancePlan",
     "ReportSubscription",
     "SourceView",
+    "TableChange",
     "Team",
     "UsageRollup",
     "UsageSample",

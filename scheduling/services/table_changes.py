@@ -1,0 +1,82 @@
+"""Per-table generations on PostgreSQL: a statement-level trigger on every table notes each write.
+
+Writers only ever INSERT a row into ``scheduling_tablechange`` (no row is updated, so concurrent writers
+never wait on each other or deadlock); a table's generation is the sum of its rows' weights as a reader's
+snapshot sees them, so it moves exactly when a commit that wrote the table becomes visible. The triggers
+are (re)installed after every ``migrate`` (``post_migrate``), so tables added later are covered; the
+beat task ``compact_table_changes`` folds each table's rows into one, in one statement, so sums never move.
+"""
+
+from collections.abc import Iterable
+
+from django.db import connections
+
+from scheduling.models import TableChange
+
+TRIGGER = "gpuportal_note_change"
+LOG_TABLE = TableChange._meta.db_table
+_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION {TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {LOG_TABLE} (table_name, weight) VALUES (TG_TABLE_NAME, 1);
+    RETURN NULL;
+END $$
+"""
+
+
+def supported(using: str = "default") -> bool:
+    return connections[using].vendor == "postgresql"
+
+
+def install_triggers(using: str = "default") -> int:
+    """Create the trigger on every table but the log itself; returns how many tables carry it."""
+    if not supported(using):
+        return 0
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        tables = [t for t in connection.introspection.table_names(cursor) if t != LOG_TABLE]
+        cursor.execute(_FUNCTION)
+        for table in tables:
+            cursor.execute(
+                f"CREATE OR REPLACE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
+                f" ON {quote(table)} FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}()"
+            )
+    return len(tables)
+
+
+def tables_without_trigger(using: str = "default") -> list[str]:
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        tables = set(connection.introspection.table_names(cursor)) - {LOG_TABLE}
+        cursor.execute(
+            "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname = %s", [TRIGGER]
+        )
+        covered = {row[0] for row in cursor.fetchall()}
+    return sorted(tables - covered)
+
+
+def generations(tables: Iterable[str], using: str = "default") -> dict[str, int]:
+    """Each table's generation as this connection's next snapshot sees it (0: not written since install)."""
+    names = sorted(set(tables))
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT table_name, sum(weight) FROM {LOG_TABLE} WHERE table_name = ANY(%s) GROUP BY table_name",
+            [names],
+        )
+        found = dict(cursor.fetchall())
+    return {name: int(found.get(name, 0)) for name in names}
+
+
+def compact(using: str = "default") -> int:
+    """Fold each table's committed rows into one row of the same total weight; returns rows removed."""
+    if not supported(using):
+        return 0
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"WITH gone AS (DELETE FROM {LOG_TABLE} RETURNING table_name, weight),"
+            f" folded AS (INSERT INTO {LOG_TABLE} (table_name, weight)"
+            f" SELECT table_name, sum(weight) FROM gone GROUP BY table_name RETURNING 1)"
+            f" SELECT (SELECT count(*) FROM gone) - (SELECT count(*) FROM folded)"
+        )
+        return int(cursor.fetchone()[0])
