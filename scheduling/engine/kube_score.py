@@ -1,5 +1,5 @@
 """kube-scheduler style scoring, as the FGD authors' simulator scores nodes (policies ``k8s-*``), and
-``fgd-cpu``, our CPU-aware FGD with exact scores.
+``fgd-cpu`` / ``fgd-strand``, our FGD variants with deterministic, packing tie-breaks.
 
 The FGD paper (Weng et al., ATC'23) evaluates its policies as kube-scheduler score plugins in
 ``hkust-adsl/kubernetes-scheduler-simulator``. To compare with its published numbers the engine offers
@@ -34,6 +34,15 @@ on openb, 93.5% vs 94.9-95.2% at 100% arrived on seeds 42-43: sub-bucket differe
 fragmentation are noise next to keeping large holes whole.) Gangs (more than one member) are not pods:
 for them these policies use the engine's ``random``/``best-fit``/``fgd``.
 
+``fgd-strand`` (ours) scores as ``k8s-fgd`` too, and among the nodes with the best score prefers the one
+where the pod *strands* the fewest GPUs, then best fit as ``fgd-cpu``, then the lowest index. A node's
+stranded GPU milli are those its free CPU cannot feed at the typical pods' CPU per GPU (``cpu_per_gpu``,
+about 10.9 cores on openb): ``max(0, gpu_free − cpu_free / cpu_per_gpu)``; the tie-break is that
+quantity's growth if the pod lands there. In effect pods whose CPU per GPU is above the typical ratio go
+to CPU-rich nodes and CPU-light pods (and shares) to CPU-poor ones, so CPU does not run out on nodes whose
+GPUs are still free. FGD's own CPU awareness is a cliff per typical pod (a node either has the CPU for it
+or not); this is the aggregate view it misses. It knows only the typical pods, not the arrival order.
+
 Speed: nodes with the same model, sorted free GPU vector, free CPU and free memory score the same, so a
 decision scores one *class* per distinct state, and scores are cached per (class, pod shape).
 """
@@ -49,8 +58,10 @@ from dataclasses import dataclass
 
 from scheduling.engine.types import MILLI_PER_GPU, Request
 
-KUBE_POLICIES = ("k8s-random", "k8s-best-fit", "k8s-fgd", "fgd-cpu")
-GANG_FALLBACK = {"k8s-random": "random", "k8s-best-fit": "best-fit", "k8s-fgd": "fgd", "fgd-cpu": "fgd"}
+KUBE_POLICIES = ("k8s-random", "k8s-best-fit", "k8s-fgd", "fgd-cpu", "fgd-strand")
+GANG_FALLBACK = {"k8s-random": "random", "k8s-best-fit": "best-fit", "k8s-fgd": "fgd", "fgd-cpu": "fgd",
+                 "fgd-strand": "fgd"}
+FGD_SCORED = frozenset({"k8s-fgd", "fgd-cpu", "fgd-strand"})
 MAX_SPEC_CPU_MILLI = 128_000  # the artifact's normalisation constants for best fit (128 cores, 8 GPUs)
 MAX_SPEC_GPU_MILLI = 8 * MILLI_PER_GPU
 MAX_NODE_SCORE = 100
@@ -111,6 +122,16 @@ def typical_pods_from_mix(mix: Sequence[tuple[int, float]]) -> tuple[TypicalPod,
     return tuple(pods)
 
 
+def cpu_per_gpu(pods: Iterable[TypicalPod]) -> float:
+    """Probability-weighted CPU milli per whole GPU of the typical pods that use GPUs (0 when none ask for CPU)."""
+    cpu = gpu = 0.0
+    for pod in pods:
+        if pod.gpus:
+            cpu += pod.probability * pod.cpu_milli
+            gpu += pod.probability * pod.gpus * pod.gpu_milli / MILLI_PER_GPU
+    return cpu / gpu if gpu else 0.0
+
+
 class _Group:
     """Typical pods sharing (GPU share, GPUs, models): they differ only in CPU, so the probability of
     those a node's free CPU can host is one bisection."""
@@ -144,6 +165,7 @@ class FragmentModel:
             if pod.gpu_milli > 0:  # CPU-only typical pods count every free GPU: they never reduce it
                 by_shape.setdefault((pod.gpu_milli, pod.gpus, pod.gpu_models), []).append(pod)
         self.groups = [_Group(milli, gpus, models, members) for (milli, gpus, models), members in by_shape.items()]
+        self.cpu_per_gpu = cpu_per_gpu(pods)
         self._cache: dict[tuple[str, tuple[int, ...], float], float] = {}
 
     def fragment(self, model: str, free: Sequence[int], cpu_free: float) -> float:
@@ -204,6 +226,22 @@ def best_fit_leftover(view: NodeView, spec: tuple[int, int, int, frozenset[str]]
 
 def best_fit_score(view: NodeView, spec: tuple[int, int, int, frozenset[str]]) -> int:
     return int((1.0 - best_fit_leftover(view, spec)) * MAX_NODE_SCORE)
+
+
+def stranded_milli(gpu_free_milli: float, cpu_free: float, cpu_per_gpu_milli: float) -> float:
+    """GPU milli that ``cpu_free`` cannot feed at ``cpu_per_gpu_milli`` CPU per GPU (0 when CPU is untracked
+    or the typical pods ask for no CPU)."""
+    if cpu_per_gpu_milli <= 0 or math.isinf(cpu_free):
+        return 0.0
+    return max(0.0, gpu_free_milli - cpu_free * MILLI_PER_GPU / cpu_per_gpu_milli)
+
+
+def stranding_growth(view: NodeView, spec: tuple[int, int, int, frozenset[str]], cpu_per_gpu_milli: float) -> float:
+    """Growth of the node's stranded GPU milli if the pod lands there (negative: it frees CPU-starved GPUs)."""
+    cpu, milli, gpus, _models = spec
+    gpu_free = sum(view.free)
+    before = stranded_milli(gpu_free, view.cpu_free, cpu_per_gpu_milli)
+    return stranded_milli(gpu_free - milli * gpus, view.cpu_free - cpu, cpu_per_gpu_milli) - before
 
 
 def after_member(view: NodeView, spec: tuple[int, int, int, frozenset[str]], gpu_value: int) -> tuple[int, ...]:

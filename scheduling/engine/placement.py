@@ -37,6 +37,7 @@ from scheduling.engine._buckets import LazyBuckets
 from scheduling.engine._fgd import FgdScorer, Signature, take
 from scheduling.engine._topology import LEVELS, level_rank, topology_keys
 from scheduling.engine.kube_score import (
+    FGD_SCORED,
     GANG_FALLBACK,
     KUBE_POLICIES,
     FragmentModel,
@@ -49,6 +50,7 @@ from scheduling.engine.kube_score import (
     member_fits,
     pick_gpu,
     pod_spec,
+    stranding_growth,
     typical_pods_from_mix,
 )
 from scheduling.engine.sizemix import SizeMixTracker, member_milli
@@ -375,7 +377,7 @@ class ClusterState:
                              (reason,))
         return self._reject(request, shape, allowed)
 
-    # ----------------------------------------------------------------------------- k8s-* and fgd-cpu
+    # ----------------------------------------------------------------------------- k8s-*, fgd-cpu, fgd-strand
     def _kube_classes(self) -> _KubeClasses:
         if self._kube is None:
             typical = self._typical if self._typical is not None else typical_pods_from_mix(self._fgd.mix.normalised)
@@ -394,7 +396,8 @@ class ClusterState:
 
     def _place_kube(self, request: Request, policy: str, seed: int) -> Placement | Rejection:
         """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties are drawn
-        at random among nodes (k8s-*) or go to the tightest node by CPU and GPU, then the lowest index (fgd-cpu)."""
+        at random among nodes (k8s-*) or go to the tightest node by CPU and GPU, then the lowest index (fgd-cpu),
+        or first to the node where the pod strands the fewest GPUs (fgd-strand)."""
         kube = self._kube_classes()
         spec = pod_spec(request)
         best: float | None = None
@@ -416,6 +419,11 @@ class ClusterState:
         if policy == "fgd-cpu":
             view = min(tied, key=lambda v: (best_fit_leftover(v, spec), kube.first(v)))
             node = kube.first(view)
+        elif policy == "fgd-strand":
+            ratio = kube.fragments.cpu_per_gpu
+            view = min(tied, key=lambda v: (stranding_growth(v, spec, ratio), best_fit_leftover(v, spec),
+                                            kube.first(v)))
+            node = kube.first(view)
         else:
             node = kube.draw(tied, rng)
         return self._kube_placement(request, spec, node, policy, float(best or 0.0), rng)
@@ -430,7 +438,7 @@ class ClusterState:
         if not gpus:
             assignment = MemberAssignment(0, name, (), 0)
         elif milli < MILLI_PER_GPU:
-            if policy in ("k8s-fgd", "fgd-cpu"):
+            if policy in FGD_SCORED:
                 view = self._class_key(node)
                 assert view is not None
                 value = fgd_choice(view, spec, self._kube_classes().fragments)[1]
@@ -440,7 +448,7 @@ class ClusterState:
         else:
             indices = tuple(g for g, left in enumerate(free) if left >= MILLI_PER_GPU)[:gpus]
             assignment = MemberAssignment(0, name, indices, MILLI_PER_GPU)
-        reason = f"{policy}: {name} scores {score:g}" + ("" if policy == "fgd-cpu" else " (ties drawn at random)")
+        reason = f"{policy}: {name} scores {score:g}" + (" (ties drawn at random)" if policy.startswith("k8s-") else "")
         return Placement(request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
     def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
