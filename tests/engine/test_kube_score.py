@@ -73,12 +73,20 @@ def test_k8s_best_fit_scores_cpu_and_gpu_together() -> None:
     assert decision.nodes == ("cpu-poor",)
 
 
-def test_k8s_policies_draw_ties_at_random_but_reproducibly_for_a_seed() -> None:
+def test_k8s_random_draws_nodes_at_random_but_reproducibly_for_a_seed() -> None:
     state = ClusterState([host(f"n{i}") for i in range(8)])
     request = Request("p", gpus_per_member=1, cpu_milli=4000)
-    chosen = {placed(state.place(request, "k8s-best-fit", seed=seed)).nodes for seed in range(20)}
+    chosen = {placed(state.place(request, "k8s-random", seed=seed)).nodes for seed in range(20)}
     assert len(chosen) > 1
-    assert state.place(request, "k8s-best-fit", seed=3) == state.place(request, "k8s-best-fit", seed=3)
+    assert state.place(request, "k8s-random", seed=3) == state.place(request, "k8s-random", seed=3)
+
+
+def test_k8s_best_fit_and_fgd_break_ties_by_the_smallest_node_name_as_the_artifacts_select_host() -> None:
+    # Listed out of name order: the tie goes to "n0" whatever the seed, not to the first listed node.
+    state = ClusterState([host(f"n{i}") for i in (5, 3, 0, 7)], typical_pods=[ONE_GPU])
+    request = Request("p", gpus_per_member=1, cpu_milli=4000)
+    for policy in ("k8s-best-fit", "k8s-fgd"):
+        assert {placed(state.place(request, policy, seed=seed)).nodes for seed in range(10)} == {("n0",)}
 
 
 def test_fgd_cpu_breaks_ties_by_best_fit_then_node_order() -> None:
@@ -88,11 +96,17 @@ def test_fgd_cpu_breaks_ties_by_best_fit_then_node_order() -> None:
     assert {placed(state.place(request, "fgd-cpu", seed=seed)).nodes for seed in range(10)} == {("b",)}
 
 
-def test_a_share_goes_to_a_partly_used_gpu_under_fgd() -> None:
-    share = TypicalPod(cpu_milli=0, gpu_milli=500, gpus=1, gpu_models=frozenset(), probability=1.0)
+def test_a_share_goes_to_the_gpu_fgd_scores_best_and_on_a_tie_to_the_first_gpu_or_the_fullest() -> None:
+    share = TypicalPod(cpu_milli=0, gpu_milli=500, gpus=1, gpu_models=frozenset(), probability=0.5)
+    whole = TypicalPod(cpu_milli=0, gpu_milli=1000, gpus=1, gpu_models=frozenset(), probability=0.5)
+    pod = Request("p", gpus_per_member=0, gpu_milli=500)
+    # Keeping GPU 0 whole leaves room for the whole-GPU typical pod: FGD prefers the partly used GPU 1.
+    state = ClusterState([host("n", 2, free=(1000, 500))], typical_pods=[share, whole])
+    assert placed(state.place(pod, "k8s-fgd")).assignments[0].gpu_indices == (1,)
+    # Against the share alone both GPUs score the same: the artifact takes the first, fgd-cpu the fullest.
     state = ClusterState([host("n", 2, free=(1000, 500))], typical_pods=[share])
-    decision = placed(state.place(Request("p", gpus_per_member=0, gpu_milli=500), "k8s-fgd"))
-    assert decision.assignments[0].gpu_indices == (1,)
+    assert placed(state.place(pod, "k8s-fgd")).assignments[0].gpu_indices == (0,)
+    assert placed(state.place(pod, "fgd-cpu")).assignments[0].gpu_indices == (1,)
 
 
 def test_cpu_only_pods_are_placed_by_the_kube_policies_and_rejected_when_no_cpu_is_left() -> None:
