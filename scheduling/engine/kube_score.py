@@ -41,7 +41,7 @@ for them these policies use the engine's ``random``/``best-fit``/``fgd``.
 ``fgd-strand`` (ours) scores as ``k8s-fgd`` too, and among the nodes with the best score prefers the one
 where the pod *strands* the fewest GPUs, then best fit as ``fgd-cpu``, then the lowest index. A node's
 stranded GPU milli are those its free CPU cannot feed at the typical pods' CPU per GPU (``cpu_per_gpu``,
-about 10.9 cores on openb): ``max(0, gpu_free − cpu_free / cpu_per_gpu)``; the tie-break is that
+10,910 milli-CPU on openb): ``max(0, gpu_free − 1000 · cpu_free / cpu_per_gpu)`` (milli-GPU); the tie-break is that
 quantity's growth if the pod lands there. In effect pods whose CPU per GPU is above the typical ratio go
 to CPU-rich nodes and CPU-light pods (and shares) to CPU-poor ones, so CPU does not run out on nodes whose
 GPUs are still free. FGD's own CPU awareness is a cliff per typical pod (a node either has the CPU for it
@@ -126,14 +126,15 @@ def typical_pods_from_mix(mix: Sequence[tuple[int, float]]) -> tuple[TypicalPod,
     return tuple(pods)
 
 
-def cpu_per_gpu(pods: Iterable[TypicalPod]) -> float:
-    """Probability-weighted CPU milli per whole GPU of the typical pods that use GPUs (0 when none ask for CPU)."""
+def cpu_per_gpu(pods: Iterable[TypicalPod]) -> int:
+    """Probability-weighted CPU milli per whole GPU of the typical pods that use GPUs, rounded to a whole
+    milli-CPU (so stranding below is exact integer arithmetic); 0 when none ask for CPU."""
     cpu = gpu = 0.0
     for pod in pods:
         if pod.gpus:
             cpu += pod.probability * pod.cpu_milli
             gpu += pod.probability * pod.gpus * pod.gpu_milli / MILLI_PER_GPU
-    return cpu / gpu if gpu else 0.0
+    return round(cpu / gpu) if gpu else 0
 
 
 class _Group:
@@ -232,20 +233,28 @@ def best_fit_score(view: NodeView, spec: tuple[int, int, int, frozenset[str]]) -
     return int((1.0 - best_fit_leftover(view, spec)) * MAX_NODE_SCORE)
 
 
-def stranded_milli(gpu_free_milli: float, cpu_free: float, cpu_per_gpu_milli: float) -> float:
+def _unfed(gpu_free_milli: float, cpu_free: float, cpu_per_gpu_milli: int) -> float:
+    """Stranded GPU milli times ``cpu_per_gpu_milli``: exact for integral inputs, so equal strandings tie."""
+    return max(0.0, gpu_free_milli * cpu_per_gpu_milli - cpu_free * MILLI_PER_GPU)
+
+
+def stranded_milli(gpu_free_milli: float, cpu_free: float, cpu_per_gpu_milli: int) -> float:
     """GPU milli that ``cpu_free`` cannot feed at ``cpu_per_gpu_milli`` CPU per GPU (0 when CPU is untracked
     or the typical pods ask for no CPU)."""
     if cpu_per_gpu_milli <= 0 or math.isinf(cpu_free):
         return 0.0
-    return max(0.0, gpu_free_milli - cpu_free * MILLI_PER_GPU / cpu_per_gpu_milli)
+    return _unfed(gpu_free_milli, cpu_free, cpu_per_gpu_milli) / cpu_per_gpu_milli
 
 
-def stranding_growth(view: NodeView, spec: tuple[int, int, int, frozenset[str]], cpu_per_gpu_milli: float) -> float:
+def stranding_growth(view: NodeView, spec: tuple[int, int, int, frozenset[str]], cpu_per_gpu_milli: int) -> float:
     """Growth of the node's stranded GPU milli if the pod lands there (negative: it frees CPU-starved GPUs)."""
+    if cpu_per_gpu_milli <= 0 or math.isinf(view.cpu_free):
+        return 0.0
     cpu, milli, gpus, _models = spec
     gpu_free = sum(view.free)
-    before = stranded_milli(gpu_free, view.cpu_free, cpu_per_gpu_milli)
-    return stranded_milli(gpu_free - milli * gpus, view.cpu_free - cpu, cpu_per_gpu_milli) - before
+    before = _unfed(gpu_free, view.cpu_free, cpu_per_gpu_milli)
+    after = _unfed(gpu_free - milli * gpus, view.cpu_free - cpu, cpu_per_gpu_milli)
+    return (after - before) / cpu_per_gpu_milli
 
 
 def after_member(view: NodeView, spec: tuple[int, int, int, frozenset[str]], gpu_value: int) -> tuple[int, ...]:
