@@ -33,10 +33,12 @@ from scheduling.traces.registry import shared_traces_dir
 
 PUBLISHED = "fgd-kubernetes-scheduler-simulator/experiments/analysis/expected_results/analysis_allo_discrete.csv"
 # Which published policy each of ours is compared with: the k8s-* policies re-state the FGD artifact's
-# plugins; the engine's own random/best-fit/fgd and our fgd-cpu are compared with the nearest published one.
+# plugins; the engine's own random/best-fit/fgd and our fgd-cpu / fgd-strand are compared with the nearest
+# published one.
 PUBLISHED_NAMES = {"random": "01-Random", "best-fit": "05-BestFit", "fgd": "06-FGD", "k8s-random": "01-Random",
-                   "k8s-best-fit": "05-BestFit", "k8s-fgd": "06-FGD", "fgd-cpu": "06-FGD"}
-PACKING_POLICIES = ("random", "best-fit", "fgd", "k8s-random", "k8s-best-fit", "k8s-fgd", "fgd-cpu")
+                   "k8s-best-fit": "05-BestFit", "k8s-fgd": "06-FGD", "fgd-cpu": "06-FGD",
+                   "fgd-strand": "06-FGD"}
+PACKING_POLICIES = ("random", "best-fit", "fgd", "k8s-random", "k8s-best-fit", "k8s-fgd", "fgd-cpu", "fgd-strand")
 REPLAY_POLICIES = ("siloed", "federated")
 
 

@@ -5,7 +5,7 @@ decision is a function of its inputs (and a ``seed`` where chance is involved). 
 
 * ``placement``     ``ClusterState`` (indexed, mutable: place / commit / release) and ``place``;
                     policies ``POLICIES`` = first-fit, best-fit, fgd, random, and the FGD artifact's
-                    kube-scheduler plugins k8s-random, k8s-best-fit, k8s-fgd, plus fgd-cpu
+                    kube-scheduler plugins k8s-random, k8s-best-fit, k8s-fgd, plus fgd-cpu and fgd-strand
 * ``kube_score``    those plugins' scores: CPU-aware typical pods and fragmentation, integer scores
 * ``fragmentation`` FGD fragmentation per node / NVLink domain / fleet, ``largest_placeable``
 * ``fairshare``     ``entitlements`` (hierarchical weighted max-min with floors and caps),

@@ -37,6 +37,7 @@ from scheduling.engine._buckets import LazyBuckets
 from scheduling.engine._fgd import FgdScorer, Signature, take
 from scheduling.engine._topology import LEVELS, level_rank, topology_keys
 from scheduling.engine.kube_score import (
+    FGD_SCORED,
     GANG_FALLBACK,
     KUBE_POLICIES,
     FragmentModel,
@@ -45,10 +46,12 @@ from scheduling.engine.kube_score import (
     best_fit_leftover,
     best_fit_score,
     fgd_choice,
+    fgd_gpu_in_index_order,
     fullest_fitting,
     member_fits,
     pick_gpu,
     pod_spec,
+    stranding_growth,
     typical_pods_from_mix,
 )
 from scheduling.engine.sizemix import SizeMixTracker, member_milli
@@ -375,11 +378,15 @@ class ClusterState:
                              (reason,))
         return self._reject(request, shape, allowed)
 
-    # ----------------------------------------------------------------------------- k8s-* and fgd-cpu
+    # ----------------------------------------------------------------------------- k8s-*, fgd-cpu, fgd-strand
     def _kube_classes(self) -> _KubeClasses:
         if self._kube is None:
             typical = self._typical if self._typical is not None else typical_pods_from_mix(self._fgd.mix.normalised)
-            self._kube = _KubeClasses(FragmentModel(typical))
+            by_name = sorted(range(len(self._static)), key=lambda i: self._static[i].name)
+            rank = [0] * len(self._static)
+            for position, i in enumerate(by_name):
+                rank[i] = position
+            self._kube = _KubeClasses(FragmentModel(typical), rank)
             for i in range(len(self._static)):
                 self._kube.move(i, self._class_key(i))
         return self._kube
@@ -393,8 +400,10 @@ class ClusterState:
                         self._mem_free[i] if node.memory_mib_total else math.inf)
 
     def _place_kube(self, request: Request, policy: str, seed: int) -> Placement | Rejection:
-        """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties are drawn
-        at random among nodes (k8s-*) or go to the tightest node by CPU and GPU, then the lowest index (fgd-cpu)."""
+        """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties go to the
+        smallest node name (k8s-best-fit, k8s-fgd: the artifact's selectHost), are drawn at random (k8s-random),
+        go to the tightest node by CPU and GPU, then the lowest index (fgd-cpu), or first to the node where the
+        pod strands the fewest GPUs (fgd-strand)."""
         kube = self._kube_classes()
         spec = pod_spec(request)
         best: float | None = None
@@ -416,8 +425,15 @@ class ClusterState:
         if policy == "fgd-cpu":
             view = min(tied, key=lambda v: (best_fit_leftover(v, spec), kube.first(v)))
             node = kube.first(view)
-        else:
+        elif policy == "fgd-strand":
+            ratio = kube.fragments.cpu_per_gpu
+            view = min(tied, key=lambda v: (stranding_growth(v, spec, ratio), best_fit_leftover(v, spec),
+                                            kube.first(v)))
+            node = kube.first(view)
+        elif policy == "k8s-random":
             node = kube.draw(tied, rng)
+        else:
+            node = kube.first_named(tied)
         return self._kube_placement(request, spec, node, policy, float(best or 0.0), rng)
 
     def _kube_placement(
@@ -430,17 +446,21 @@ class ClusterState:
         if not gpus:
             assignment = MemberAssignment(0, name, (), 0)
         elif milli < MILLI_PER_GPU:
-            if policy in ("k8s-fgd", "fgd-cpu"):
-                view = self._class_key(node)
-                assert view is not None
-                value = fgd_choice(view, spec, self._kube_classes().fragments)[1]
+            view = self._class_key(node)
+            assert view is not None
+            fragments = self._kube_classes().fragments
+            if policy == "k8s-fgd":
+                gpu = fgd_gpu_in_index_order(view, free, spec, fragments)
             else:
-                value = fullest_fitting(free, milli)
-            assignment = MemberAssignment(0, name, (pick_gpu(free, milli, policy, value, rng),), milli)
+                value = fgd_choice(view, spec, fragments)[1] if policy in FGD_SCORED else fullest_fitting(free, milli)
+                gpu = pick_gpu(free, milli, policy, value, rng)
+            assignment = MemberAssignment(0, name, (gpu,), milli)
         else:
             indices = tuple(g for g, left in enumerate(free) if left >= MILLI_PER_GPU)[:gpus]
             assignment = MemberAssignment(0, name, indices, MILLI_PER_GPU)
-        reason = f"{policy}: {name} scores {score:g}" + ("" if policy == "fgd-cpu" else " (ties drawn at random)")
+        ties = {"k8s-random": " (ties drawn at random)", "k8s-best-fit": " (ties: smallest name)",
+                "k8s-fgd": " (ties: smallest name)"}
+        reason = f"{policy}: {name} scores {score:g}" + ties.get(policy, "")
         return Placement(request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
     def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
@@ -837,10 +857,11 @@ class ClusterState:
 class _KubeClasses:
     """Schedulable nodes grouped by identical state (``NodeView``), with scores cached per (state, pod)."""
 
-    __slots__ = ("_members", "_scores", "_view_of", "fragments")
+    __slots__ = ("_members", "_rank", "_scores", "_view_of", "fragments")
 
-    def __init__(self, fragments: FragmentModel) -> None:
+    def __init__(self, fragments: FragmentModel, rank: Sequence[int]) -> None:
         self.fragments = fragments
+        self._rank = rank  # each node's position in name order
         self._members: dict[NodeView, set[int]] = {}
         self._view_of: dict[int, NodeView] = {}
         self._scores: dict[tuple[NodeView, tuple[int, int, int, frozenset[str]], str], float] = {}
@@ -863,6 +884,11 @@ class _KubeClasses:
 
     def first(self, view: NodeView) -> int:
         return min(self._members[view])
+
+    def first_named(self, views: Sequence[NodeView]) -> int:
+        """The node with the smallest name among all nodes of ``views`` (the artifact's selectHost)."""
+        rank = self._rank.__getitem__
+        return min((min(self._members[view], key=rank) for view in views), key=rank)
 
     def draw(self, views: Sequence[NodeView], rng: random.Random) -> int:
         """A node drawn uniformly among all nodes of ``views`` (kube-scheduler's random tie-break)."""

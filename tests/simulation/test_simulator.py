@@ -143,7 +143,7 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert percentile([], 50) is None
 
 
-@pytest.mark.parametrize("policy", ["k8s-best-fit", "k8s-fgd", "fgd-cpu"])
+@pytest.mark.parametrize("policy", ["k8s-best-fit", "k8s-fgd", "fgd-cpu", "fgd-strand"])
 def test_the_kube_policies_place_cpu_only_pods_themselves_and_account_for_their_cpu(policy, monkeypatch) -> None:
     def refuse(*_args, **_kwargs):
         raise AssertionError("the simulator's CPU-only rule was asked, not the kube policy")
