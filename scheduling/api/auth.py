@@ -40,7 +40,7 @@ def _token_and_user_query() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     token_key = quote(token_model._meta.get_field("token_key").column)
     # Identifiers come from the models' metadata; the only value, the key, is a query parameter.
     sql = (
-        f"SELECT {', '.join(columns)} FROM {token_table} t JOIN {user_table} u ON u.{user_pk} = t.{user_id}"
+        f"SELECT {', '.join(columns)} FROM {token_table} t JOIN {user_table} u ON u.{user_pk} = t.{user_id}"  # nosec B608 - model metadata
         f" WHERE t.{token_key} = %s"
     )
     return sql, tuple(f.attname for f in token_fields), tuple(f.attname for f in user_fields)
