@@ -3,6 +3,13 @@
 from django.db import migrations, models
 
 
+def drop_change_triggers(apps, schema_editor):
+    """Unapplying: the triggers (installed after migrate, services/table_changes.py) write to the table
+    about to be dropped, so every later write would fail; the function goes with all its triggers."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("DROP FUNCTION IF EXISTS gpuportal_note_change() CASCADE")
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -18,4 +25,5 @@ class Migration(migrations.Migration):
                 ('weight', models.BigIntegerField(default=1)),
             ],
         ),
+        migrations.RunPython(migrations.RunPython.noop, drop_change_triggers),
     ]
