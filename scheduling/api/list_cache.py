@@ -20,7 +20,9 @@ at most ``API_RESPONSE_CACHE_SECONDS``, up to ``MAX_BODY_BYTES``. Every answer c
 matching ``If-None-Match`` gets 304.
 """
 
+import functools
 import hashlib
+import logging
 import re
 from contextlib import contextmanager
 
@@ -32,6 +34,7 @@ from django.http import HttpResponse, HttpResponseNotModified
 
 from scheduling.services import table_changes
 
+logger = logging.getLogger(__name__)
 CACHE_HEADER = "X-Gpuportal-Cache"
 MAX_BODY_BYTES = 1 << 20
 CACHED_FORMATS = frozenset({"json"})
@@ -42,9 +45,21 @@ def _enabled(request) -> bool:
     return (
         settings.API_RESPONSE_CACHE_SECONDS > 0
         and request.accepted_renderer.format in CACHED_FORMATS
-        and table_changes.supported()
         and not connection.in_atomic_block
+        and status() == "ok"
     )
+
+
+@functools.cache
+def status() -> str:
+    """Once per process: "ok", or why answers are not stored (also shown by /health)."""
+    if not table_changes.supported():
+        return "off: generations need PostgreSQL"
+    uncounted = table_changes.tables_without_trigger()
+    if uncounted:  # a table created outside migrate: its writes would go unseen, so store nothing
+        logger.warning("API list cache off: no change trigger on %s (run migrate)", ", ".join(uncounted))
+        return f"off: no change trigger on {', '.join(uncounted)} (run migrate)"
+    return "ok"
 
 
 def _key(view, request) -> str:

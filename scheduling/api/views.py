@@ -1,5 +1,6 @@
 """Viewsets: queryset + serializer + filterset; writes go through the services."""
 
+from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 from django.utils import timezone
@@ -29,7 +30,7 @@ from scheduling.models import (
 from scheduling.services import collection, governance, quota
 from scheduling.services.audit import stamp_author
 
-from . import filters, serializers
+from . import filters, list_cache, serializers
 from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
@@ -273,6 +274,8 @@ def health(request):
         if checks["database"] == "ok"
         else {}
     )
+    if checks["database"] == "ok":
+        checks["api_list_cache"] = list_cache.status() if settings.API_RESPONSE_CACHE_SECONDS else "off: disabled"
     healthy = checks["database"] == "ok" and checks["broker"] == "ok"
     return JsonResponse(
         {"status": "ok" if healthy else "error", "checks": checks, "time": timezone.now()},
@@ -281,8 +284,6 @@ def health(request):
 
 
 def _broker_status() -> str:
-    from django.conf import settings
-
     from gpuportal.celery import app
 
     try:

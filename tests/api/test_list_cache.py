@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from scheduling.api import list_cache
 from scheduling.api.list_cache import CACHE_HEADER, CachedListMixin
 from scheduling.models import Membership, Node, Orchestrator, Team, Workload
 from scheduling.services import table_changes
@@ -35,6 +36,9 @@ def _postgres_and_no_memory():
     require_postgres()
     for view in _views():  # what earlier tests taught the views must not decide these
         view._seen_tables = frozenset()
+    list_cache.status.cache_clear()
+    yield
+    list_cache.status.cache_clear()
 
 
 def _get(client, path, **headers):
@@ -49,6 +53,21 @@ def _first_node_id() -> int:
 
 def test_every_table_carries_the_change_trigger_after_migrate():
     assert table_changes.tables_without_trigger() == []
+
+
+def test_a_table_without_the_trigger_turns_storing_off_and_health_says_why(api, fleet, client):
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER {table_changes.TRIGGER} ON scheduling_orchestrator")
+    try:
+        admin = api("admin")
+        assert CACHE_HEADER not in _get(admin, NODES) and CACHE_HEADER not in _get(admin, NODES)
+        assert "scheduling_orchestrator" in client.get("/health").json()["checks"]["api_list_cache"]
+    finally:
+        table_changes.install_triggers()
+        list_cache.status.cache_clear()
+    assert client.get("/health").json()["checks"]["api_list_cache"] == "ok"
+    _get(admin, NODES)
+    assert _get(admin, NODES)[CACHE_HEADER] == "hit"
 
 
 def test_second_identical_request_is_served_from_the_cache(api, fleet):
