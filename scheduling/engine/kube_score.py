@@ -238,14 +238,6 @@ def _unfed(gpu_free_milli: float, cpu_free: float, cpu_per_gpu_milli: int) -> fl
     return max(0.0, gpu_free_milli * cpu_per_gpu_milli - cpu_free * MILLI_PER_GPU)
 
 
-def stranded_milli(gpu_free_milli: float, cpu_free: float, cpu_per_gpu_milli: int) -> float:
-    """GPU milli that ``cpu_free`` cannot feed at ``cpu_per_gpu_milli`` CPU per GPU (0 when CPU is untracked
-    or the typical pods ask for no CPU)."""
-    if cpu_per_gpu_milli <= 0 or math.isinf(cpu_free):
-        return 0.0
-    return _unfed(gpu_free_milli, cpu_free, cpu_per_gpu_milli) / cpu_per_gpu_milli
-
-
 def stranding_growth(view: NodeView, spec: tuple[int, int, int, frozenset[str]], cpu_per_gpu_milli: int) -> float:
     """Growth of the node's stranded GPU milli if the pod lands there (negative: it frees CPU-starved GPUs)."""
     if cpu_per_gpu_milli <= 0 or math.isinf(view.cpu_free):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -13,7 +14,6 @@ from scheduling.engine.kube_score import (
     TypicalPod,
     cpu_per_gpu,
     fgd_choice,
-    stranded_milli,
     stranding_growth,
     typical_pods,
 )
@@ -136,11 +136,11 @@ def test_the_typical_cpu_per_gpu_weights_each_gpu_pod_by_probability_and_gpus_us
 
 
 def test_stranded_gpus_are_those_the_free_cpu_cannot_feed_at_the_typical_ratio() -> None:
-    assert stranded_milli(4000, 16_000, 8000) == 2000.0
-    assert stranded_milli(2000, 64_000, 8000) == 0.0
-    assert stranded_milli(4000, float("inf"), 8000) == 0.0  # CPU untracked
-    assert stranded_milli(4000, 0, 0) == 0.0  # no CPU demand known
     spec = (12_000, MILLI_PER_GPU, 1, frozenset[str]())
+    # 4 free GPUs, 16 cores at 8 per GPU: 2 stranded before; after the pod 3 GPUs, 4 cores: 2.5 stranded.
+    assert stranding_growth(NodeView("G2", (1000,) * 4, 16_000, 1e9), spec, 8000) == 500.0
+    assert stranding_growth(NodeView("G2", (1000,) * 4, math.inf, 1e9), spec, 8000) == 0.0  # CPU untracked
+    assert stranding_growth(NodeView("G2", (1000,) * 4, 16_000, 1e9), spec, 0) == 0.0  # no CPU demand known
     # A pod above the ratio strands more on a CPU-poor node and nothing on a CPU-rich one ...
     assert stranding_growth(NodeView("G2", (1000,) * 4, 24_000, 1e9), spec, 8000) == 500.0
     assert stranding_growth(NodeView("G2", (1000,) * 4, 64_000, 1e9), spec, 8000) == 0.0
