@@ -85,22 +85,22 @@ def tables_read(found: set[str]):
         yield
 
 
-_TABLES: set[str] = set()
+@functools.cache
+def _table_names() -> frozenset[str]:
+    with connection.cursor() as cursor:
+        return frozenset(connection.introspection.table_names(cursor))
 
 
-def _table_names() -> set[str]:
-    if not _TABLES:
-        with connection.cursor() as cursor:
-            _TABLES.update(connection.introspection.table_names(cursor))
-    return _TABLES
-
-
-def _answer(request, body: bytes, content_type: str, etag: str, state: str) -> HttpResponse:
+def _answer(request, body: bytes, content_type: str, etag: str, vary: str, state: str) -> HttpResponse:
     if etag in request.headers.get("If-None-Match", ""):
         response: HttpResponse = HttpResponseNotModified()
     else:
         response = HttpResponse(body, content_type=content_type)
     response["ETag"] = etag
+    # Per user: no shared cache may keep it; a browser may, asking each time (If-None-Match -> 304).
+    response["Cache-Control"] = "private, no-cache"
+    if vary:
+        response["Vary"] = vary
     response[CACHE_HEADER] = state
     return response
 
@@ -128,10 +128,11 @@ class CachedListMixin:
             if response.status_code != 200:
                 return response
             # Rendered here, not by the handler, so the bytes can be stored; DRF then skips rendering.
-            body = self.finalize_response(request, response, *args, **kwargs).render().content
+            rendered = self.finalize_response(request, response, *args, **kwargs).render()
         type(self)._seen_tables = type(self)._seen_tables | read
         read.add(user_table)
-        entry = ({t: before[t] for t in read if t in before}, body, response["Content-Type"], _etag(body))
+        body, vary = rendered.content, rendered.get("Vary", "")
+        entry = ({t: before[t] for t in read if t in before}, body, rendered["Content-Type"], _etag(body), vary)
         if read <= before.keys() and len(body) <= MAX_BODY_BYTES:
             cache.set(key, entry, settings.API_RESPONSE_CACHE_SECONDS)
         return _answer(request, *entry[1:], state="miss")

@@ -76,7 +76,9 @@ def test_second_identical_request_is_served_from_the_cache(api, fleet):
     assert (first[CACHE_HEADER], second[CACHE_HEADER]) == ("miss", "hit")
     assert second.content == first.content
     assert second["ETag"] == first["ETag"]
-    assert second["Content-Type"] == first["Content-Type"]
+    for header in ("Content-Type", "Vary", "Allow"):
+        assert second[header] == first[header] == _get(api("admin"), NODES + "?x=1")[header], header
+    assert "Accept" in first["Vary"] and first["Cache-Control"] == "private, no-cache"
 
 
 def test_a_write_to_a_table_the_list_reads_is_seen_at_once_even_by_raw_sql(api, fleet):
