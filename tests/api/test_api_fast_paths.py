@@ -107,6 +107,18 @@ def test_every_model_serializer_returns_exactly_what_stock_drf_returns(varied):
     assert len(_model_serializers()) >= 10 and checked >= 20
 
 
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/St_Johns"])
+def test_datetimes_read_as_stock_drf_shows_them_in_other_time_zones(varied, settings, zone):
+    settings.TIME_ZONE = zone
+    shown = 0
+    for cls in _model_serializers():
+        for instance in cls.Meta.model.objects.all()[:5]:
+            fast = cls(instance).data
+            assert fast == drf.ModelSerializer.to_representation(cls(instance), instance), (cls, instance)
+            shown += sum(isinstance(v, str) and v[10:11] == "T" and not v.endswith("Z") for v in fast.values())
+    assert shown > 0  # some datetimes were shown with the zone's offset, not in UTC
+
+
 def test_a_list_page_renders_the_same_json_as_stock_drf(api, varied):
     body = api("admin").get("/api/v1/quota-requests/").json()
     rows = QuotaRequest.objects.filter(pk__in=[r["id"] for r in body["results"]])
@@ -240,3 +252,25 @@ def test_related_names_read_from_annotations_match_the_related_rows(api, varied,
         for field, attr in names.items():
             related = getattr(obj, field)
             assert row[field] == (None if related is None else getattr(related, attr)), (url, field)
+
+
+def test_the_filterset_is_built_only_when_a_parameter_could_be_a_filter(api, varied, monkeypatch):
+    from django_filters import FilterSet
+
+    built = []
+    original = FilterSet.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(type(self).__name__)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FilterSet, "__init__", counting)
+    client = api("admin")
+    everything = client.get("/api/v1/nodes/").json()["count"]
+    assert built == []
+    assert client.get("/api/v1/nodes/?page=1").json()["count"] == everything and built == []
+    some = client.get(f"/api/v1/nodes/?state={Node.objects.values_list('state', flat=True)[0]}").json()["count"]
+    assert built == ["NodeFilter"] and some > 0
+    assert client.get("/api/v1/nodes/?state=no-such-state").status_code == 400  # still validated
+    assert client.get("/api/v1/workloads/?submitted_after=2020-01-01T00:00:00Z").status_code == 200
+    assert built[-1] == "WorkloadFilter"
