@@ -198,7 +198,9 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
-    CACHES["default"]["BACKEND"] = "gpuportal.cache.RedisCache"  # one client per pool (gpuportal/cache.py)
+    CACHES["default"]["BACKEND"] = "gpuportal.cache.RedisCache"  # one client per pool, fails soft (gpuportal/cache.py)
+    # A Redis that hangs costs a request at most this long before the cache is bypassed for a while.
+    CACHES["default"].setdefault("OPTIONS", {}).update({"socket_connect_timeout": 0.5, "socket_timeout": 0.5})
 
 # Celery: the embedded default is a filesystem broker under var/ so the demo's worker and web server
 # share a queue without Redis. Production: CELERY_BROKER_URL=redis://...
