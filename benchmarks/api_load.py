@@ -7,7 +7,7 @@ server's CPU per request is the figure to compare between runs; requests/s moves
 Fleet: 1,000 nodes / 8,000 GPUs, 50 teams, 5,000 workloads, a week of hourly rollups.
 Database: $BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuportal_bench (created if
 absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the JSON.
-List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/list_cache.py); the
+List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); the
 run reports the share served that way. ``--writes-per-s N`` commits N small writes a second beside the
 clients (each to the node table, as a collector round writes it); ``--no-response-cache`` turns reuse off.
 Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--threads 4]
@@ -112,7 +112,7 @@ CACHE_HEADER = "X-Gpuportal-Cache"
 
 
 async def client_loop(
-    base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str], hits: list[int]
+    base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str], hits: list[bool]
 ):
     """One client: the endpoints in turn, one request at a time, until the deadline (aiohttp)."""
     import aiohttp
@@ -249,7 +249,7 @@ def main() -> None:
         _warm_up(f"http://127.0.0.1:{port}", tokens[0], args.workers)
         samples: dict[str, list[float]] = {path: [] for path in ENDPOINTS}
         errors: list[str] = []
-        hits: list[int] = []
+        hits: list[bool] = []
         commits: list[int] = []
         stop = threading.Event()
         if args.writes_per_s > 0 and vendor == "postgresql":
