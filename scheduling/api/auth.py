@@ -6,7 +6,7 @@ refused and deleted when presented, and the user's other expired tokens are dele
 is created (``purge_expired_tokens``), so they still do not pile up.
 
 knox looks the token up with ``filter(token_key=...).select_related("user")``, which Django compiles to
-SQL anew on every request: a third of the CPU of an API answer served from the snapshot cache. The same
+SQL anew on every request: a third of the CPU of a stored API list answer (api/list_cache.py). The same
 join is built once here from both models' columns, and the rows become model instances with
 ``from_db`` as the ORM would make them; knox's checks (expiry, digest, active user, refresh) are its own.
 """

@@ -5,6 +5,7 @@ never wait on each other or deadlock); a table's generation is the sum of its ro
 snapshot sees them, so it moves exactly when a commit that wrote the table becomes visible. The triggers
 are (re)installed after every ``migrate`` (``post_migrate``), so tables added later are covered; the
 beat task ``compact_table_changes`` folds each table's rows into one, in one statement, so sums never move.
+Needs PostgreSQL 14 or later (``CREATE OR REPLACE TRIGGER``).
 """
 
 from collections.abc import Iterable
