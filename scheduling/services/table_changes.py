@@ -5,7 +5,8 @@ never wait on each other or deadlock); a table's generation is the sum of its ro
 snapshot sees them, so it moves exactly when a commit that wrote the table becomes visible. The triggers
 are (re)installed after every ``migrate`` (``post_migrate``), so tables added later are covered; the
 beat task ``compact_table_changes`` folds each table's rows into one, in one statement, so sums never move.
-Needs PostgreSQL 14 or later (``CREATE OR REPLACE TRIGGER``).
+Needs PostgreSQL 14 or later (``CREATE OR REPLACE TRIGGER``); elsewhere nothing is installed and the API
+stores no list answers.
 """
 
 from collections.abc import Iterable
@@ -23,7 +24,8 @@ _FUNCTION = (
 
 
 def supported(using: str = "default") -> bool:
-    return connections[using].vendor == "postgresql"
+    connection = connections[using]
+    return connection.vendor == "postgresql" and connection.pg_version >= 140000
 
 
 def install_triggers(using: str = "default") -> int:
