@@ -54,7 +54,7 @@ def _enabled(request) -> bool:
 def status() -> str:
     """Once per process: "ok", or why answers are not stored (also shown by /health)."""
     if not table_changes.supported():
-        return "off: generations need PostgreSQL"
+        return "off: table generations need PostgreSQL 14 or later"
     uncounted = table_changes.tables_without_trigger()
     if uncounted:  # a table created outside migrate: its writes would go unseen, so store nothing
         logger.warning("API list cache off: no change trigger on %s (run migrate)", ", ".join(uncounted))
