@@ -27,6 +27,7 @@ from scheduling.models import (
     QuotaGrant,
     QuotaRequest,
     RebalancePlan,
+    Team,
     UsageRollup,
     UsageSample,
     Workload,
@@ -274,3 +275,10 @@ def test_the_filterset_is_built_only_when_a_parameter_could_be_a_filter(api, var
     assert client.get("/api/v1/nodes/?state=no-such-state").status_code == 400  # still validated
     assert client.get("/api/v1/workloads/?submitted_after=2020-01-01T00:00:00Z").status_code == 200
     assert built[-1] == "WorkloadFilter"
+    # A view with ``filterset_fields`` (django-filter builds its FilterSet class per request) likewise.
+    before = len(built)
+    teams = client.get("/api/v1/teams/").json()["count"]
+    assert len(built) == before
+    parent = Team.objects.filter(parent__isnull=False).values_list("parent_id", flat=True).first()
+    children = client.get(f"/api/v1/teams/?parent={parent}").json()["count"]
+    assert built[-1] == "AutoFilterSet" and 0 < children < teams
