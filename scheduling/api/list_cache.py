@@ -50,9 +50,14 @@ def _enabled(request) -> bool:
     )
 
 
+def describe() -> str:
+    """For /health: "ok", or why list answers are not stored."""
+    return status() if settings.API_RESPONSE_CACHE_SECONDS > 0 else "off: API_RESPONSE_CACHE_SECONDS is 0"
+
+
 @functools.cache
 def status() -> str:
-    """Once per process: "ok", or why answers are not stored (also shown by /health)."""
+    """Once per process: "ok", or why the database cannot back stored answers."""
     if not table_changes.supported():
         return "off: table generations need PostgreSQL 14 or later"
     uncounted = table_changes.tables_without_trigger()
@@ -85,10 +90,7 @@ def tables_read(found: set[str]):
         yield
 
 
-@functools.cache
-def _table_names() -> frozenset[str]:
-    with connection.cursor() as cursor:
-        return frozenset(connection.introspection.table_names(cursor))
+_table_names = functools.cache(table_changes.table_names)  # once per process: matched against SQL on misses
 
 
 def _answer(request, body: bytes, content_type: str, etag: str, vary: str, state: str) -> HttpResponse:

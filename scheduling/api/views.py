@@ -275,7 +275,7 @@ def health(request):
         else {}
     )
     if checks["database"] == "ok":
-        checks["api_list_cache"] = list_cache.status() if settings.API_RESPONSE_CACHE_SECONDS else "off: disabled"
+        checks["api_list_cache"] = list_cache.describe()
     healthy = checks["database"] == "ok" and checks["broker"] == "ok"
     return JsonResponse(
         {"status": "ok" if healthy else "error", "checks": checks, "time": timezone.now()},

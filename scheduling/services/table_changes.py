@@ -28,31 +28,36 @@ def supported(using: str = "default") -> bool:
     return connection.vendor == "postgresql" and connection.pg_version >= 140000
 
 
+def table_names(using: str = "default") -> frozenset[str]:
+    """Every table of the database (the log among them, where it exists)."""
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        return frozenset(connection.introspection.table_names(cursor))
+
+
 def install_triggers(using: str = "default") -> int:
     """Create the trigger on every table but the log itself; returns how many tables carry it."""
     if not supported(using):
         return 0
+    every = table_names(using)
     connection = connections[using]
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
-        every = connection.introspection.table_names(cursor)
         if LOG_TABLE not in every:  # migrated back below the log: triggers would make every write fail
             cursor.execute(f"DROP FUNCTION IF EXISTS {TRIGGER}() CASCADE")
             return 0
-        tables = [t for t in every if t != LOG_TABLE]
         cursor.execute(_FUNCTION)
-        for table in tables:
+        for table in sorted(every - {LOG_TABLE}):
             cursor.execute(
                 f"CREATE OR REPLACE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
                 f" ON {quote(table)} FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}()"
             )
-    return len(tables)
+    return len(every) - 1
 
 
 def tables_without_trigger(using: str = "default") -> list[str]:
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        tables = set(connection.introspection.table_names(cursor)) - {LOG_TABLE}
+    tables = table_names(using) - {LOG_TABLE}
+    with connections[using].cursor() as cursor:
         cursor.execute(
             "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname = %s", [TRIGGER]
         )

@@ -180,10 +180,11 @@ def test_errors_are_not_stored(api, fleet):
     assert CACHE_HEADER not in admin.get(NODES + "?page=999")
 
 
-def test_off_when_disabled_and_inside_a_transaction(api, fleet):
+def test_off_when_disabled_and_inside_a_transaction(api, fleet, client):
     admin = api("admin")
     with override_settings(API_RESPONSE_CACHE_SECONDS=0):
         assert CACHE_HEADER not in _get(admin, NODES)
+        assert client.get("/health").json()["checks"]["api_list_cache"] == "off: API_RESPONSE_CACHE_SECONDS is 0"
     with transaction.atomic():
         Node.objects.filter(pk=_first_node_id()).update(name="uncommitted")
         inside = _get(admin, NODES)
