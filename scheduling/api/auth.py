@@ -29,8 +29,9 @@ from rest_framework import exceptions
 
 
 @functools.cache
-def _token_and_user_query() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """SELECT of a token and its user by token key, and the attribute names of each part's columns."""
+def _token_and_user_query() -> tuple[str, tuple[str, ...], tuple[str, ...], tuple]:
+    """SELECT of a token and its user by token key, the attribute names of each part's columns, and each
+    column's converters (SQLite hands back datetimes as naive text; the ORM's converters make them aware)."""
     token_model, user_model = get_token_model(), get_user_model()
     quote = connection.ops.quote_name
     token_fields, user_fields = token_model._meta.concrete_fields, user_model._meta.concrete_fields
@@ -43,19 +44,37 @@ def _token_and_user_query() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         f"SELECT {', '.join(columns)} FROM {token_table} t JOIN {user_table} u ON u.{user_pk} = t.{user_id}"  # nosec B608 - model metadata
         f" WHERE t.{token_key} = %s"
     )
-    return sql, tuple(f.attname for f in token_fields), tuple(f.attname for f in user_fields)
+    converters = tuple(_converters(field) for field in (*token_fields, *user_fields))
+    return sql, tuple(f.attname for f in token_fields), tuple(f.attname for f in user_fields), converters
+
+
+def _converters(field) -> tuple:
+    """What the ORM would apply to this column's raw value (the backend's converters, then the field's),
+    with the column expression each converter is called with."""
+    expression = field.get_col(field.model._meta.db_table)
+    found = [*connection.ops.get_db_converters(expression), *field.get_db_converters(connection)]
+    return tuple((convert, expression) for convert in found)
+
+
+def _converted(row, converters) -> list:
+    values = list(row)
+    for index, column_converters in enumerate(converters):
+        for convert, expression in column_converters:
+            values[index] = convert(values[index], expression, connection)
+    return values
 
 
 def tokens_with_key(key: str) -> list:
     """The tokens whose first characters are ``key``, each with its user loaded (one query)."""
-    sql, token_names, user_names = _token_and_user_query()
+    sql, token_names, user_names, converters = _token_and_user_query()
     token_model, user_model = get_token_model(), get_user_model()
     with connection.cursor() as cursor:
         cursor.execute(sql, [key])
         rows = cursor.fetchall()
     split = len(token_names)
     tokens = []
-    for row in rows:
+    for raw in rows:
+        row = _converted(raw, converters)
         token = token_model.from_db(connection.alias, token_names, row[:split])
         token.user = user_model.from_db(connection.alias, user_names, row[split:])
         tokens.append(token)
