@@ -168,6 +168,19 @@ def test_a_token_request_reads_only_its_own_token(api, cast, fleet):
     assert len([q for q in sql if "knox_authtoken" in q]) == 1
 
 
+def test_a_token_and_its_user_are_loaded_as_the_orm_loads_them_on_every_database(cast):
+    """SQLite returns datetimes as naive text from raw SQL: unconverted, every token request was a 500."""
+    from scheduling.api.auth import tokens_with_key
+
+    stored, token = AuthToken.objects.create(cast["researcher"])
+    cast["researcher"].refresh_from_db()
+    (loaded,) = tokens_with_key(token[:15])
+    assert loaded.expiry == stored.expiry and loaded.expiry.tzinfo is not None
+    assert loaded.created == AuthToken.objects.get(pk=stored.pk).created
+    assert loaded.user.date_joined == cast["researcher"].date_joined
+    assert loaded.user.is_active is True
+
+
 def test_an_expired_token_is_refused_and_deleted_when_presented(cast):
     _, token = AuthToken.objects.create(cast["researcher"], expiry=timedelta(seconds=-1))
     client = APIClient()
