@@ -46,7 +46,7 @@ def private_database(transactional_db, private_postgres):
 
 
 @pytest.fixture
-def portal_broker(settings):
+def portal_broker(settings, monkeypatch):
     """Point the portal's own Celery app (what the views enqueue with) at a broker URL for one test."""
     from gpuportal.celery import app
 
@@ -54,6 +54,7 @@ def portal_broker(settings):
 
     def use(url: str, transport_options: dict) -> None:
         settings.CELERY_BROKER_URL = url
+        monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery reads this before its own configuration
         app.conf.broker_url, app.conf.broker_transport_options = url, transport_options
         app._pool, app.amqp._producer_pool = None, None
 
