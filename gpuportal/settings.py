@@ -246,9 +246,15 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     }
 CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 # A publish retries briefly, then fails: the caller marks the row failed and answers 503 (never a row
-# left queued with no message behind it). Worst case with a hung broker: 3 x socket_timeout + 0.75 s.
+# left queued with no message behind it). Worst case with a hung broker: about 3 x socket_timeout (publish,
+# reconnect, retry: ~6 s, benchmarks/health_under_faults.py); a refused connection fails in under a second.
 CELERY_TASK_PUBLISH_RETRY = True
-CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.25, "interval_max": 0.5}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0.25,
+    "interval_step": 0.25,
+    "interval_max": 0.5,
+}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TIMEZONE = TIME_ZONE

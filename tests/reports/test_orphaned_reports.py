@@ -66,7 +66,7 @@ def test_a_send_cut_off_with_its_worker_is_failed_naming_the_worker_and_a_live_o
 
 @pytest.mark.django_db
 def test_the_report_list_shows_why_a_report_failed(client, week, cast):
-    report = _stuck(CapacityReport.Status.SENDING, report_delivery.build_timeout() * 2)
+    _stuck(CapacityReport.Status.SENDING, report_delivery.build_timeout() * 2)
     report_delivery.reap_stale(timezone.now(), enqueue=list.append)
     client.force_login(cast["researcher"])
     page = client.get("/reports/")
