@@ -48,18 +48,25 @@ def private_database(transactional_db, private_postgres):
 @pytest.fixture
 def portal_broker(settings, monkeypatch):
     """Point the portal's own Celery app (what the views enqueue with) at a broker URL for one test."""
+    from celery import _state
+
     from gpuportal.celery import app
 
-    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+    saved = (app.conf.broker_url, app.conf.broker_transport_options, app.conf.task_always_eager)
+    # shared_task resolves through the current app: another test's probe app may have become it.
+    previous = _state.get_current_app()
 
     def use(url: str, transport_options: dict) -> None:
         settings.CELERY_BROKER_URL = url
         monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery reads this before its own configuration
         app.conf.broker_url, app.conf.broker_transport_options = url, transport_options
+        app.conf.task_always_eager = False  # an earlier test may have left eager mode on: publish for real
         app._pool, app.amqp._producer_pool = None, None
+        app.set_current()
 
     yield use
-    app.conf.broker_url, app.conf.broker_transport_options = saved
+    previous.set_current()
+    app.conf.broker_url, app.conf.broker_transport_options, app.conf.task_always_eager = saved
     app._pool, app.amqp._producer_pool = None, None
 
 
