@@ -216,8 +216,45 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
+# A task's message is acknowledged when it ends, and put back when its worker dies under it, so no run
+# is lost with a killed worker (docs/operations.md: orphaned work).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# Hard time limits (s): the soft limit, a minute earlier, lets the task record why it stopped.
+GPUPORTAL_TASK_TIME_LIMITS = {
+    "default": env.int("GPUPORTAL_TASK_TIME_LIMIT_S", default=600),
+    "whatif": env.int("GPUPORTAL_WHATIF_TIME_LIMIT_S", default=3600),
+    "report": env.int("GPUPORTAL_REPORT_TIME_LIMIT_S", default=1800),
+}
+CELERY_TASK_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"]
+CELERY_TASK_SOFT_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"] - 60
+# Redis hands an unacknowledged message to another worker after this long; it must outlast the longest
+# hard limit or a long run would be started twice while its first worker is still busy with it.
+CELERY_VISIBILITY_TIMEOUT_S = env.int(
+    "CELERY_VISIBILITY_TIMEOUT_S", default=max(GPUPORTAL_TASK_TIME_LIMITS.values()) + 600
+)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S,
+        # A hung Redis (stopped, or a dead peer) costs a publish seconds, not forever; the read timeout
+        # must stay above the worker's 1 s BRPOP poll.
+        "socket_connect_timeout": env.float("CELERY_BROKER_CONNECT_TIMEOUT_S", default=1.0),
+        "socket_timeout": env.float("CELERY_BROKER_SOCKET_TIMEOUT_S", default=2.0),
+        # How often a worker looks for messages whose worker died (restore_visible), in seconds.
+        "unacked_restore_interval": env.int("CELERY_UNACKED_RESTORE_INTERVAL_S", default=10),
+        "unacked_restore_throttle": 1,
+    }
+CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
+# A publish retries briefly, then fails: the caller marks the row failed and answers 503 (never a row
+# left queued with no message behind it). Worst case with a hung broker: about 3 x socket_timeout (publish,
+# reconnect, retry: ~6 s, benchmarks/health_under_faults.py); a refused connection fails in under a second.
+CELERY_TASK_PUBLISH_RETRY = True
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0.25,
+    "interval_step": 0.25,
+    "interval_max": 0.5,
+}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TIMEZONE = TIME_ZONE
@@ -235,6 +272,7 @@ CELERY_BEAT_SCHEDULE = {
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
+    "reap-stale-work": {"task": "scheduling.tasks.reap_stale_work", "schedule": 60},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",
@@ -243,6 +281,16 @@ CELERY_BEAT_SCHEDULE = {
 }
 # A source is stale in the weekly report once its last success is older than this.
 GPUPORTAL_REPORT_STALE_AFTER_S = env.float("GPUPORTAL_REPORT_STALE_AFTER_S", default=600.0)
+# The reaper (scheduling/services/reaper.py): when a long task's row counts as orphaned.
+GPUPORTAL_REAPER = {
+    # queued this long with no worker starting it: its message was lost, so it is queued again
+    "queued_after_s": env.float("GPUPORTAL_REAPER_QUEUED_AFTER_S", default=900.0),
+    # running with no heartbeat this long: past a redelivery of its message, so its worker and message are gone
+    "running_after_s": env.float("GPUPORTAL_REAPER_RUNNING_AFTER_S", default=CELERY_VISIBILITY_TIMEOUT_S + 300.0),
+    # an applying rebalance plan with no step finished this long is failed (its nodes rolled back)
+    "plan_after_s": env.float("GPUPORTAL_REAPER_PLAN_AFTER_S", default=1800.0),
+    "max_attempts": env.int("GPUPORTAL_REAPER_MAX_ATTEMPTS", default=3),
+}
 
 LOGGING = {
     "version": 1,

@@ -133,7 +133,10 @@ class CapacityReportTable(tables.Table):
 
     def render_status(self, value, record):
         tone = {"sent": "ok", "ready": "info", "failed": "bad", "sending": "warn", "generating": "warn"}
-        return format_html('<span class="badge {}">{}</span>', tone.get(record.status, "info"), value)
+        badge = format_html('<span class="badge {}">{}</span>', tone.get(record.status, "info"), value)
+        if not record.error:
+            return badge
+        return format_html('{}<br><span class="muted small report-error">{}</span>', badge, record.error)
 
     def render_downloads(self, record):
         if not record.generated_at:

@@ -1,9 +1,22 @@
-"""Thin Celery adapters: ids in, one service call, safe to run twice."""
+"""Thin Celery adapters: ids in, one service call, safe to run twice.
+
+Every task acknowledges its message only when it ends (settings: acks late, rejected on a lost worker) and
+has a hard time limit, the long ones their own (GPUPORTAL_TASK_TIME_LIMITS); the broker's visibility
+timeout outlasts the longest, so a message comes back only when its worker is really gone.
+"""
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from scheduling.services import collection, demo, fragmentation, metrics, quota, table_changes
+
+LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
+
+
+def _limits(kind: str) -> dict[str, int]:
+    """Celery's time limits for a kind of task: the soft one a minute early, so the task can say why it stopped."""
+    return {"time_limit": LIMITS[kind], "soft_time_limit": max(LIMITS[kind] - 60, 1)}
 
 
 @shared_task(acks_late=True)
@@ -75,7 +88,7 @@ def apply_plan_step(plan_id: int) -> dict[str, object]:
     return {"plan": plan_id, "state": outcome.plan_state, "finished": outcome.finished, "message": outcome.message}
 
 
-@shared_task(acks_late=True)
+@shared_task(acks_late=True, **_limits("report"))
 def weekly_capacity_report() -> dict[str, object]:
     """Last week's capacity report: built once and mailed once, however many workers run this."""
     from scheduling.services import report_delivery
@@ -83,12 +96,35 @@ def weekly_capacity_report() -> dict[str, object]:
     return report_delivery.run_weekly()
 
 
-# --- What-if (issue 8): one scenario per task; progress and results live on the WhatIfScenario row. ---
+@shared_task(acks_late=True, **_limits("report"))
+def build_capacity_report(report_id: int) -> int:
+    """A report build the reaper queued again after its worker was lost; mails it when built."""
+    from scheduling.services import report_delivery
+
+    return report_delivery.build_again(report_id)
 
 
 @shared_task(acks_late=True)
-def run_whatif(scenario_id: int) -> dict[str, object]:
+def reap_stale_work() -> dict[str, dict[str, int]]:
+    """Beat, every minute: queue again or fail the long tasks whose worker or message was lost."""
+    from scheduling.services import reaper
+
+    return reaper.reap(enqueue_whatif=run_whatif.delay, enqueue_report=build_capacity_report.delay)
+
+
+# --- What-if (issue 8): one scenario per task; progress and results live on the WhatIfScenario row. ---
+
+
+@shared_task(bind=True, acks_late=True, **_limits("whatif"))
+def run_whatif(self, scenario_id: int) -> dict[str, object]:
+    """A message redelivered after its worker died may take over the run that worker left ``running``."""
     from scheduling.services import whatif
 
-    scenario = whatif.run_scenario(scenario_id)
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    try:
+        scenario = whatif.run_scenario(scenario_id, take_over=redelivered)
+    except SoftTimeLimitExceeded:
+        reason = f"Stopped at the time limit of {LIMITS['whatif']} s; try fewer weeks."
+        whatif.fail_run(scenario_id, reason, replace_error=True)
+        raise
     return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}

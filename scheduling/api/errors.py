@@ -5,6 +5,14 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from scheduling.services.dispatch import EnqueueFailed
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = 503
+    default_detail = "A service the portal needs is unavailable; try again shortly."
+    default_code = "service_unavailable"
+
 
 def exception_handler(exc, context):
     if isinstance(exc, DjangoValidationError):
@@ -12,4 +20,6 @@ def exception_handler(exc, context):
         exc = exceptions.ValidationError(detail)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, EnqueueFailed):  # the row was stored and already marked failed with this reason
+        exc = ServiceUnavailable(str(exc))
     return drf_exception_handler(exc, context)

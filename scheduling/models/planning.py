@@ -9,6 +9,9 @@ class WhatIfScenario(models.Model):
 
     ``progress`` (0-100) is written by the Celery task while the simulator runs, so the page can poll it.
     ``team`` is who it was run for: members of that team's branch may read it (none: every team member).
+    ``heartbeat_at`` (queued or re-queued, started, progress) lets the reaper find runs whose worker or
+    message is gone; ``attempts`` counts starts and ``requeues`` re-queues; ``error`` says why it failed,
+    or while unfinished why it was queued or started again.
     """
 
     class Status(models.TextChoices):
@@ -28,6 +31,9 @@ class WhatIfScenario(models.Model):
     progress = models.PositiveSmallIntegerField(default=0)
     results = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    requeues = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -57,7 +57,9 @@ class RebalancePlan(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     decided_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
-    history = HistoricalRecords()
+    # Written when an apply step completes: an applying plan silent for long has lost its task chain.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    history = HistoricalRecords(excluded_fields=["heartbeat_at"])
 
     class Meta:
         ordering = ["-created_at"]

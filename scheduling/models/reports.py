@@ -10,7 +10,8 @@ class CapacityReport(models.Model):
 
     Life cycle: generating -> ready -> sending -> sent (or failed). Each step is claimed with a
     conditional UPDATE, so several workers running the same beat task build and send it exactly once;
-    ``claimed_by`` names the worker that holds (or held) the current step.
+    ``claimed_by`` names the worker that holds (or held) the current step, since ``claimed_at``;
+    ``attempts`` counts the builds started, so the reaper stops re-queueing a build that keeps dying.
     """
 
     class Status(models.TextChoices):
@@ -31,6 +32,7 @@ class CapacityReport(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     recipients = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-period_start"]

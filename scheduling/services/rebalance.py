@@ -16,7 +16,10 @@ previous state, and the next step repeats the verbs harmlessly. A failing step, 
 plan with the reason; nothing stays owned by two orchestrators.
 
 While a move waits in ``draining`` its row is not saved, so ``NodeMove.updated_at`` is when the drain
-started (the timeout's reference).
+started (the timeout's reference). Each completed step stamps ``RebalancePlan.heartbeat_at``;
+``propose_rebalance`` re-queues a plan whose step chain was lost, and the reaper (``reap_stale``) fails
+an applying plan with no step completed for ``GPUPORTAL_REAPER["plan_after_s"]`` (its steps keep dying),
+rolling its nodes back like any failed step.
 
 Per orchestrator, ``options["rebalance"]`` may hold ``dry_run`` (default true; false for ``demo://``,
 whose "orchestrator" is this database), ``auto_apply`` (default false), ``preempt_gangs`` (may a drain
@@ -575,13 +578,9 @@ def apply_step(plan_id: int, now: datetime | None = None, verbs=verbs_for) -> St
         moves = list(plan.moves.select_related("node", "node__orchestrator", "source", "target").order_by("pk"))
         if plan.dry_run:
             return _dry_run(plan, moves, verbs)
-        cache: dict[int, PoolVerbs] = {}
-
-        def verbs_of(orchestrator: Orchestrator) -> PoolVerbs:
-            if orchestrator.pk not in cache:
-                cache[orchestrator.pk] = verbs(orchestrator, False)
-            return cache[orchestrator.pk]
-
+        verbs_of = _cached_verbs(verbs)
+        plan.heartbeat_at = now  # committed only with the step (and kept by the plan's later saves)
+        RebalancePlan.objects.filter(pk=plan.pk).update(heartbeat_at=now)
         timeout = timedelta(seconds=float(rebalance_settings()["drain_timeout_s"]))
         for move in moves:
             try:
@@ -600,6 +599,45 @@ def apply_step(plan_id: int, now: datetime | None = None, verbs=verbs_for) -> St
                 save_audited(plan, by=plan.decided_by, reason="failed: not verified")
                 return StepOutcome(plan.state, True, plan.error)
         return StepOutcome(plan.state, False, _progress(moves))
+
+
+def _cached_verbs(verbs):
+    """One PoolVerbs per orchestrator for the length of a step (clients are built once)."""
+    cache: dict[int, PoolVerbs] = {}
+
+    def verbs_of(orchestrator: Orchestrator) -> PoolVerbs:
+        if orchestrator.pk not in cache:
+            cache[orchestrator.pk] = verbs(orchestrator, False)
+        return cache[orchestrator.pk]
+
+    return verbs_of
+
+
+def reap_stale(now: datetime, *, limits: dict[str, float], verbs=verbs_for) -> dict[str, int]:
+    """Fail applying plans with no step completed for ``plan_after_s``, rolling back their draining nodes."""
+    cutoff = now - timedelta(seconds=limits["plan_after_s"])
+    silent = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, decided_at__lt=cutoff)
+    failed = 0
+    for pk in RebalancePlan.objects.filter(silent, state=RebalancePlan.State.APPLYING).values_list("pk", flat=True):
+        failed += _abandon(pk, cutoff, verbs)
+    return {"failed": failed}
+
+
+def _abandon(plan_id: int, cutoff: datetime, verbs) -> bool:
+    with transaction.atomic():
+        plan = RebalancePlan.objects.select_for_update().get(pk=plan_id)
+        last = plan.heartbeat_at or plan.decided_at
+        if plan.state != RebalancePlan.State.APPLYING or (last is not None and last >= cutoff):
+            return False  # a step completed meanwhile
+        moves = list(plan.moves.select_related("node", "node__orchestrator", "source", "target").order_by("pk"))
+        since = f"{last:%Y-%m-%d %H:%M} UTC" if last else "it was approved"
+        _fail(
+            plan,
+            moves,
+            _cached_verbs(verbs),
+            f"no apply step completed since {since}: its task keeps failing or no worker runs it",
+        )
+    return True
 
 
 def _progress(moves: list[NodeMove]) -> str:

@@ -5,6 +5,11 @@ the state the step expects), so of two workers running the same beat task one bu
 and the other returns without doing anything. A worker that dies while sending leaves the row in
 ``sending``: it is not resent automatically (an email twice is worse than an admin's resend), and
 ``resend_report`` puts it back to ``ready`` on purpose.
+
+The reaper (``reap_stale``, every minute) makes both cases visible instead of silent: a build claimed
+longer ago than the report task's hard time limit is queued again (``build_again``) up to
+``GPUPORTAL_REAPER["max_attempts"]`` builds, then failed; a send claimed that long ago is failed with
+the reason (its recipients are unknown), so an admin decides on the resend.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -25,8 +30,14 @@ from scheduling import reports, selectors
 from scheduling.models import CapacityReport, ReportSubscription
 
 from .capacity_report import Window, build_report, week_before
+from .dispatch import EnqueueFailed, enqueue_after_commit
 
-BUILD_TIMEOUT = timedelta(hours=1)  # a build takes seconds; a claim older than this lost its worker
+REQUEUED = "(queued again by the reaper)"  # claimed_by of a build waiting for its new task
+
+
+def build_timeout() -> timedelta:
+    """A build or send claimed longer ago than the report task's hard time limit has lost its worker."""
+    return timedelta(seconds=settings.GPUPORTAL_TASK_TIME_LIMITS["report"] + 60)
 
 
 def worker_name() -> str:
@@ -44,6 +55,7 @@ def generate_report(window: Window, *, worker: str | None = None) -> CapacityRep
                 time_zone=window.time_zone,
                 claimed_by=worker,
                 claimed_at=timezone.now(),
+                attempts=1,
             )
     except IntegrityError:
         report = CapacityReport.objects.get(period_start=window.start, period_end=window.end)
@@ -54,12 +66,12 @@ def generate_report(window: Window, *, worker: str | None = None) -> CapacityRep
 
 
 def _reclaim_build(report: CapacityReport, worker: str) -> bool:
-    """Take over a build that failed, or whose worker vanished (claimed longer ago than BUILD_TIMEOUT)."""
+    """Take over a build that failed, or whose worker vanished (claimed longer ago than build_timeout())."""
     now = timezone.now()
     failed = Q(status=CapacityReport.Status.FAILED, generated_at__isnull=True)
-    abandoned = Q(status=CapacityReport.Status.GENERATING, claimed_at__lt=now - BUILD_TIMEOUT)
+    abandoned = Q(status=CapacityReport.Status.GENERATING, claimed_at__lt=now - build_timeout())
     claimed = CapacityReport.objects.filter(failed | abandoned, pk=report.pk).update(
-        status=CapacityReport.Status.GENERATING, claimed_by=worker, claimed_at=now, error=""
+        status=CapacityReport.Status.GENERATING, claimed_by=worker, claimed_at=now, error="", attempts=F("attempts") + 1
     )
     return claimed == 1
 
@@ -119,6 +131,68 @@ def run_weekly(now: datetime | None = None) -> dict[str, object]:
     report = generate_report(window)
     sent = send_report(report.pk) if report.status == CapacityReport.Status.READY else 0
     return {"report": report.pk, "period_start": window.start.isoformat(), "sent": sent}
+
+
+# --- orphaned builds and sends (the reaper) ----------------------------------------------------------
+
+
+def reap_stale(now: datetime, *, enqueue) -> dict[str, int]:
+    """Queue again the builds whose worker was lost (failing those built max_attempts times); fail the
+    sends whose worker was lost, saying so."""
+    counts = {"requeued": 0, "failed": 0}
+    cutoff = now - build_timeout()
+    limit = int(settings.GPUPORTAL_REAPER["max_attempts"])
+    stale = CapacityReport.objects.filter(status=CapacityReport.Status.GENERATING, claimed_at__lt=cutoff)
+    for pk, attempts in stale.values_list("pk", "attempts"):
+        if attempts >= limit:
+            counts["failed"] += _fail_unfinished(
+                pk,
+                f"Build stopped {attempts} times without finishing (its worker was lost each time); not retried again.",
+            )
+        elif _requeue_build(pk, attempts, cutoff, now, enqueue, limit):
+            counts["requeued"] += 1
+    sending = CapacityReport.objects.filter(status=CapacityReport.Status.SENDING, claimed_at__lt=cutoff)
+    for pk, worker, claimed_at in sending.values_list("pk", "claimed_by", "claimed_at"):
+        counts["failed"] += _fail_unfinished(
+            pk,
+            f"Sending stopped: {worker} claimed it at {claimed_at:%Y-%m-%d %H:%M} UTC and was lost. Some "
+            "subscribers may have it; resend it from the admin to mail everyone again.",
+        )
+    return counts
+
+
+def _requeue_build(pk: int, attempts: int, cutoff: datetime, now: datetime, enqueue, limit: int) -> bool:
+    note = f"Build queued again at {now:%Y-%m-%d %H:%M} UTC: its worker was lost (build {attempts + 1} of {limit})."
+    claimed = CapacityReport.objects.filter(
+        pk=pk, status=CapacityReport.Status.GENERATING, claimed_at__lt=cutoff
+    ).update(claimed_by=REQUEUED, claimed_at=now, error=note)
+    if not claimed:
+        return False
+    try:
+        enqueue_after_commit(lambda: enqueue(pk), lambda reason: _fail_unfinished(pk, f"The build {reason}"))
+    except EnqueueFailed:
+        return False
+    return True
+
+
+def _fail_unfinished(pk: int, reason: str) -> int:
+    unfinished = (CapacityReport.Status.GENERATING, CapacityReport.Status.SENDING)
+    return CapacityReport.objects.filter(pk=pk, status__in=unfinished).update(
+        status=CapacityReport.Status.FAILED, error=reason[:2000]
+    )
+
+
+def build_again(report_id: int, *, worker: str | None = None) -> int:
+    """The reaper's task: build a report it queued again (once, whoever gets the message) and send it."""
+    worker = worker or worker_name()
+    claimed = CapacityReport.objects.filter(
+        pk=report_id, status=CapacityReport.Status.GENERATING, claimed_by=REQUEUED
+    ).update(claimed_by=worker, claimed_at=timezone.now(), attempts=F("attempts") + 1)
+    if not claimed:
+        return 0
+    report = CapacityReport.objects.get(pk=report_id)
+    report = _build_into(report, Window(report.period_start, report.period_end, report.time_zone))
+    return send_report(report.pk, worker=worker) if report.status == CapacityReport.Status.READY else 0
 
 
 # --- who sees which top-users rows ------------------------------------------------------------------

@@ -11,7 +11,14 @@ Inputs (JSON, also the API body)::
      "quota_request": 17}                                                   # an approved, not yet active request
 
 Each bad value raises ``ValidationError({field: message})`` naming the field and the rule. The run itself
-(``run_scenario``) is what the Celery task calls; it is idempotent (a finished row is left alone).
+(``run_scenario``) is what the Celery task calls; it is idempotent: a worker claims the row with a
+conditional UPDATE, so a message delivered twice runs once, and a finished or failed row is left alone.
+
+Orphaned runs (docs/operations.md): ``submit`` queues the run after the commit and fails the row at once
+when the broker refuses; a running row heartbeats (``heartbeat_at``) while the simulator advances; a
+message redelivered because its worker died takes the run over (``attempts`` counts the starts, at most
+``GPUPORTAL_REAPER["max_attempts"]``); ``reap_stale`` re-queues a queued row nobody started and fails a
+running row that stopped heartbeating, each with the reason in ``error``.
 """
 
 from __future__ import annotations
@@ -19,13 +26,14 @@ from __future__ import annotations
 import time as clock
 from collections import Counter
 from dataclasses import replace
-from datetime import datetime, time
+from datetime import datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from scheduling.engine.calendar import PolicyRule, check_rules
@@ -36,6 +44,7 @@ from scheduling.selectors import lead_team_ids, subtree_ids, team_tree, visible_
 from scheduling.selectors_planning import history_trace_jobs
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 
+from .dispatch import EnqueueFailed, enqueue_after_commit
 from .governance import QueueChange
 from .policies import check_proposed
 from .pool_policies import fleet_capacity, local_moment, rule_of
@@ -44,6 +53,7 @@ MAX_WEEKS = 12
 MAX_NODE_CHANGE = 10_000
 DEFAULT_GPUS_PER_NODE = 8
 MAX_GPUS_PER_NODE = 16
+HEARTBEAT_S = 30.0  # a running row is written at least this often, progress or not
 
 
 # --- validation ----------------------------------------------------------------------------------------
@@ -248,7 +258,8 @@ def readable(user):
 
 
 def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = None, enqueue=None) -> WhatIfScenario:
-    """Validate and store a scenario; ``enqueue(pk)`` (the Celery task) runs after the commit."""
+    """Validate and store a scenario; ``enqueue(pk)`` (the Celery task) runs after the commit. When the
+    broker refuses it the row is failed with the reason and ``EnqueueFailed`` is raised (the view's 503)."""
     if not can_run(by):
         raise ValidationError({"team": "only portal admins and team leads run what-if scenarios"})
     if not by.is_staff and (team is None or team.pk not in lead_team_ids(by)):
@@ -260,9 +271,11 @@ def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = Non
     if request_id and not QuotaRequest.objects.filter(pk=request_id, team_id__in=visible_team_ids(by, by.is_staff)):
         raise ValidationError({"quota_request": f"no quota request #{request_id}"})  # as if absent: not yours to see
     with transaction.atomic():
-        scenario = WhatIfScenario.objects.create(name=name.strip()[:120], created_by=by, team=team, inputs=inputs)
+        scenario = WhatIfScenario.objects.create(
+            name=name.strip()[:120], created_by=by, team=team, inputs=inputs, heartbeat_at=timezone.now()
+        )
         if enqueue is not None:
-            transaction.on_commit(lambda: enqueue(scenario.pk))
+            _enqueue_or_fail(scenario.pk, enqueue)
     return scenario
 
 
@@ -392,25 +405,55 @@ def build_runs(inputs: dict[str, Any], until: datetime) -> tuple[WhatIfInputs, W
 
 
 def _progress(pk: int, offset: int):
-    last = [-1]
+    """The simulator's progress callback: writes the percentage when it changes, and a heartbeat at least
+    every HEARTBEAT_S, so the reaper can tell a long run from one whose worker is gone."""
+    last = [-1, clock.monotonic()]
 
     def report(done: int, total: int) -> None:
         percent = min(99, offset + (50 * done) // max(total, 1))
-        if percent != last[0]:
-            last[0] = percent
-            WhatIfScenario.objects.filter(pk=pk).update(progress=percent)
+        if percent != last[0] or clock.monotonic() - last[1] >= HEARTBEAT_S:
+            last[0], last[1] = percent, clock.monotonic()
+            WhatIfScenario.objects.filter(pk=pk).update(progress=percent, heartbeat_at=timezone.now())
 
     return report
 
 
-def run_scenario(pk: int) -> WhatIfScenario | None:
-    """Run both replays and store the results (None if the row is gone; a finished row is returned as is)."""
-    scenario = WhatIfScenario.objects.filter(pk=pk).first()
-    if scenario is None or scenario.status == WhatIfScenario.Status.DONE:
-        return scenario
-    WhatIfScenario.objects.filter(pk=pk).update(
-        status=WhatIfScenario.Status.RUNNING, started_at=timezone.now(), progress=0, error=""
+def max_attempts() -> int:
+    return int(settings.GPUPORTAL_REAPER["max_attempts"])
+
+
+def _claim(pk: int, take_over: bool) -> bool:
+    """Start the run if no live worker has: a queued row, or a running one when this message was redelivered
+    because its worker died (``take_over``). Each start counts; past ``max_attempts`` the row is failed
+    instead, since a run that keeps killing its worker (out of memory, say) would otherwise loop forever."""
+    now = timezone.now()
+    states = [WhatIfScenario.Status.QUEUED] + ([WhatIfScenario.Status.RUNNING] if take_over else [])
+    claimed = WhatIfScenario.objects.filter(pk=pk, status__in=states).update(
+        status=WhatIfScenario.Status.RUNNING, started_at=now, heartbeat_at=now, progress=0, attempts=F("attempts") + 1
     )
+    if not claimed:
+        return False
+    attempts, limit = WhatIfScenario.objects.values_list("attempts", flat=True).get(pk=pk), max_attempts()
+    if attempts > limit:
+        fail_run(
+            pk,
+            f"Stopped: its worker was lost mid-run {attempts - 1} times; not started again (the run may be "
+            "too large for a worker).",
+        )
+        return False
+    if attempts > 1:
+        WhatIfScenario.objects.filter(pk=pk).update(
+            error=f"Restarted at {now:%Y-%m-%d %H:%M:%S} UTC: its worker was lost mid-run (start {attempts} of {limit})"
+        )
+    return True
+
+
+def run_scenario(pk: int, *, take_over: bool = False) -> WhatIfScenario | None:
+    """Run both replays and store the results (None if the row is gone). Only a claimed row runs: a done,
+    failed or live running row is returned as is (``take_over``: see ``_claim``)."""
+    scenario = WhatIfScenario.objects.filter(pk=pk).first()
+    if scenario is None or not _claim(pk, take_over):
+        return scenario if scenario is None else WhatIfScenario.objects.get(pk=pk)
     started = clock.process_time()
     try:
         baseline, changed, facts = build_runs(scenario.inputs, scenario.created_at)
@@ -426,16 +469,76 @@ def run_scenario(pk: int) -> WhatIfScenario | None:
         raise
     results["cpu_time_s"] = round(clock.process_time() - started, 3)
     WhatIfScenario.objects.filter(pk=pk).update(
-        status=WhatIfScenario.Status.DONE, progress=100, results=results, finished_at=timezone.now()
+        status=WhatIfScenario.Status.DONE, progress=100, results=results, finished_at=timezone.now(), error=""
     )
     return WhatIfScenario.objects.get(pk=pk)
 
 
 def _failed(pk: int, message: str) -> WhatIfScenario:
-    WhatIfScenario.objects.filter(pk=pk).update(
-        status=WhatIfScenario.Status.FAILED, error=message, finished_at=timezone.now()
-    )
+    fail_run(pk, message)
     return WhatIfScenario.objects.get(pk=pk)
+
+
+def fail_run(pk: int, reason: str, *, replace_error: bool = False) -> bool:
+    """Mark an unfinished run failed with the reason shown on its page and in the API (False: it had finished).
+    ``replace_error``: a failed run's reason is replaced too (the caller knows better why it stopped)."""
+    unfinished = [WhatIfScenario.Status.QUEUED, WhatIfScenario.Status.RUNNING]
+    unfinished += [WhatIfScenario.Status.FAILED] if replace_error else []
+    return bool(
+        WhatIfScenario.objects.filter(pk=pk, status__in=unfinished).update(
+            status=WhatIfScenario.Status.FAILED, error=reason[:2000], finished_at=timezone.now()
+        )
+    )
+
+
+# --- orphaned runs (the reaper) ------------------------------------------------------------------------
+
+
+def _silent_since(cutoff: datetime) -> Q:
+    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+
+
+def reap_stale(now: datetime, *, enqueue, limits: dict[str, float]) -> dict[str, int]:
+    """Re-queue queued runs no worker started within ``queued_after_s`` (their message was lost), failing
+    them once they have been queued ``max_attempts`` times; fail running runs silent for ``running_after_s``
+    (past any redelivery of their message, so nothing will finish them)."""
+    counts = {"requeued": 0, "failed": 0}
+    queued_cutoff = now - timedelta(seconds=limits["queued_after_s"])
+    stale = WhatIfScenario.objects.filter(_silent_since(queued_cutoff), status=WhatIfScenario.Status.QUEUED)
+    for pk, requeues in stale.values_list("pk", "requeues"):
+        counts["requeued" if _requeue(pk, requeues, now, enqueue) else "failed"] += 1
+    running_cutoff = now - timedelta(seconds=limits["running_after_s"])
+    silent = WhatIfScenario.objects.filter(_silent_since(running_cutoff), status=WhatIfScenario.Status.RUNNING)
+    for pk, heartbeat in silent.values_list("pk", "heartbeat_at"):
+        since = f"{heartbeat:%Y-%m-%d %H:%M:%S} UTC" if heartbeat else "it started"
+        reason = (
+            f"Stopped without finishing: no progress since {since} (its worker or its database connection was "
+            "lost mid-run, and its message was not delivered again). Submit it again."
+        )
+        counts["failed"] += fail_run(pk, reason)
+    return counts
+
+
+def _requeue(pk: int, requeues: int, now: datetime, enqueue) -> bool:
+    """Queue the run again (True), or fail it when it has been queued max_attempts times already (False)."""
+    limit = max_attempts()
+    if requeues + 1 >= limit:
+        fail_run(pk, f"Never started: queued {requeues + 1} times and no worker took it. Is a Celery worker running?")
+        return False
+    note = f"Queued again at {now:%Y-%m-%d %H:%M:%S} UTC: no worker had started it (queued {requeues + 2} of {limit})"
+    updated = WhatIfScenario.objects.filter(pk=pk, status=WhatIfScenario.Status.QUEUED).update(
+        heartbeat_at=now, requeues=F("requeues") + 1, error=note
+    )
+    if updated:
+        try:
+            _enqueue_or_fail(pk, enqueue)
+        except EnqueueFailed:
+            return False
+    return bool(updated)
+
+
+def _enqueue_or_fail(pk: int, enqueue) -> None:
+    enqueue_after_commit(lambda: enqueue(pk), lambda reason: fail_run(pk, f"The run {reason}"))
 
 
 def comparison(results: dict[str, Any]) -> list[tuple[str, str, str]]:

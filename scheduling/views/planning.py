@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from scheduling import charts, selectors
 from scheduling.models import Orchestrator, QuotaRequest, Team, WhatIfScenario
 from scheduling.services import forecast, whatif
+from scheduling.services.dispatch import EnqueueFailed
 
 from .common import require_team_member
 
@@ -150,10 +151,17 @@ def whatif_list(request: HttpRequest) -> HttpResponse:
                 )
             except ValidationError as error:
                 form.add_service_errors(error)
+            except EnqueueFailed as error:  # stored, then failed with the reason: say so, and that it is not a 400
+                return _whatif_page(request, form, can_run, status=503, unavailable=f"Not started: the run {error}")
             else:
                 return redirect("whatif-detail", pk=scenario.pk)
-    context = {"form": form, "scenarios": list(whatif.readable(request.user)[:50]), "can_run": can_run}
-    return render(request, "scheduling/whatif.html", context, status=400 if form is not None and form.errors else 200)
+    return _whatif_page(request, form, can_run, status=400 if form is not None and form.errors else 200)
+
+
+def _whatif_page(request: HttpRequest, form, can_run: bool, *, status: int, unavailable: str = "") -> HttpResponse:
+    scenarios = list(whatif.readable(request.user)[:50])
+    context = {"form": form, "scenarios": scenarios, "can_run": can_run, "unavailable": unavailable}
+    return render(request, "scheduling/whatif.html", context, status=status)
 
 
 def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:

@@ -1,0 +1,125 @@
+"""How long /health and a what-if enqueue take when Redis is healthy, hung (SIGSTOP) or gone. One JSON line
+per case; the goal is /health answering within 2 s in every case (tests assert the answers, never times).
+
+A private redis-server on a free port is the broker (tests/security/processes.py); /health is served
+in-process by Django's test client on a throwaway SQLite database. ``old_check`` replays the check
+/health made before bounded timeouts (kombu's ensure_connection), once, for comparison.
+
+    python benchmarks/health_under_faults.py [--samples 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+VAR = tempfile.mkdtemp(prefix="gpuportal-bench-health-")
+os.environ.update(DJANGO_SETTINGS_MODULE="gpuportal.settings_test", GPUPORTAL_VAR_DIR=VAR)
+os.environ["DATABASE_URL"] = f"sqlite:///{VAR}/health.sqlite3"
+
+
+def _timed(call) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = call()
+    return time.perf_counter() - start, result
+
+
+def _health(client) -> tuple[float, dict]:
+    seconds, response = _timed(lambda: client.get("/health"))
+    body = response.json()
+    return seconds, {"status": response.status_code, "broker": body["checks"]["broker"][:60]}
+
+
+def _enqueue(app) -> tuple[float, str]:
+    def send() -> str:
+        try:
+            app.send_task("scheduling.tasks.ping", args=[1])
+            return "queued"
+        except Exception as error:  # what the view turns into a 503
+            return f"refused: {type(error).__name__}"
+
+    return _timed(send)
+
+
+def _old_check(url: str) -> tuple[float, str]:
+    """The check /health made before (kombu's ensure_connection, no socket timeouts), capped at 30 s."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from kombu import Connection
+
+    def check() -> str:
+        try:
+            with Connection(url, transport_options={}) as conn:
+                conn.ensure_connection(max_retries=1, timeout=2)
+                conn.default_channel.client.ping()
+            return "ok"
+        except Exception as error:
+            return f"error: {type(error).__name__}"
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    start = time.perf_counter()
+    try:
+        answer = pool.submit(check).result(timeout=30)
+    except FutureTimeout:
+        answer = "no answer after 30 s"
+    pool.shutdown(wait=False)
+    return time.perf_counter() - start, answer
+
+
+def _case(name: str, samples: int, client, app) -> dict:
+    health = [_health(client) for _ in range(samples)]
+    enqueue = _enqueue(app)
+    times = [s for s, _ in health]
+    return {
+        "case": name,
+        "health_median_s": round(statistics.median(times), 3),
+        "health_max_s": round(max(times), 3),
+        "health_answer": health[-1][1],
+        "enqueue_s": round(enqueue[0], 3),
+        "enqueue": enqueue[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=5)
+    samples = parser.parse_args().samples
+    from tests.security import processes
+
+    redis = processes.start_redis()
+    os.environ["CELERY_BROKER_URL"] = redis.url  # before Django settings and Celery read it
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+
+    from gpuportal.celery import app
+
+    call_command("migrate", verbosity=0)
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.get("/health")  # warm-up: the first request imports the views and reads the database's features
+    try:
+        print(json.dumps(_case("redis healthy", samples, client, app)), flush=True)
+        redis.pause()
+        print(json.dumps(_case("redis SIGSTOPped", samples, client, app)), flush=True)
+        seconds, answer = _old_check(redis.url)
+        print(json.dumps({"case": "redis SIGSTOPped, old check", "seconds": round(seconds, 3), "answer": answer}))
+        redis.resume()
+        redis.stop()
+        print(json.dumps(_case("redis stopped", samples, client, app)), flush=True)
+    finally:
+        redis.stop()
+
+
+if __name__ == "__main__":
+    main()

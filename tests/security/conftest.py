@@ -1,0 +1,86 @@
+"""Fixtures for fault tests: private processes (tests/security/processes.py), ended in finalizers."""
+
+import pytest
+from django.db import connections
+
+from tests.planning.conftest import k8s, recorded  # noqa: F401  (two weeks of recorded work for what-ifs)
+from tests.support import require, require_postgres
+
+from . import processes
+
+
+@pytest.fixture
+def private_redis():
+    require(processes.redis_binary() is not None, "needs redis-server on PATH (apt-get install redis-server)")
+    server = processes.start_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def private_postgres():
+    require(processes.postgres_bin() is not None, "needs PostgreSQL server binaries in /usr/lib/postgresql/*/bin")
+    server = processes.start_postgres()
+    try:
+        processes.migrate(server.url)
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def private_database(transactional_db, private_postgres):
+    """This process's default connection points at the private server for the test: the fixtures that come
+    after it in a test's arguments write their rows there, where the private worker reads them."""
+    require_postgres()
+    connection = connections["default"]
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(
+        NAME="gpuportal", USER="postgres", PASSWORD="", HOST="127.0.0.1", PORT=str(private_postgres.port)
+    )
+    yield private_postgres
+    connection.close()
+    connection.settings_dict.clear()
+    connection.settings_dict.update(saved)
+
+
+@pytest.fixture
+def portal_broker(settings, monkeypatch):
+    """Point the portal's own Celery app (what the views enqueue with) at a broker URL for one test."""
+    from celery import _state
+
+    from gpuportal.celery import app
+
+    saved = (app.conf.broker_url, app.conf.broker_transport_options, app.conf.task_always_eager)
+    # shared_task resolves through the current app: another test's probe app may have become it.
+    previous = _state.get_current_app()
+
+    def use(url: str, transport_options: dict) -> None:
+        settings.CELERY_BROKER_URL = url
+        monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery reads this before its own configuration
+        app.conf.broker_url, app.conf.broker_transport_options = url, transport_options
+        app.conf.task_always_eager = False  # an earlier test may have left eager mode on: publish for real
+        app._pool, app.amqp._producer_pool = None, None
+        app.set_current()
+
+    yield use
+    previous.set_current()
+    app.conf.broker_url, app.conf.broker_transport_options, app.conf.task_always_eager = saved
+    app._pool, app.amqp._producer_pool = None, None
+
+
+@pytest.fixture
+def workers():
+    """Start private workers with ``workers.start(...)``; every one still running is ended afterwards."""
+    started = []
+
+    class Workers:
+        def start(self, **kwargs):
+            worker = processes.start_worker(**kwargs)
+            started.append(worker)
+            return worker
+
+    yield Workers()
+    for worker in started:
+        worker.stop()
