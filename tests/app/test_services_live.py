@@ -29,14 +29,14 @@ def _submitted(cast, teams, gpus, period, who="researcher", team="nlp"):
 
 def test_two_admins_approving_at_once_cannot_overcommit(cast, teams, queues, period, django_user_model, monkeypatch):
     require_postgres()
-    real_headroom = quota.headroom
+    real_check = quota.check_new_promise
 
-    def slow_headroom(*args, **kwargs):  # widen the race window: both connections read before either writes
-        free = real_headroom(*args, **kwargs)
+    def slow_check(*args, **kwargs):  # widen the race window: both connections read before either writes
+        check = real_check(*args, **kwargs)
         time.sleep(0.5)
-        return free
+        return check
 
-    monkeypatch.setattr(quota, "headroom", slow_headroom)
+    monkeypatch.setattr(quota, "check_new_promise", slow_check)
     # 64 GPUs with 40 guaranteed leave 24: each request fits alone, both together do not.
     first = _submitted(cast, teams, 16, period)
     second = _submitted(cast, teams, 16, period, who="outsider", team="production")  # another team: no shared row
