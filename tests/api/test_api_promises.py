@@ -71,7 +71,8 @@ def test_an_unbounded_period_is_a_400_naming_both_fields(api, demo_like_fleet):
 def test_a_start_more_than_a_year_ahead_is_a_400(api, demo_like_fleet):
     start = timezone.now() + timedelta(days=400)
     response = _post(api, start, start + timedelta(days=1), 1)
-    assert response.status_code == 400 and response.json() == {"starts_at": ["The start may be at most 366 days ahead."]}
+    assert response.status_code == 400
+    assert response.json() == {"starts_at": ["The start may be at most 366 days ahead."]}
 
 
 def test_the_longest_period_is_a_setting(api, demo_like_fleet, settings):
