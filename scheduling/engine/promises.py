@@ -20,7 +20,8 @@ not touch can still be made, and none that would take GPUs from an existing prom
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -58,6 +59,7 @@ class Shortfall:
     promised: int
     supply: int
     supply_by_model: tuple[tuple[str, int], ...] = ()
+    capped: tuple[str, ...] = ()  # models whose promises exceed their GPUs: counted on the fleet at their size
 
     @property
     def short(self) -> int:
@@ -72,8 +74,9 @@ class Shortfall:
                 f"{when}, {model} promises would be {self.promised} on {self.supply} {model} GPUs, {self.short} short"
             )
         parts = " + ".join(f"{gpus} {model}" for model, gpus in self.supply_by_model) or "no GPUs up"
+        capped = f", {' and '.join(self.capped)} promises counted up to their model's GPUs" if self.capped else ""
         return (
-            f"{when}, all promises (any-model and per-model) would be {self.promised} on the fleet's "
+            f"{when}, all promises (any-model and per-model{capped}) would be {self.promised} on the fleet's "
             f"{self.supply} GPUs ({parts}), {self.short} short"
         )
 
@@ -149,18 +152,23 @@ def room(supply: Mapping[str, int], load: Load, gpu_model: str) -> int:
 
 
 def shortfalls(supply: Mapping[str, int], load: Load) -> tuple[Shortfall, ...]:
-    """The Hall conditions ``load`` breaks: each model on its own, then the whole fleet (empty: servable)."""
+    """The Hall conditions ``load`` breaks: each model on its own, then the whole fleet (empty: servable).
+
+    On the fleet, a model's promises count only up to that model's GPUs: what they ask beyond them no other
+    GPU can serve, and is that model's own shortfall. So the shorts add up to exactly the promised GPUs that
+    no assignment can serve, and a shortage of one model is never counted twice."""
     found = [
         Shortfall(load.starts_at, load.ends_at, (model,), False, gpus, supply.get(model, 0))
         for model, gpus in sorted(load.by_model.items())
         if gpus > supply.get(model, 0)
     ]
-    promised = load.any_model + sum(load.by_model.values())
+    promised = load.any_model + sum(min(gpus, supply.get(model, 0)) for model, gpus in load.by_model.items())
     total = sum(supply.values())
     if promised > total:
         models = tuple(sorted(model for model, gpus in supply.items() if gpus))
         by_model = tuple((model, supply[model]) for model in models)
-        found.append(Shortfall(load.starts_at, load.ends_at, models, True, promised, total, by_model))
+        capped = tuple(s.models[0] for s in found)
+        found.append(Shortfall(load.starts_at, load.ends_at, models, True, promised, total, by_model, capped))
     return tuple(found)
 
 
@@ -200,3 +208,19 @@ def check_promise(supply: Mapping[str, int], promises: Iterable[Promise], candid
             found += _blamed(supply, load, candidate)
     least = least or 0  # loads() yields at least one interval; this only narrows the type
     return PromiseCheck(candidate.gpus <= least, least, tightest, tuple(found))
+
+
+def worsened(
+    supply: Mapping[str, int], before: Sequence[Promise], after: Sequence[Promise], starts_at: datetime
+) -> list[Shortfall]:
+    """The shortfalls from ``starts_at`` on that changing ``before`` into ``after`` creates or deepens, Hall
+    set by Hall set: an edit of standing guarantees may not leave more promised GPUs unservable, but a
+    shortage it does not touch (nodes went down) does not block it."""
+    earlier = list(loads(before, starts_at))
+    moments = [load.starts_at for load in earlier]
+    found: list[Shortfall] = []
+    for load in loads(after, starts_at):
+        then = earlier[bisect_right(moments, load.starts_at) - 1]
+        was = {(s.models, s.whole_fleet): s.short for s in shortfalls(supply, then)}
+        found += [s for s in shortfalls(supply, load) if s.short > was.get((s.models, s.whole_fleet), 0)]
+    return found

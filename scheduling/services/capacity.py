@@ -8,10 +8,17 @@ from datetime import datetime
 
 from django.db.models import Sum
 
-from scheduling.engine.promises import Promise, PromiseCheck, check_promise
-from scheduling.models import Node, Queue, QuotaGrant
+from scheduling.engine.promises import Promise, PromiseCheck, Shortfall, check_promise, worsened
+from scheduling.models import CapacityLock, Node, Queue, QuotaGrant
 
 LIVE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
+
+
+def lock_capacity() -> None:
+    """Serialise everything that adds promises (approvals, guarantee edits) until the transaction ends, so
+    each sees the others' writes. Call inside ``transaction.atomic``, before reading any promise."""
+    CapacityLock.objects.get_or_create(scope="quota")
+    CapacityLock.objects.select_for_update().get(scope="quota")
 
 
 def _serving_nodes():
@@ -31,41 +38,25 @@ def gpu_supply() -> dict[str, int]:
     return {model: total or 0 for model, total in rows}
 
 
-def standing_guarantees() -> list[Promise]:
-    """The top-level teams' guarantees, one standing promise per GPU model ('' = any model)."""
-    rows = (
-        Queue.objects.filter(team__parent__isnull=True, guaranteed__gt=0)
-        .values("gpu_model")
-        .annotate(total=Sum("guaranteed"))
-        .values_list("gpu_model", "total")
-    )
-    return [Promise(total, model) for model, total in rows]
+def standing_guarantees(queues: list[Queue] | None = None) -> list[Promise]:
+    """The top-level teams' guarantees (of ``queues``, unsaved edits included; else as stored), one standing
+    promise per queue."""
+    if queues is None:
+        queues = list(Queue.objects.filter(team__parent__isnull=True, guaranteed__gt=0).select_related("team"))
+    return [Promise(q.guaranteed, q.gpu_model) for q in queues if q.team.parent_id is None and q.guaranteed > 0]
 
 
-def live_grants(starts_at: datetime, ends_at: datetime, exclude_request: int | None = None) -> list[Promise]:
+def live_grants(
+    starts_at: datetime, ends_at: datetime | None = None, exclude_request: int | None = None
+) -> list[Promise]:
     """Scheduled and active grants overlapping ``[starts_at, ends_at)``, as time-bounded promises."""
-    grants = QuotaGrant.objects.filter(state__in=LIVE_GRANT_STATES, starts_at__lt=ends_at, ends_at__gt=starts_at)
+    grants = QuotaGrant.objects.filter(state__in=LIVE_GRANT_STATES, ends_at__gt=starts_at)
+    if ends_at is not None:
+        grants = grants.filter(starts_at__lt=ends_at)
     if exclude_request is not None:
         grants = grants.exclude(request_id=exclude_request)
     rows = grants.values_list("gpus", "gpu_model", "starts_at", "ends_at")
     return [Promise(gpus, model, start, end) for gpus, model, start, end in rows]
-
-
-def peak_granted(gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_request: int | None = None) -> int:
-    """The most GPUs that live grants promise at any one moment inside [starts_at, ends_at)."""
-    grants = QuotaGrant.objects.filter(state__in=LIVE_GRANT_STATES, starts_at__lt=ends_at, ends_at__gt=starts_at)
-    if gpu_model:
-        grants = grants.filter(gpu_model=gpu_model)
-    if exclude_request is not None:
-        grants = grants.exclude(request_id=exclude_request)
-    events: list[tuple[datetime, int]] = []
-    for start, end, gpus in grants.values_list("starts_at", "ends_at", "gpus"):
-        events += [(max(start, starts_at), gpus), (min(end, ends_at), -gpus)]
-    peak = current = 0
-    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts at the same instant
-        current += delta
-        peak = max(peak, current)
-    return peak
 
 
 def check_new_promise(
@@ -75,6 +66,14 @@ def check_new_promise(
     guarantee and live grant? Approval and the feasibility shown before it both ask this, so they agree."""
     promises = standing_guarantees() + live_grants(starts_at, ends_at, exclude_request)
     return check_promise(gpu_supply(), promises, Promise(gpus, gpu_model, starts_at, ends_at))
+
+
+def guarantee_shortfalls(queues: list[Queue], now: datetime) -> list[Shortfall]:
+    """What replacing the stored guarantees by those of ``queues`` (the whole tree after an edit) would
+    leave unservable from ``now`` on, with every live grant, that the stored ones do not."""
+    grants = live_grants(now)
+    before, after = standing_guarantees() + grants, standing_guarantees(queues) + grants
+    return worsened(gpu_supply(), before, after, now)
 
 
 def refusal(check: PromiseCheck) -> str:

@@ -6,11 +6,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling.models import CapacityLock, QuotaGrant, QuotaRequest, Team
+from scheduling.models import QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
 from .audit import stamp_author
-from .capacity import check_new_promise, refusal
+from .capacity import check_new_promise, lock_capacity, refusal
 
 State = QuotaRequest.State
 
@@ -80,8 +80,7 @@ def submit_request(request: QuotaRequest, *, by) -> QuotaRequest:
 def approve_request(request_id: int, *, by, comment: str = "", now: datetime | None = None) -> QuotaGrant:
     """Approve and create the grant. The capacity lock serialises approvals so two admins approving at
     once see each other's grants and cannot promise the same GPUs twice."""
-    CapacityLock.objects.get_or_create(scope="quota")
-    CapacityLock.objects.select_for_update().get(scope="quota")
+    lock_capacity()
     request = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team").get(pk=request_id)
     _require_decider(request, by)
     _move(request, State.APPROVED)

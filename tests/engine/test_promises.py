@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduling.engine.promises import Load, Promise, check_promise, loads, room, shortfalls
+from scheduling.engine.promises import Load, Promise, check_promise, loads, room, shortfalls, worsened
 
 DAY = timedelta(days=1)
 T0 = datetime(2026, 12, 10, tzinfo=UTC)
@@ -109,3 +109,19 @@ def test_room_and_shortfalls_agree_on_one_interval() -> None:
 def test_a_candidate_needs_a_start() -> None:
     with pytest.raises(ValueError, match="needs a start"):
         check_promise(DEMO, [], Promise(1))
+
+
+def test_an_edit_is_blamed_only_for_the_shortfalls_it_creates_or_deepens() -> None:
+    shrunk = {"A100": 128, "H100": 96}  # H100 nodes went down under 192 promised H100 GPUs
+    before = [Promise(192, "H100"), Promise(20), _grant(10, start=3, days=2)]
+    assert worsened(shrunk, before, [Promise(192, "H100"), Promise(30), _grant(10, start=3, days=2)], T0) == []
+    deeper = worsened(shrunk, before, [Promise(192, "H100"), Promise(119), _grant(10, start=3, days=2)], T0)
+    assert [(s.starts_at, s.ends_at, s.whole_fleet, s.short) for s in deeper] == [
+        (T0 + 3 * DAY, T0 + 5 * DAY, True, 1)  # 119 + 10 any-model + H100's 96 on 224, only while the grant runs
+    ]
+    sentence = deeper[0].sentence()
+    assert sentence.endswith(
+        "all promises (any-model and per-model, H100 promises counted up to their model's GPUs) would be 225 on "
+        "the fleet's 224 GPUs (128 A100 + 96 H100), 1 short"
+    )
+    assert [s.models for s in worsened(shrunk, before, [Promise(193, "H100"), Promise(20)], T0)] == [("H100",)]

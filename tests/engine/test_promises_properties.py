@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine.promises import Promise, check_promise
+from scheduling.engine.promises import Promise, check_promise, worsened
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -142,3 +142,21 @@ def test_the_room_is_exactly_the_most_that_fits_even_on_a_fleet_already_short(da
     beyond = Promise(result.room + 1, candidate.gpu_model, candidate.starts_at, candidate.ends_at)
     assert _fits_by_oracle(supply, existing, at_room)
     assert not _fits_by_oracle(supply, existing, beyond)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_an_edit_of_standing_promises_passes_only_if_no_instant_loses_service(data: st.DataObject) -> None:
+    supply = data.draw(fleets)
+    models = tuple(supply)
+    grants = data.draw(st.lists(promises(models), max_size=6))
+    standing = st.lists(st.builds(Promise, st.integers(1, 30), st.sampled_from(("", *models))), max_size=3)
+    before, after = grants + data.draw(standing), grants + data.draw(standing)
+    blamed = worsened(supply, before, after, T0)
+    for moment in (_moments(before + after) - {T0 - HOUR}) | {T0}:
+        unserved = [
+            sum(p.gpus for p in _active(s, moment)) - _served(supply, _active(s, moment)) for s in (before, after)
+        ]
+        assert blamed or unserved[1] <= unserved[0]
+    if _all_servable(supply, before):
+        assert (not blamed) == _all_servable(supply, after)
