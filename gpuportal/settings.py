@@ -263,6 +263,11 @@ GPUPORTAL_ROUND_SECONDS = env.int("GPUPORTAL_ROUND_SECONDS", default=30)
 GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # trace seconds per real second
 GPUPORTAL_SAMPLE_RETENTION_DAYS = env.int("GPUPORTAL_SAMPLE_RETENTION_DAYS", default=14)
 GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:8000")  # links in alert and report emails
+# Quota request periods (issue 16): the longest period, the farthest a start may lie ahead, the most it may be
+# backdated. Unbounded periods (0001-01-01 to 9999-12-31) were accepted and approvable before.
+GPUPORTAL_QUOTA_MAX_DAYS = env.int("GPUPORTAL_QUOTA_MAX_DAYS", default=366)
+GPUPORTAL_QUOTA_MAX_LEAD_DAYS = env.int("GPUPORTAL_QUOTA_MAX_LEAD_DAYS", default=366)
+GPUPORTAL_QUOTA_MAX_BACKDATE_DAYS = env.int("GPUPORTAL_QUOTA_MAX_BACKDATE_DAYS", default=7)
 GPUPORTAL_LEDGER = {  # issue 10, docs/ledger.md
     "orphan_after_s": env.float("GPUPORTAL_LEDGER_ORPHAN_AFTER_S", default=900.0),
     "stale_after_s": env.float("GPUPORTAL_LEDGER_STALE_AFTER_S", default=300.0),

@@ -6,6 +6,7 @@ from django import forms
 from django.utils import timezone
 
 from scheduling.models import Orchestrator, Queue, Team
+from scheduling.models.quota import period_errors
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 
@@ -39,10 +40,8 @@ class QuotaRequestForm(forms.Form):
         data = super().clean()
         start, end = data.get("starts_at"), data.get("ends_at")
         if start and end:
-            if end <= start:
-                self.add_error("ends_at", "The end must be after the start.")
-            elif end <= timezone.now():
-                self.add_error("ends_at", "The period has already ended.")
+            for field, message in period_errors(start, end, now=timezone.now()).items():
+                self.add_error(field, message)
         return data
 
 

@@ -32,6 +32,18 @@ def fleet(orchestrator):
 
 
 @pytest.fixture
+def demo_like_fleet(orchestrator, teams):
+    """The demo's 128 A100 + 192 H100 GPUs with 287 of them guaranteed, any model, to the top-level teams."""
+    for i in range(40):
+        model = "A100" if i < 16 else "H100"
+        Node.objects.create(orchestrator=orchestrator, name=f"gpu{i:03d}", gpu_model=model, gpu_total=8)
+    for team, weight, guaranteed in (("research", 40, 127), ("production", 60, 160)):
+        Queue.objects.create(team=teams[team], weight=Decimal(weight), guaranteed=guaranteed, burst_limit=320)
+    Queue.objects.create(team=teams["nlp"], weight=Decimal(100), guaranteed=64, burst_limit=320)  # inside research's
+    return {"A100": 128, "H100": 192}
+
+
+@pytest.fixture
 def teams(db):
     research = Team.objects.create(slug="research", name="Research")
     production = Team.objects.create(slug="production", name="Production")

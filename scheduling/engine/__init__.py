@@ -13,6 +13,8 @@ decision is a function of its inputs (and a ``seed`` where chance is involved). 
 * ``preemption``    ``select_victims`` (+ ``RunningSet`` index, ``apply_victim_plan`` for simulations)
 * ``backfill``      ``easy_backfill`` (+ ``EndingQueue`` for callers that backfill after every change)
 * ``routing``       ``route``
+* ``promises``      can real GPUs serve every guarantee and grant at once, across GPU models, over time:
+                    ``check_promise`` (approval), ``worsened`` (guarantee edits), ``loads``, ``shortfalls``
 * ``sizemix``       request-size mixes (what FGD measures against)
 * ``types``         the frozen vocabulary shared with the rest of the project
 """

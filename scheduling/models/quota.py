@@ -1,8 +1,31 @@
 """Quota requests and the time-bounded grants they produce."""
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
+
+
+def period_errors(starts_at: datetime, ends_at: datetime, *, now: datetime) -> dict[str, str]:
+    """The rules a quota request's period obeys, by field: the form, the API (through the service) and approval
+    all ask here. ``now`` is when the request is judged: filing time, so approval applies the same rules."""
+    errors: dict[str, str] = {}
+    if ends_at <= starts_at:
+        errors["ends_at"] = "The end must be after the start."
+    elif ends_at <= now:
+        errors["ends_at"] = "The period has already ended."
+    elif ends_at - starts_at > timedelta(days=settings.GPUPORTAL_QUOTA_MAX_DAYS):
+        errors["ends_at"] = (
+            f"A period may last at most {settings.GPUPORTAL_QUOTA_MAX_DAYS} days; this one lasts "
+            f"{(ends_at - starts_at).days:,} days."
+        )
+    # Compared as differences, never as starts_at ± days: that overflows near year 1 or 9999.
+    if now - starts_at > timedelta(days=settings.GPUPORTAL_QUOTA_MAX_BACKDATE_DAYS):
+        errors["starts_at"] = f"The start may be at most {settings.GPUPORTAL_QUOTA_MAX_BACKDATE_DAYS} days in the past."
+    elif starts_at - now > timedelta(days=settings.GPUPORTAL_QUOTA_MAX_LEAD_DAYS):
+        errors["starts_at"] = f"The start may be at most {settings.GPUPORTAL_QUOTA_MAX_LEAD_DAYS} days ahead."
+    return errors
 
 
 class QuotaRequest(models.Model):

@@ -1,46 +1,85 @@
-"""How many GPUs exist and how many are promised, per GPU model ('' = the whole fleet)."""
+"""How many GPUs exist and what is promised on them: the ORM side of ``scheduling.engine.promises``.
+
+Promises are the top-level teams' queue guarantees (standing, per GPU model or any model) and live quota
+grants (time-bounded). Sub-teams' guarantees are carved out of their parent's, so only top-level ones count.
+"""
 
 from datetime import datetime
 
 from django.db.models import Sum
 
-from scheduling.models import Node, Queue, QuotaGrant
+from scheduling.engine.promises import Promise, PromiseCheck, Shortfall, check_promise, worsened
+from scheduling.models import CapacityLock, Node, Queue, QuotaGrant
 
 LIVE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
 
 
+def lock_capacity() -> None:
+    """Serialise everything that adds promises (approvals, guarantee edits) until the transaction ends, so
+    each sees the others' writes. Call inside ``transaction.atomic``, before reading any promise."""
+    CapacityLock.objects.get_or_create(scope="quota")
+    CapacityLock.objects.select_for_update().get(scope="quota")
+
+
+def _serving_nodes():
+    return Node.objects.exclude(state=Node.State.DOWN)
+
+
 def fleet_capacity(gpu_model: str = "") -> int:
-    nodes = Node.objects.exclude(state=Node.State.DOWN)
+    nodes = _serving_nodes()
     if gpu_model:
         nodes = nodes.filter(gpu_model=gpu_model)
     return nodes.aggregate(total=Sum("gpu_total"))["total"] or 0
 
 
-def top_level_guarantees(gpu_model: str = "", exclude_ids: tuple[int, ...] = ()) -> int:
-    queues = Queue.objects.filter(team__parent__isnull=True).exclude(pk__in=exclude_ids)
-    if gpu_model:
-        queues = queues.filter(gpu_model=gpu_model)
-    return queues.aggregate(total=Sum("guaranteed"))["total"] or 0
+def gpu_supply() -> dict[str, int]:
+    """GPUs per model on nodes that are not down: what promises can be served by."""
+    rows = _serving_nodes().values("gpu_model").annotate(total=Sum("gpu_total")).values_list("gpu_model", "total")
+    return {model: total or 0 for model, total in rows}
 
 
-def peak_granted(gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_request: int | None = None) -> int:
-    """The most GPUs that live grants promise at any one moment inside [starts_at, ends_at)."""
-    grants = QuotaGrant.objects.filter(state__in=LIVE_GRANT_STATES, starts_at__lt=ends_at, ends_at__gt=starts_at)
-    if gpu_model:
-        grants = grants.filter(gpu_model=gpu_model)
+def standing_guarantees(queues: list[Queue] | None = None) -> list[Promise]:
+    """The top-level teams' guarantees (of ``queues``, unsaved edits included; else as stored), one standing
+    promise per queue."""
+    if queues is None:
+        queues = list(Queue.objects.filter(team__parent__isnull=True, guaranteed__gt=0).select_related("team"))
+    return [Promise(q.guaranteed, q.gpu_model) for q in queues if q.team.parent_id is None and q.guaranteed > 0]
+
+
+def live_grants(
+    starts_at: datetime, ends_at: datetime | None = None, exclude_request: int | None = None
+) -> list[Promise]:
+    """Scheduled and active grants overlapping ``[starts_at, ends_at)``, as time-bounded promises."""
+    grants = QuotaGrant.objects.filter(state__in=LIVE_GRANT_STATES, ends_at__gt=starts_at)
+    if ends_at is not None:
+        grants = grants.filter(starts_at__lt=ends_at)
     if exclude_request is not None:
         grants = grants.exclude(request_id=exclude_request)
-    events: list[tuple[datetime, int]] = []
-    for start, end, gpus in grants.values_list("starts_at", "ends_at", "gpus"):
-        events += [(max(start, starts_at), gpus), (min(end, ends_at), -gpus)]
-    peak = current = 0
-    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts at the same instant
-        current += delta
-        peak = max(peak, current)
-    return peak
+    rows = grants.values_list("gpus", "gpu_model", "starts_at", "ends_at")
+    return [Promise(gpus, model, start, end) for gpus, model, start, end in rows]
 
 
-def headroom(gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_request: int | None = None) -> int:
-    """GPUs of ``gpu_model`` still unpromised over the period (guarantees and grants subtracted)."""
-    promised = top_level_guarantees(gpu_model) + peak_granted(gpu_model, starts_at, ends_at, exclude_request)
-    return fleet_capacity(gpu_model) - promised
+def check_new_promise(
+    gpus: int, gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_request: int | None = None
+) -> PromiseCheck:
+    """Could real GPUs serve ``gpus`` more of ``gpu_model`` ('' = any) over the period on top of every
+    guarantee and live grant? Approval and the feasibility shown before it both ask this, so they agree."""
+    promises = standing_guarantees() + live_grants(starts_at, ends_at, exclude_request)
+    return check_promise(gpu_supply(), promises, Promise(gpus, gpu_model, starts_at, ends_at))
+
+
+def guarantee_shortfalls(queues: list[Queue], now: datetime) -> list[Shortfall]:
+    """What replacing the stored guarantees by those of ``queues`` (the whole tree after an edit) would
+    leave unservable from ``now`` on, with every live grant, that the stored ones do not."""
+    grants = live_grants(now)
+    before, after = standing_guarantees() + grants, standing_guarantees(queues) + grants
+    return worsened(gpu_supply(), before, after, now)
+
+
+def refusal(check: PromiseCheck) -> str:
+    """Where the promise breaks, and how many other intervals it breaks too."""
+    worst = check.worst()
+    if worst is None:
+        return ""
+    others = len({s.starts_at for s in check.shortfalls}) - 1
+    return worst.sentence() + (f" (and {others} more interval{'s' if others > 1 else ''})" if others else "")

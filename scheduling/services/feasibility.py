@@ -7,7 +7,7 @@ from django.db.models import Sum
 
 from scheduling.models import Queue, QuotaGrant, Team
 
-from .capacity import LIVE_GRANT_STATES, fleet_capacity, headroom
+from .capacity import LIVE_GRANT_STATES, check_new_promise, fleet_capacity, refusal
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,13 @@ def _period(starts_at: datetime, ends_at: datetime) -> str:
 def check_request(
     team: Team, gpus: int, gpu_model: str, starts_at: datetime, ends_at: datetime, exclude_request: int | None = None
 ) -> Feasibility:
-    """Fleet headroom (hard: approval refuses beyond it) and the top-level team's fair share (soft)."""
+    """Fleet headroom (hard: approval refuses beyond it, by the same check) and the top-level team's fair share
+    (soft)."""
     model = gpu_model or "fleet"
     messages: list[tuple[str, str]] = []
     capacity = fleet_capacity(gpu_model)
-    free = headroom(gpu_model, starts_at, ends_at, exclude_request=exclude_request)
-    fits = gpus <= free
+    check = check_new_promise(gpus, gpu_model, starts_at, ends_at, exclude_request=exclude_request)
+    free, fits = check.room, check.fits
     if capacity == 0:
         messages.append(("bad", f"The fleet has no {model} GPUs."))
         fits = False
@@ -44,8 +45,8 @@ def check_request(
         messages.append(
             (
                 "bad",
-                f"Exceeds free {model} capacity {_period(starts_at, ends_at)} by {gpus - max(free, 0)} "
-                f"GPUs ({max(free, 0)} of {capacity} unpromised); approval would be refused.",
+                f"Exceeds free {model} capacity {_period(starts_at, ends_at)} by {gpus - free} GPUs ({free} of "
+                f"{capacity} unpromised): {refusal(check)}; approval would be refused.",
             )
         )
     root = team.ancestors()[-1] if team.parent_id else team

@@ -3,13 +3,13 @@
 Rules, each reported against the field it concerns:
 - ``weight`` is a percentage in [0, 100], and the children of one parent sum to at most 100 % per GPU model;
 - ``guaranteed`` is at most ``burst_limit``;
-- top-level guarantees (plus live quota grants) never exceed the fleet capacity of their GPU model;
+- real GPUs can serve every top-level guarantee and live quota grant at once, across GPU models
+  (``engine.promises``: an edit may not create or deepen a shortfall; one it does not touch does not block it);
 - a sub-team's guarantees sum to at most its parent's guarantee for that model.
 """
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import timedelta
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -19,7 +19,7 @@ from django.utils import timezone
 from scheduling.models import Queue, Team
 
 from .audit import require_reason, stamp_author
-from .capacity import fleet_capacity, peak_granted
+from .capacity import guarantee_shortfalls, lock_capacity
 
 
 @dataclass(frozen=True)
@@ -64,26 +64,23 @@ def check_tree(queues: list[Queue]) -> None:
                 f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%.",
             )
         guaranteed = sum(q.guaranteed for q in siblings)
-        if parent_id is None:
-            _check_fleet_capacity(siblings[-1], model, guaranteed)
-        elif (parent := by_team.get((parent_id, model))) is not None and guaranteed > parent.guaranteed:
+        parent = by_team.get((parent_id, model))  # None for top-level teams: their guarantees are promises
+        if parent is not None and guaranteed > parent.guaranteed:
             raise _field_error(
                 siblings[-1],
                 "guaranteed",
                 f"sub-teams' guarantees sum to {guaranteed} GPUs, more than their parent's {parent.guaranteed}.",
             )
+    _check_promises(queues)
 
 
-def _check_fleet_capacity(queue: Queue, gpu_model: str, guaranteed: int) -> None:
-    now = timezone.now()
-    granted = peak_granted(gpu_model, now, now + timedelta(days=3650))
-    capacity = fleet_capacity(gpu_model)
-    if guaranteed + granted > capacity:
-        raise _field_error(
-            queue,
-            "guaranteed",
-            f"top-level guarantees ({guaranteed}) plus live grants ({granted}) exceed the "
-            f"{gpu_model or 'fleet'} capacity of {capacity} GPUs.",
+def _check_promises(queues: list[Queue]) -> None:
+    """Top-level guarantees are promises like grants: real GPUs must serve them all at once, per model."""
+    found = guarantee_shortfalls(queues, timezone.now())
+    if found:
+        worst = max(found, key=lambda s: s.short)
+        raise ValidationError(
+            {"guaranteed": f"top-level guarantees plus live grants cannot all be served: {worst.sentence()}."}
         )
 
 
@@ -91,6 +88,7 @@ def _check_fleet_capacity(queue: Queue, gpu_model: str, guaranteed: int) -> None
 def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[Queue]:
     """Apply several entitlement edits at once: all of them or none, each audited with who and why."""
     reason = require_reason(reason)
+    lock_capacity()  # approvals check guarantees under this lock: an edit must not slip between check and grant
     existing = {(q.team_id, q.gpu_model): q for q in Queue.objects.select_for_update().select_related("team")}
     touched: list[Queue] = []
     for change in changes:

@@ -6,10 +6,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling.models import CapacityLock, QuotaGrant, QuotaRequest, Team
+from scheduling.models import QuotaGrant, QuotaRequest, Team
+from scheduling.models.quota import period_errors
 
 from .audit import stamp_author
-from .capacity import headroom
+from .capacity import check_new_promise, lock_capacity, refusal
 
 State = QuotaRequest.State
 
@@ -58,13 +59,9 @@ def create_request(
 
 
 def validate_request_fields(request: QuotaRequest) -> None:
-    errors: dict[str, str] = {}
+    errors = period_errors(request.starts_at, request.ends_at, now=timezone.now())
     if request.gpus is None or request.gpus <= 0:
         errors["gpus"] = "GPUs must be a whole number greater than 0."
-    if request.ends_at <= request.starts_at:
-        errors["ends_at"] = "the end must be after the start."
-    elif request.ends_at <= timezone.now():
-        errors["ends_at"] = "the period has already ended."
     if not request.justification:
         errors["justification"] = "a justification is required."
     if errors:
@@ -83,19 +80,12 @@ def submit_request(request: QuotaRequest, *, by) -> QuotaRequest:
 def approve_request(request_id: int, *, by, comment: str = "", now: datetime | None = None) -> QuotaGrant:
     """Approve and create the grant. The capacity lock serialises approvals so two admins approving at
     once see each other's grants and cannot promise the same GPUs twice."""
-    CapacityLock.objects.get_or_create(scope="quota")
-    CapacityLock.objects.select_for_update().get(scope="quota")
+    lock_capacity()
     request = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team").get(pk=request_id)
     _require_decider(request, by)
     _move(request, State.APPROVED)
-    free = headroom(request.gpu_model, request.starts_at, request.ends_at, exclude_request=request.pk)
-    if request.gpus > free:
-        raise ValidationError(
-            {
-                "gpus": f"{request.gpus} GPUs exceed the unpromised {request.gpu_model or 'fleet'} capacity "
-                f"of {max(free, 0)} GPUs between {request.starts_at:%Y-%m-%d} and {request.ends_at:%Y-%m-%d}."
-            }
-        )
+    _require_bounded_period(request)
+    _require_capacity(request)
     request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
     _audited_save(request, by=by, reason=comment or "approved")
     grant = QuotaGrant(
@@ -136,6 +126,29 @@ def revoke_grant(grant_id: int, *, by, reason: str) -> QuotaGrant:
     _move(grant.request, State.REVOKED)
     _audited_save(grant.request, by=by, reason=reason)
     return grant
+
+
+def _require_bounded_period(request: QuotaRequest) -> None:
+    """Requests filed before periods were bounded (0001-01-01 to 9999-12-31 was accepted) are not approvable:
+    the period is judged by the rules as of its filing, so a request valid when filed stays approvable."""
+    errors = period_errors(request.starts_at, request.ends_at, now=request.created_at)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _require_capacity(request: QuotaRequest) -> None:
+    """Real GPUs must be able to serve this grant on top of every guarantee and grant, at every instant."""
+    check = check_new_promise(
+        request.gpus, request.gpu_model, request.starts_at, request.ends_at, exclude_request=request.pk
+    )
+    if not check.fits:
+        period = f"between {request.starts_at:%Y-%m-%d %H:%M} and {request.ends_at:%Y-%m-%d %H:%M}"
+        raise ValidationError(
+            {
+                "gpus": f"{request.gpus} GPUs exceed the unpromised {request.gpu_model or 'fleet'} capacity of "
+                f"{check.room} GPUs {period}: {refusal(check)}."
+            }
+        )
 
 
 def _require_decider(request: QuotaRequest, by) -> None:

@@ -30,15 +30,15 @@ def test_an_approval_cut_off_by_the_database_either_happened_or_not(cast, teams,
         requester=cast["researcher"], team=teams["nlp"], gpus=8, starts_at=start, ends_at=end, justification="fault"
     )
     inside, outcome = threading.Event(), {}
-    real_headroom = quota.headroom
+    real_check = quota.check_new_promise
 
-    def headroom_then_wait(*args, **kwargs):
+    def check_then_wait(*args, **kwargs):
         outcome["pid"] = connection.connection.info.backend_pid
         inside.set()
         time.sleep(1.5)  # the server kills this connection meanwhile, as a restart would
-        return real_headroom(*args, **kwargs)
+        return real_check(*args, **kwargs)
 
-    monkeypatch.setattr(quota, "headroom", headroom_then_wait)
+    monkeypatch.setattr(quota, "check_new_promise", check_then_wait)
 
     def approve():
         try:
@@ -58,7 +58,7 @@ def test_an_approval_cut_off_by_the_database_either_happened_or_not(cast, teams,
     assert outcome["result"] in ("OperationalError", "InterfaceError")
     request.refresh_from_db()
     assert request.state == QuotaRequest.State.SUBMITTED and not QuotaGrant.objects.exists()
-    monkeypatch.setattr(quota, "headroom", real_headroom)
+    monkeypatch.setattr(quota, "check_new_promise", real_check)
     quota.approve_request(request.pk, by=cast["lead"])  # a retry after the outage succeeds exactly once
     assert QuotaGrant.objects.count() == 1
 

@@ -57,6 +57,8 @@ def test_a_request_beyond_free_capacity_says_by_how_much(client, people, teams, 
         ({"gpus": 0}, "GPUs: GPUs must be a whole number of at least 1."),
         ({"justification": ""}, "Justification: A justification is required"),
         ({"ends_at": "2020-01-01T00:00"}, "End (UTC): The end must be after the start."),
+        ({"starts_at": "0001-01-01T00:00"}, "Start (UTC): The start may be at most 7 days in the past."),
+        ({"ends_at": "9999-12-31T23:59"}, "End (UTC): A period may last at most 366 days; this one lasts"),
     ],
 )
 def test_form_errors_name_the_field_and_the_rule(client, people, teams, queues, period, overrides, message):

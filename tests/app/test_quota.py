@@ -5,7 +5,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from scheduling.models import QuotaGrant, QuotaRequest
-from scheduling.services import quota
+from scheduling.services import feasibility, quota
 
 pytestmark = pytest.mark.django_db
 
@@ -126,3 +126,38 @@ def test_a_period_already_over_is_refused(cast, teams, queues):
             justification="late",
         )
     assert "already ended" in error.value.message_dict["ends_at"][0]
+
+
+def test_a_model_request_is_refused_when_any_model_guarantees_already_fill_the_fleet(cast, teams, demo_like_fleet):
+    # 287 of 320 GPUs are guaranteed to any model: A100's own 128 GPUs are not free for 128 more.
+    request = _request(cast, teams, (timezone.now() + timedelta(days=2), timezone.now() + timedelta(days=9)), 128)
+    request.gpu_model = "A100"
+    request.save()
+    with pytest.raises(ValidationError) as error:
+        quota.approve_request(request.pk, by=cast["admin"])
+    message = error.value.message_dict["gpus"][0]
+    assert "unpromised A100 capacity of 33 GPUs" in message and "would be 415 on the fleet's 320 GPUs" in message
+    assert not QuotaGrant.objects.exists()
+
+
+def test_an_any_model_request_is_refused_once_a_model_grant_takes_the_spare(cast, teams, queues, period):
+    # 64 H100, 40 guaranteed to any model: a 24-GPU H100 grant leaves nothing for any model.
+    h100 = _request(cast, teams, period, gpus=24)
+    h100.gpu_model = "H100"
+    h100.save()
+    quota.approve_request(h100.pk, by=cast["admin"])
+    with pytest.raises(ValidationError) as error:
+        quota.approve_request(_request(cast, teams, period, gpus=1).pk, by=cast["admin"])
+    assert "would be 65 on the fleet's 64 GPUs (64 H100), 1 short" in error.value.message_dict["gpus"][0]
+
+
+def test_the_feasibility_shown_before_deciding_gives_the_numbers_approval_uses(cast, teams, demo_like_fleet):
+    start = timezone.now() + timedelta(days=5)
+    request = _request(cast, teams, (start, start + timedelta(days=7)), gpus=40)
+    shown = feasibility.check_request(teams["nlp"], 40, "", request.starts_at, request.ends_at, request.pk)
+    with pytest.raises(ValidationError) as error:
+        quota.approve_request(request.pk, by=cast["admin"])
+    refused = error.value.message_dict["gpus"][0]
+    sentence = refused.split(": ", 1)[1].rstrip(".")
+    assert not shown.fits and shown.messages[0][0] == "bad"
+    assert "by 7 GPUs (33 of 320 unpromised)" in shown.messages[0][1] and sentence in shown.messages[0][1]

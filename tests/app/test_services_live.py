@@ -27,22 +27,51 @@ def _submitted(cast, teams, gpus, period, who="researcher", team="nlp"):
     )
 
 
-def test_two_admins_approving_at_once_cannot_overcommit(cast, teams, queues, period, django_user_model, monkeypatch):
+@pytest.fixture
+def slow_capacity_check(monkeypatch):
+    """Widen the race window: without the lock both connections would read the promises before either writes."""
     require_postgres()
-    real_headroom = quota.headroom
+    real_check = quota.check_new_promise
 
-    def slow_headroom(*args, **kwargs):  # widen the race window: both connections read before either writes
-        free = real_headroom(*args, **kwargs)
+    def slow_check(*args, **kwargs):
+        check = real_check(*args, **kwargs)
         time.sleep(0.5)
-        return free
+        return check
 
-    monkeypatch.setattr(quota, "headroom", slow_headroom)
+    monkeypatch.setattr(quota, "check_new_promise", slow_check)
+
+
+def test_two_admins_approving_at_once_cannot_overcommit(
+    cast, teams, queues, period, django_user_model, slow_capacity_check
+):
     # 64 GPUs with 40 guaranteed leave 24: each request fits alone, both together do not.
     first = _submitted(cast, teams, 16, period)
     second = _submitted(cast, teams, 16, period, who="outsider", team="production")  # another team: no shared row
     second_admin = django_user_model.objects.create_user("bea", password="pw", is_staff=True, is_superuser=True)
     CapacityLock.objects.create(scope="quota")  # as after any earlier approval: only the row lock serialises
-    barrier, outcomes = threading.Barrier(2), []
+    outcomes = _approve_at_once([(first.pk, cast["admin"]), (second.pk, second_admin)])
+    assert sorted(outcomes) == ["ValidationError", "approved"]
+    assert QuotaGrant.objects.count() == 1
+    assert QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).count() == 1
+
+
+def test_two_admins_approving_different_models_at_once_cannot_overcommit_the_fleet(
+    cast, teams, demo_like_fleet, period, django_user_model, slow_capacity_check
+):
+    # 287 of 320 GPUs are guaranteed to any model: 20 any-model and 20 A100 each fit alone, not together.
+    any_model = _submitted(cast, teams, 20, period)
+    a100 = _submitted(cast, teams, 20, period, who="outsider", team="production")
+    QuotaRequest.objects.filter(pk=a100.pk).update(gpu_model="A100")
+    second_admin = django_user_model.objects.create_user("bea", password="pw", is_staff=True, is_superuser=True)
+    CapacityLock.objects.create(scope="quota")
+    outcomes = _approve_at_once([(any_model.pk, cast["admin"]), (a100.pk, second_admin)])
+    assert sorted(outcomes) == ["ValidationError", "approved"]
+    assert QuotaGrant.objects.count() == 1
+
+
+def _approve_at_once(decisions) -> list[str]:
+    """Each (request id, admin) approves on its own connection, all released together."""
+    barrier, outcomes = threading.Barrier(len(decisions)), []
 
     def approve(request_id, admin):
         try:
@@ -54,16 +83,12 @@ def test_two_admins_approving_at_once_cannot_overcommit(cast, teams, queues, per
         finally:
             connections.close_all()
 
-    threads = [
-        threading.Thread(target=approve, args=(r.pk, a)) for r, a in ((first, cast["admin"]), (second, second_admin))
-    ]
+    threads = [threading.Thread(target=approve, args=decision) for decision in decisions]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(outcomes) == ["ValidationError", "approved"]
-    assert QuotaGrant.objects.count() == 1
-    assert QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).count() == 1
+    return outcomes
 
 
 @pytest.fixture
