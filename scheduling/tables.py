@@ -10,7 +10,7 @@ ATTRS = {"class": "grid"}
 
 
 class TeamTable(tables.Table):
-    """Rows are ``selectors.TeamNow`` plus a ``parent`` slug; every number counts the whole subtree."""
+    """Rows are ``teams.TeamNow`` plus a ``parent`` slug; every number counts the whole subtree."""
 
     name = tables.Column(verbose_name="Team", order_by=("slug",))
     parent = tables.Column(verbose_name="Parent", empty_values=())

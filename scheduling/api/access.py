@@ -2,12 +2,12 @@
 
 from django.db.models import Q, QuerySet
 
-from scheduling import selectors
+from scheduling.selectors import teams
 
 
 def visible_team_ids(user) -> set[int] | None:
     """``None`` means every team (admins)."""
-    return None if user.is_staff else selectors.visible_team_ids(user, see_all=False)
+    return None if user.is_staff else teams.visible_team_ids(user, see_all=False)
 
 
 def only_visible(queryset: QuerySet, user, field: str = "team_id") -> QuerySet:

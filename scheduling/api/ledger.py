@@ -7,8 +7,9 @@ alias writes need a ``reason``, stored with the author in their history (django-
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers, viewsets
 
-from scheduling import filters, selectors_ledger
+from scheduling import filters
 from scheduling.models import FleetHost, LedgerFinding, NodeAlias, Orchestrator, OwnershipInterval
+from scheduling.selectors import ledger as ledger_reads
 from scheduling.services import ledger
 from scheduling.services.audit import stamp_author
 
@@ -79,7 +80,7 @@ class NodeAliasSerializer(serializers.ModelSerializer):
 class LedgerFindingViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Open and closed findings (pending ones are still inside their grace and not shown)."""
 
-    queryset = selectors_ledger.shown_findings().order_by("-opened_at")
+    queryset = ledger_reads.shown_findings().order_by("-opened_at")
     serializer_class = LedgerFindingSerializer
     filterset_class = filters.LedgerFindingFilter
 

@@ -10,8 +10,9 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from scheduling import selectors_busy, selectors_ledger
 from scheduling.models import Node, Orchestrator, Workload
+from scheduling.selectors import busy as busy_reads
+from scheduling.selectors import ledger
 
 
 class PortalCollector:
@@ -53,7 +54,7 @@ def busy_families():
     busy = GaugeMetricFamily(
         "gpuportal_pool_busy_gpus", "Busy GPUs in the latest measured sample", labels=["orchestrator"]
     )
-    for name, value in selectors_busy.pool_busy_latest().items():
+    for name, value in busy_reads.pool_busy_latest().items():
         busy.add_metric([name], value)
     yield busy
     until = timezone.now()
@@ -64,10 +65,10 @@ def busy_families():
     idle = GaugeMetricFamily(
         "gpuportal_idle_allocated_gpu_hours", "Idle-allocated GPU-hours of jobs measured in 24 h", labels=["team"]
     )
-    for row in selectors_busy.efficiency_by_orchestrator(since, until):
+    for row in busy_reads.efficiency_by_orchestrator(since, until):
         if row.efficiency is not None:
             efficiency.add_metric(["orchestrator", row.key], row.efficiency)
-    for row in selectors_busy.efficiency_by_team(since, until):
+    for row in busy_reads.efficiency_by_team(since, until):
         if row.efficiency is not None:
             efficiency.add_metric(["team", row.key], row.efficiency)
         idle.add_metric([row.key], row.idle_allocated_h)
@@ -78,7 +79,7 @@ def busy_families():
 def ledger_family() -> GaugeMetricFamily:
     """Issue 10: open ledger findings per kind (every kind, 0 included, so an alert rule can use ``> 0``)."""
     gauge = GaugeMetricFamily("gpuportal_ledger_findings_open", "Open GPU ledger findings per kind", labels=["kind"])
-    for kind, count in selectors_ledger.open_counts_by_kind().items():
+    for kind, count in ledger.open_counts_by_kind().items():
         gauge.add_metric([kind], count)
     return gauge
 

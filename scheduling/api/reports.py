@@ -8,8 +8,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling import reports, selectors_report
+from scheduling import reports
 from scheduling.models import CapacityReport, ReportSubscription
+from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery
 from scheduling.views.reports import rendered
 
@@ -63,8 +64,8 @@ class CapacityReportViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         if self.action == "list":
-            return selectors_report.stored_reports().order_by("-period_start")
-        return selectors_report.generated_reports()
+            return report_reads.stored_reports().order_by("-period_start")
+        return report_reads.generated_reports()
 
     def get_serializer_class(self):
         return CapacityReportDetailSerializer if self.action == "retrieve" else CapacityReportSerializer

@@ -12,7 +12,6 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling import selectors
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -26,6 +25,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.selectors import fleet
 from scheduling.services import collection, governance, quota
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
@@ -246,10 +246,10 @@ class FragmentationView(APIView):
 
     @extend_schema(responses=serializers.FragmentationSerializer)
     def get(self, request):
-        pools = selectors.pools_now()
+        pools = fleet.pools_now()
         total = sum(p.gpus_total for p in pools)
         data = {
-            "largest_placeable": {str(k): v for k, v in selectors.largest_gangs_now().items()},
+            "largest_placeable": {str(k): v for k, v in fleet.largest_gangs_now().items()},
             "gpus_total": total,
             "gpus_free": total - sum(p.gpus_allocated for p in pools),
         }

@@ -24,9 +24,11 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
-from scheduling import selectors, selectors_busy, selectors_fragmentation, selectors_ledger
-from scheduling import selectors_report as reads
 from scheduling.engine.calendar import bounds_at
+from scheduling.selectors import busy as busy_reads
+from scheduling.selectors import fragmentation_trend, ledger, usage
+from scheduling.selectors import report as reads
+from scheduling.selectors import teams as teams_reads
 from scheduling.services import forecast
 from scheduling.services.pool_policies import rule_of
 
@@ -271,13 +273,13 @@ def _integrate_over(
 
 
 def teams_section(window: Window, done: dict) -> Teams:
-    teams, children = selectors.team_tree()
+    teams, children = teams_reads.team_tree()
     segments = policy_segments(window)
     intervals = reads.held_intervals(window.start, window.end)
     by_team: dict[int | None, list[reads.Interval]] = defaultdict(list)
     for item in intervals:
         by_team[item.team_id].append(item)
-    efficiency = {e.key: e for e in selectors_busy.efficiency_by_team(window.start, window.end)}
+    efficiency = {e.key: e for e in busy_reads.efficiency_by_team(window.start, window.end)}
     rows: list[TeamUse] = []
 
     def walk(parent: int | None, depth: int) -> None:
@@ -304,7 +306,7 @@ def teams_section(window: Window, done: dict) -> Teams:
 
 
 def _subtree_intervals(tid: int, children: dict, by_team: dict) -> list[reads.Interval]:
-    return [item for member in selectors.subtree_ids(tid, children) for item in by_team.get(member, [])]
+    return [item for member in teams_reads.subtree_ids(tid, children) for item in by_team.get(member, [])]
 
 
 def _team_row(teams, tid, depth, segments, intervals, sibling_used, efficiency, children) -> TeamUse:
@@ -317,7 +319,8 @@ def _team_row(teams, tid, depth, segments, intervals, sibling_used, efficiency, 
         return round(total / period, 4)
 
     used, burst = _integrate_over(intervals, steps)
-    measured = [efficiency[teams[m].slug] for m in selectors.subtree_ids(tid, children) if teams[m].slug in efficiency]
+    subtree = teams_reads.subtree_ids(tid, children)
+    measured = [efficiency[teams[m].slug] for m in subtree if teams[m].slug in efficiency]
     allocated_m = sum(e.allocated_h for e in measured) if measured else None
     busy_m = sum(e.busy_h or 0.0 for e in measured) if measured else None
     users: dict[str, float] = defaultdict(float)
@@ -377,7 +380,7 @@ def _wait_rows(groups: dict[str, dict[int, list[float]]]) -> list[WaitRow]:
     return [
         WaitRow(orch, s.size, s.jobs, s.p50_s, s.p90_s, s.p99_s)
         for orch, by_bucket in sorted(groups.items())
-        for s in selectors.wait_stats(by_bucket)
+        for s in usage.wait_stats(by_bucket)
     ]
 
 
@@ -390,7 +393,7 @@ def waits_section(window: Window, done: dict) -> Waits:
     by_size: dict[str, dict[int, list[float]]] = {"all": defaultdict(list)}
     by_orch: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for orch, gpus, wait in reads.started_waits(window.start, window.end):
-        bucket = selectors.size_bucket(gpus)
+        bucket = usage.size_bucket(gpus)
         by_size["all"][bucket].append(wait)
         by_orch[orch][bucket].append(wait)
     reasons: dict[str, list] = {}
@@ -427,7 +430,7 @@ class Fragmentation:
 
 
 def fragmentation_section(window: Window, done: dict) -> Fragmentation:
-    trend = selectors_fragmentation.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
+    trend = fragmentation_trend.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
     points = [
         FragmentationSample(
             p.at.isoformat(),
@@ -629,7 +632,7 @@ class Ledger:
 def ledger_section(window: Window, done: dict) -> Ledger:
     """Ownership drift the GPU ledger saw this week: per kind how many findings and how long they stayed
     open, and the worst findings themselves (most severe and longest open first)."""
-    records = selectors_ledger.ledger_findings_between(window.start, window.end)
+    records = ledger.ledger_findings_between(window.start, window.end)
     kinds: dict[str, LedgerKind] = {}
     for r in records:
         row = kinds.setdefault(r.kind, LedgerKind(r.kind, r.kind_label, 0, 0.0, 0))

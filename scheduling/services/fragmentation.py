@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling.models import FragmentationSample
-from scheduling.selectors_fragmentation import (
+from scheduling.selectors.fragmentation_trend import (
     FragmentationPoint,
     fleet_fragmentation,
     replayed_fragmentation,

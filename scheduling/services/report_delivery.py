@@ -26,8 +26,9 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduling import reports, selectors
+from scheduling import reports
 from scheduling.models import CapacityReport, ReportSubscription
+from scheduling.selectors import teams as teams_reads
 
 from .capacity_report import Window, build_report, week_before
 from .dispatch import EnqueueFailed, enqueue_after_commit
@@ -201,11 +202,11 @@ def build_again(report_id: int, *, worker: str | None = None) -> int:
 def top_user_scope(user, tree=None) -> frozenset[str] | None:
     """Team slugs whose per-user rows ``user`` may read: all (None) for admins, else the teams they lead
     and everything below them (Open XDMoD's rule: a PI sees their group's users, staff see everyone).
-    ``tree`` is ``selectors.team_tree()`` when the caller asks for many users."""
+    ``tree`` is ``teams_reads.team_tree()`` when the caller asks for many users."""
     if user.is_active and user.is_staff:
         return None
-    teams, children = tree or selectors.team_tree()
-    return frozenset(teams[tid].slug for tid in selectors.lead_team_ids(user, children) if tid in teams)
+    teams, children = tree or teams_reads.team_tree()
+    return frozenset(teams[tid].slug for tid in teams_reads.lead_team_ids(user, children) if tid in teams)
 
 
 # --- email ----------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def deliver(report: CapacityReport, base_url: str) -> int:
     )
     rendered: dict[tuple[frozenset[str] | None, str], tuple[str, str, bytes | str | None]] = {}
     messages = []
-    tree = selectors.team_tree()
+    tree = teams_reads.team_tree()
     for subscription in subscriptions.order_by("user__username"):
         scope = top_user_scope(subscription.user, tree)
         key = (scope, subscription.format)

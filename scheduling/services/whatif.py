@@ -40,8 +40,8 @@ from scheduling.engine.calendar import PolicyRule, check_rules
 from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import TeamSpec
 from scheduling.models import Membership, Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
-from scheduling.selectors import lead_team_ids, subtree_ids, team_tree, visible_team_ids
-from scheduling.selectors_planning import history_trace_jobs
+from scheduling.selectors.planning import history_trace_jobs
+from scheduling.selectors.teams import lead_team_ids, subtree_ids, team_tree, visible_team_ids
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 
 from .dispatch import EnqueueFailed, enqueue_after_commit

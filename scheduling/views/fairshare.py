@@ -16,9 +16,12 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from scheduling import charts, selectors
+from scheduling import charts
 from scheduling.forms import QueueFormSet, ReasonForm, queue_initial
 from scheduling.models import Queue, Team
+from scheduling.selectors import fleet
+from scheduling.selectors import policies as policies_reads
+from scheduling.selectors import teams as teams_reads
 from scheduling.services import policies
 from scheduling.services.governance import QueueChange, apply_queue_changes
 
@@ -40,7 +43,7 @@ def _require_admin(request: HttpRequest) -> None:
 
 
 def _queues_in_tree_order() -> tuple[list[Queue], dict[int, int], dict[int, Team]]:
-    teams, children = selectors.team_tree()
+    teams, children = teams_reads.team_tree()
     depth: dict[int, int] = {}
     order: list[int] = []
 
@@ -114,10 +117,10 @@ def _evaluate(request: HttpRequest):
         tree_errors = policies.check_proposed(changes)
         if not tree_errors:
             after = [
-                selectors.QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
+                policies_reads.QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
                 for q in policies.proposed_tree(changes)
             ]
-            preview = selectors.entitlement_preview(after)
+            preview = policies_reads.entitlement_preview(after)
     rows = _rows(queues, depth, teams, formset, tree_errors, changes)
     return formset, rows, changes, tree_errors, preview
 
@@ -161,7 +164,7 @@ def fairshare(request: HttpRequest) -> HttpResponse:
         "preview": preview,
         "reason_form": reason,
         "preview_chart": charts.entitlement_chart(preview) if preview and changes else "",
-        "capacity": sum(p.gpus_total for p in selectors.pools_now()),
+        "capacity": sum(p.gpus_total for p in fleet.pools_now()),
     }
     return render(request, "scheduling/fairshare.html", context)
 
@@ -184,7 +187,7 @@ def fairshare_check(request: HttpRequest) -> HttpResponse:
 @login_required
 def fairshare_history(request: HttpRequest) -> HttpResponse:
     _require_admin(request)
-    return render(request, "scheduling/fairshare_history.html", {"versions": selectors.queue_history(limit=200)})
+    return render(request, "scheduling/fairshare_history.html", {"versions": policies_reads.queue_history(limit=200)})
 
 
 @login_required

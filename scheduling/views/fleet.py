@@ -7,7 +7,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from scheduling import charts, selectors, selectors_fragmentation
+from scheduling import charts
+from scheduling.selectors import fleet, fragmentation_trend, teams, usage
+from scheduling.selectors import fragmentation as fragmentation_reads
 
 from .common import time_range
 
@@ -18,8 +20,8 @@ WAIT_MAX_SPAN = timedelta(days=31)
 @login_required
 def fragmentation(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h", allowed=TREND_RANGES)
-    now = selectors.fragmentation_now()
-    trend = selectors_fragmentation.fragmentation_trend(window.since, window.until, points=24)
+    now = fragmentation_reads.fragmentation_now()
+    trend = fragmentation_trend.fragmentation_trend(window.since, window.until, points=24)
     by_model: dict[str, list[int]] = {}
     for cell in now.nodes:
         free_total = by_model.setdefault(cell.gpu_model or "unknown", [0, 0])
@@ -43,13 +45,13 @@ def fragmentation(request: HttpRequest) -> HttpResponse:
 def utilisation(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="7d")
     see_all = request.user.has_perm("scheduling.see_team")
-    visible = None if see_all else selectors.visible_team_ids(request.user, False)
-    by_orchestrator = selectors.gpu_hours_by_orchestrator(window.since, window.until)
-    by_team = selectors.gpu_hours_by_team(window.since, window.until, visible)
+    visible = None if see_all else teams.visible_team_ids(request.user, False)
+    by_orchestrator = usage.gpu_hours_by_orchestrator(window.since, window.until)
+    by_team = usage.gpu_hours_by_team(window.since, window.until, visible)
     # Percentiles need every job's wait; over a long window the latest month stands for it (a year of
     # jobs is hundreds of thousands of rows to read on each render).
     wait_since = max(window.since, window.until - WAIT_MAX_SPAN)
-    waits = selectors.queue_waits(wait_since, window.until)
+    waits = usage.queue_waits(wait_since, window.until)
     context = {
         "window": window,
         "by_orchestrator": by_orchestrator,
@@ -70,5 +72,5 @@ def orchestrators(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm("scheduling.edit_orchestrators"):
         raise PermissionDenied("Orchestrators are managed by portal admins.")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
-    rows = selectors.orchestrator_health(window.since)
+    rows = fleet.orchestrator_health(window.since)
     return render(request, "scheduling/orchestrators.html", {"rows": rows, "window": window})

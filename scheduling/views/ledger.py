@@ -5,9 +5,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django_tables2 import RequestConfig
 
-from scheduling import charts, selectors_ledger
+from scheduling import charts
 from scheduling.filters import LedgerFindingFilter
 from scheduling.models import LedgerFinding
+from scheduling.selectors import ledger as ledger_reads
 from scheduling.tables import LedgerFindingTable
 
 from .common import time_range
@@ -18,21 +19,21 @@ TIMELINE_RANGES = ("6h", "24h", "7d", "30d")
 @login_required
 def ledger(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h", allowed=TIMELINE_RANGES)
-    finding_filter = LedgerFindingFilter(request.GET, queryset=selectors_ledger.shown_findings())
+    finding_filter = LedgerFindingFilter(request.GET, queryset=ledger_reads.shown_findings())
     rows = finding_filter.qs
     open_table = LedgerFindingTable(rows.filter(closed_at__isnull=True), prefix="o-", exclude=("closed_at",))
     RequestConfig(request, paginate={"per_page": 50}).configure(open_table)
     closed_table = LedgerFindingTable(rows.filter(closed_at__isnull=False), prefix="c-", order_by=("-closed_at",))
     RequestConfig(request, paginate={"per_page": 25}).configure(closed_table)
-    nodes = selectors_ledger.timeline_nodes(window.since, window.until)
-    spans = selectors_ledger.ownership_between(window.since, window.until, nodes=nodes)
+    nodes = ledger_reads.timeline_nodes(window.since, window.until)
+    spans = ledger_reads.ownership_between(window.since, window.until, nodes=nodes)
     context = {
         "window": window,
         "filter": finding_filter,
         "open_table": open_table,
         "closed_table": closed_table,
         "counts": _counts_with_labels(),
-        "status": selectors_ledger.ledger_status(),
+        "status": ledger_reads.ledger_status(),
         "timeline": charts.ownership_timeline_chart(spans, window.since, window.until),
         "timeline_nodes": len(nodes),
     }
@@ -40,5 +41,5 @@ def ledger(request: HttpRequest) -> HttpResponse:
 
 
 def _counts_with_labels() -> list[tuple[str, str, int]]:
-    counts = selectors_ledger.open_counts_by_kind()
+    counts = ledger_reads.open_counts_by_kind()
     return [(value, label, counts[value]) for value, label in LedgerFinding.Kind.choices]

@@ -4,7 +4,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from scheduling import charts, selectors, selectors_ledger
+from scheduling import charts
+from scheduling.selectors import busy, fleet, ledger, rebalance, usage
+from scheduling.selectors import teams as teams_reads
 
 from .common import time_range
 
@@ -12,11 +14,11 @@ from .common import time_range
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h")
-    pools = selectors.pools_now()
-    teams = selectors.teams_now()
-    series = selectors.orchestrator_series(window.since, window.until)
-    gangs = selectors.largest_gangs_now()
-    plan, moves = selectors.latest_plan_summary()
+    pools = fleet.pools_now()
+    teams = teams_reads.teams_now()
+    series = usage.orchestrator_series(window.since, window.until)
+    gangs = fleet.largest_gangs_now()
+    plan, moves = rebalance.latest_plan_summary()
     total = sum(p.gpus_total for p in pools)
     shown = [t for t in teams if t.depth == 0] + [t for t in teams if t.depth > 0]
     context = {
@@ -26,12 +28,12 @@ def overview(request: HttpRequest) -> HttpResponse:
         "fleet": {
             "gpus_total": total,
             "gpus_allocated": sum(p.gpus_allocated for p in pools),
-            "gpus_busy": selectors.busy_now(),
+            "gpus_busy": busy.busy_now(),
             "gpus_pending": sum(p.gpus_pending for p in pools),
             "nodes": sum(p.nodes for p in pools),
         },
         "stale": [p for p in pools if p.stale],
-        "ledger_alerts": selectors_ledger.high_severity_open(),
+        "ledger_alerts": ledger.high_severity_open(),
         "gangs": gangs,
         "largest_gang": max((size for size, count in gangs.items() if count), default=0),
         "plan": plan,

@@ -14,8 +14,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from scheduling import charts, selectors
+from scheduling import charts
 from scheduling.models import Orchestrator, QuotaRequest, Team, WhatIfScenario
+from scheduling.selectors import teams
 from scheduling.services import forecast, whatif
 from scheduling.services.dispatch import EnqueueFailed
 
@@ -36,7 +37,7 @@ def _recent(series: forecast.SeriesForecast) -> forecast.SeriesForecast:
 @login_required
 def forecast_page(request: HttpRequest) -> HttpResponse:
     require_team_member(request, "Capacity planning")
-    visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
+    visible = teams.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
     shown = Team.objects.filter(pk__in=visible)
     result = forecast.demand_forecasts(teams={t.slug for t in shown})
     guaranteed = forecast.guarantees(result.as_of)
@@ -86,10 +87,10 @@ class WhatIfForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        leads = selectors.lead_team_ids(user)
+        leads = teams.lead_team_ids(user)
         self.fields["team"].queryset = Team.objects.all() if user.is_staff else Team.objects.filter(pk__in=leads)
         self.fields["team"].required = not user.is_staff
-        visible = selectors.visible_team_ids(user, user.is_staff)
+        visible = teams.visible_team_ids(user, user.is_staff)
         self.fields["quota_request"].queryset = self.fields["quota_request"].queryset.filter(team_id__in=visible)
 
     def raw_inputs(self) -> dict:

@@ -8,10 +8,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django_tables2 import RequestConfig
 
-from scheduling import selectors
 from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
+from scheduling.selectors import teams as teams_reads
 from scheduling.services import feasibility, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
@@ -22,13 +22,13 @@ def _visible_requests(user):
     qs = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
     if user.has_perm("scheduling.see_team"):
         return qs
-    return qs.filter(Q(requester=user) | Q(team_id__in=selectors.visible_team_ids(user, False)))
+    return qs.filter(Q(requester=user) | Q(team_id__in=teams_reads.visible_team_ids(user, False)))
 
 
 def _awaiting(user):
     qs = QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).select_related("team", "requester")
     if not user.has_perm("scheduling.see_team"):
-        qs = qs.filter(team_id__in=selectors.lead_team_ids(user)).exclude(requester=user)
+        qs = qs.filter(team_id__in=teams_reads.lead_team_ids(user)).exclude(requester=user)
     return qs
 
 
@@ -47,7 +47,7 @@ def quota_list(request: HttpRequest) -> HttpResponse:
 
 
 def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
-    teams = selectors.submittable_teams(request.user, request.user.has_perm("scheduling.see_team"))
+    teams = teams_reads.submittable_teams(request.user, request.user.has_perm("scheduling.see_team"))
     models = sorted(set(Node.objects.values_list("gpu_model", flat=True)))
     initial = {"team": request.GET.get("team")} if data is None else None
     if initial and initial["team"]:

@@ -13,8 +13,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_tables2 import RequestConfig
 
-from scheduling import reports, selectors_report
+from scheduling import reports
 from scheduling.models import ReportSubscription
+from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery
 from scheduling.tables import CapacityReportTable
 
@@ -23,7 +24,7 @@ CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "
 
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
-    table = CapacityReportTable(selectors_report.stored_reports())
+    table = CapacityReportTable(report_reads.stored_reports())
     RequestConfig(request, paginate={"per_page": 25}).configure(table)
     context = {
         "table": table,
@@ -34,7 +35,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
 
 
 def _report_or_404(pk: int):
-    report = selectors_report.stored_report(pk)
+    report = report_reads.stored_report(pk)
     if report is None:
         raise Http404("No such report, or it is still being generated.")
     return report

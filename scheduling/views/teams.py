@@ -5,9 +5,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django_tables2 import RequestConfig
 
-from scheduling import charts, selectors
+from scheduling import charts
 from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
 from scheduling.models import QuotaGrant, QuotaRequest, Team, Workload
+from scheduling.selectors import teams as teams_reads
+from scheduling.selectors import usage
 from scheduling.services import forecast
 from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
 
@@ -16,13 +18,13 @@ from .common import time_range
 
 @login_required
 def team_list(request: HttpRequest) -> HttpResponse:
-    visible = selectors.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
+    visible = teams_reads.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
     team_filter = TeamFilter(request.GET, queryset=Team.objects.filter(pk__in=visible))
     chosen = set(team_filter.qs.values_list("slug", flat=True)) if team_filter.is_valid() else set()
-    teams, _children = selectors.team_tree()
+    teams, _children = teams_reads.team_tree()
     parents = {t.slug: teams[t.parent_id].slug if t.parent_id in teams else "" for t in teams.values()}
     rows = [
-        {**row.__dict__, "parent": parents.get(row.slug, "")} for row in selectors.teams_now() if row.slug in chosen
+        {**row.__dict__, "parent": parents.get(row.slug, "")} for row in teams_reads.teams_now() if row.slug in chosen
     ]
     table = TeamTable([_Row(r) for r in rows])
     RequestConfig(request, paginate={"per_page": 50}).configure(table)
@@ -49,7 +51,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if not request.user.has_perm("scheduling.see_team", team):
         raise Http404("No team matches the given query.")
     window = time_range(request, default="7d")
-    detail = selectors.team_detail(team, window.since, window.until)
+    detail = usage.team_detail(team, window.since, window.until)
     queue = next((q for q in detail.queues if q.gpu_model == ""), None)
     pending = Workload.objects.filter(team_id__in=detail.subtree, state=Workload.State.PENDING).select_related(
         "orchestrator"

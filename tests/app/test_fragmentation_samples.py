@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from scheduling import tasks
 from scheduling.models import FragmentationSample, Node, Workload
-from scheduling.selectors_fragmentation import fragmentation_trend
+from scheduling.selectors.fragmentation_trend import fragmentation_trend
 from scheduling.services.fragmentation import (
     backfill_fragmentation,
     prune_fragmentation_samples,

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling import selectors_busy
 from scheduling.models import Orchestrator, UsageSample, Workload, WorkloadUtilisation
+from scheduling.selectors import busy
 from scheduling.services.metrics import refresh_rollups
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def window(now):
 
 
 def test_it_reads_efficiency_per_team_with_its_idle_allocated_hours(measured):
-    (nlp,) = selectors_busy.efficiency_by_team(*window(measured))
+    (nlp,) = busy.efficiency_by_team(*window(measured))
     assert (nlp.key, nlp.allocated_h, nlp.busy_h, nlp.idle_allocated_h) == (
         "nlp",
         pytest.approx(8 / 3),
@@ -63,19 +63,19 @@ def test_it_reads_efficiency_per_team_with_its_idle_allocated_hours(measured):
 
 
 def test_it_reports_pool_busy_time_no_team_explains_as_unattributed(measured):
-    (pool,) = selectors_busy.efficiency_by_orchestrator(*window(measured))
+    (pool,) = busy.efficiency_by_orchestrator(*window(measured))
     assert pool.busy_h == pytest.approx(5 / 3) and pool.unattributed_busy_h == pytest.approx(1 / 3)
 
 
 def test_it_lists_jobs_by_idle_allocated_gpu_hours_and_users_by_efficiency(measured):
-    (job,) = selectors_busy.idle_jobs(since=measured - timedelta(hours=1))
+    (job,) = busy.idle_jobs(since=measured - timedelta(hours=1))
     assert (job.external_id, job.team, job.idle_allocated_h, job.efficiency) == ("7", "nlp", 1.0, 0.5)
-    (rita,) = selectors_busy.efficiency_by_user(*window(measured))
+    (rita,) = busy.efficiency_by_user(*window(measured))
     assert rita.key == "rita" and rita.efficiency == pytest.approx(0.5)
 
 
 def test_busy_now_reads_the_latest_measured_sample_not_the_newest_one(measured):
-    assert selectors_busy.busy_now() == 5
+    assert busy.busy_now() == 5
 
 
 def test_metrics_expose_busy_gpus_efficiency_and_idle_allocated_hours(measured, client):

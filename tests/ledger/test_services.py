@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from scheduling import selectors_ledger
 from scheduling.collectors.snapshot import ObservedNode, Snapshot
 from scheduling.engine.types import OrchestratorKind
 from scheduling.models import (
@@ -25,6 +24,7 @@ from scheduling.models import (
     RebalancePlan,
     SourceView,
 )
+from scheduling.selectors import ledger as ledger_reads
 from scheduling.services import ledger
 from scheduling.services.ingest import ingest_snapshot, record_failure
 from tests.support import require_postgres
@@ -99,7 +99,7 @@ def test_ownership_is_stored_as_one_interval_per_change_not_per_round(two_source
         ("slurm-hpc", rounds(0), rounds(10)),
         ("k8s-serving", rounds(10), None),
     ]
-    spans = selectors_ledger.ownership_between(rounds(0), rounds(20), nodes=["dgx02"])
+    spans = ledger_reads.ownership_between(rounds(0), rounds(20), nodes=["dgx02"])
     assert [s.orchestrator for s in spans] == ["slurm-hpc", "k8s-serving"]
 
 
@@ -124,7 +124,7 @@ def test_a_failing_source_holds_its_nodes_no_orphan_opens_and_its_interval_stays
         ledger.evaluate(rounds(n))
     assert LedgerFinding.objects.count() == 0
     assert OwnershipInterval.objects.filter(orchestrator=two_sources.slurm, ended_at__isnull=True).count() == 2
-    assert selectors_ledger.ledger_status().stale_sources == ("slurm-hpc",)
+    assert ledger_reads.ledger_status().stale_sources == ("slurm-hpc",)
 
 
 @override_settings(GPUPORTAL_LEDGER={"orphan_after_s": 60, "stale_after_s": 90})
@@ -211,11 +211,11 @@ def test_the_weekly_report_selector_gives_each_finding_open_inside_the_window(tw
     two_sources.round(rounds(0))
     two_sources.slurm_owns.discard("dgx02")
     two_sources.round(rounds(4))
-    records = selectors_ledger.ledger_findings_between(rounds(2), rounds(100))
+    records = ledger_reads.ledger_findings_between(rounds(2), rounds(100))
     (record,) = records
     assert record.kind == "double_ownership" and record.open_seconds_in_window == 60
     assert record.orchestrators == ("k8s-serving", "slurm-hpc")
-    assert selectors_ledger.ledger_findings_between(rounds(5), rounds(100)) == []
+    assert ledger_reads.ledger_findings_between(rounds(5), rounds(100)) == []
 
 
 @pytest.mark.django_db(transaction=True)

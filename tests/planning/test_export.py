@@ -3,7 +3,7 @@
 import pytest
 from django.core.management import call_command
 
-from scheduling.selectors_planning import history_trace_jobs
+from scheduling.selectors.planning import history_trace_jobs
 from scheduling.traces.generic import read_generic_csv, write_generic_csv
 
 pytestmark = pytest.mark.django_db

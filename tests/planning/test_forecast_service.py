@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduling.models import QuotaGrant, QuotaRequest, UsageRollup
-from scheduling.selectors_planning import floor_hour, hourly_demand
+from scheduling.selectors.planning import floor_hour, hourly_demand
 from scheduling.services import forecast
 
 pytestmark = pytest.mark.django_db

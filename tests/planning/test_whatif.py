@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import TeamSpec
 from scheduling.models import WhatIfScenario
-from scheduling.selectors_planning import history_trace_jobs
+from scheduling.selectors.planning import history_trace_jobs
 from scheduling.services import whatif
 from scheduling.simulation.federation import Federation
 from scheduling.simulation.replay import Replay

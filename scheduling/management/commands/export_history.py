@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from scheduling.selectors_planning import history_trace_jobs
+from scheduling.selectors.planning import history_trace_jobs
 from scheduling.traces.generic import write_generic_csv
 
 

@@ -2,7 +2,7 @@ from json import dumps
 
 from django.core.management.base import BaseCommand
 
-from scheduling import selectors_ledger
+from scheduling.selectors import ledger as ledger_reads
 from scheduling.services import ledger
 
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
                 f"evaluated in {outcome.duration_ms} ms: {outcome.open_total} open, opened {len(outcome.opened)}, "
                 f"closed {len(outcome.closed)}; stale: {', '.join(outcome.stale_sources) or 'none'}"
             )
-        for finding in selectors_ledger.open_findings().order_by("severity", "node"):
+        for finding in ledger_reads.open_findings().order_by("severity", "node"):
             row = {
                 "kind": finding.kind,
                 "severity": finding.severity,

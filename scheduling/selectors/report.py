@@ -25,7 +25,7 @@ from scheduling.models import (
     UsageRollup,
     Workload,
 )
-from scheduling.selectors import SecondsBetween
+from scheduling.selectors.usage import SecondsBetween
 
 
 @dataclass(frozen=True)

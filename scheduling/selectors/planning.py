@@ -11,7 +11,7 @@ from django.db.models import F, Sum
 
 from scheduling.engine.types import OrchestratorKind, Request, TopologyLevel, WorkloadKind
 from scheduling.models import Orchestrator, UsageRollup, Workload
-from scheduling.selectors import subtree_ids, team_tree
+from scheduling.selectors.teams import subtree_ids, team_tree
 from scheduling.traces.records import TraceJob
 
 HOUR = timedelta(hours=1)

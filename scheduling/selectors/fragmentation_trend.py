@@ -20,7 +20,8 @@ from django.db.models.functions import Coalesce
 from scheduling.engine.fragmentation import MAX_GPUS_PER_MEMBER, fragmented_gpus, largest_placeable
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import FragmentationSample, Workload
-from scheduling.selectors import _UNSCHEDULABLE, GANG_SHAPES, _engine_node, _node_rows, observed_size_mix
+from scheduling.selectors.fleet import GANG_SHAPES, UNSCHEDULABLE_STATES, engine_node, node_rows
+from scheduling.selectors.fragmentation import observed_size_mix
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class FleetScorer:
     shape once and the scorer adds them up (so scoring many moments costs little more than one)."""
 
     def __init__(self, rows: Sequence[tuple] | None = None, mix: Mapping[float, float] | None = None) -> None:
-        rows = _node_rows() if rows is None else rows
-        self.schedulable = [row for row in rows if row[-1] not in _UNSCHEDULABLE]
+        rows = node_rows() if rows is None else rows
+        self.schedulable = [row for row in rows if row[-1] not in UNSCHEDULABLE_STATES]
         self.mix = observed_size_mix()[0] if mix is None else mix
         self.shapes: dict[tuple, tuple[EngineNode, float, dict[int, int]]] = {}
 
@@ -55,7 +56,7 @@ class FleetScorer:
             busy = min(total, max(row[3] if used is None else used.get(row[0], 0), 0))
             key = (total, row[2], busy)
             if key not in self.shapes:
-                shape = _engine_node(row, allocated=busy)
+                shape = engine_node(row, allocated=busy)
                 self.shapes[key] = (shape, fragmented_gpus([shape], self.mix), largest_placeable([shape], GANG_SHAPES))
             counts[key] += 1
             fragmented += self.shapes[key][1]

@@ -1,0 +1,133 @@
+"""Fair-share entitlements: demand per team, the preview of an edit, and the history of queue changes."""
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import F, Q, Sum
+
+from scheduling.engine.fairshare import entitlements
+from scheduling.engine.types import Entitlement, TeamSpec
+from scheduling.models import (
+    Node,
+    Queue,
+    Workload,
+)
+from scheduling.selectors.teams import team_tree
+
+# --- fair share -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueValues:
+    team_id: int
+    gpu_model: str
+    weight: float
+    guaranteed: int
+    burst_limit: int
+
+
+@dataclass(frozen=True)
+class EntitlementRow:
+    slug: str
+    name: str
+    depth: int
+    demand: float
+    before: float
+    after: float
+    fair_before: float
+    fair_after: float
+    reasons: tuple[str, ...]
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+
+def team_demand() -> tuple[dict[int, float], dict[int, float]]:
+    """GPUs each team's own work holds (running) and wants (running + pending) now."""
+    rows = (
+        Workload.objects.filter(state__in=Workload.ACTIVE_STATES, team__isnull=False)
+        .values("team_id")
+        .annotate(
+            running=Sum(F("gang_size") * F("gpus_per_member"), filter=Q(state=Workload.State.RUNNING)),
+            total=Sum(F("gang_size") * F("gpus_per_member")),
+        )
+        .values_list("team_id", "running", "total")
+    )
+    held, wanted = {}, {}
+    for tid, running, total in rows:
+        held[tid], wanted[tid] = float(running or 0), float(total or 0)
+    return held, wanted
+
+
+def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
+    """Entitlements per team (any-model queues) under today's policy and under ``after``, given demand now."""
+    teams, children = team_tree()
+    before = [
+        QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
+        for q in Queue.objects.filter(gpu_model="")
+    ]
+    capacity = Node.objects.exclude(state=Node.State.DOWN).aggregate(total=Sum("gpu_total"))["total"] or 0
+    held, wanted = team_demand()
+    demand = {teams[tid].slug: gpus for tid, gpus in wanted.items() if tid in teams}
+    allocation = {teams[tid].slug: gpus for tid, gpus in held.items() if tid in teams}
+
+    def run(values: list[QueueValues]) -> dict[str, Entitlement]:
+        by_team = {v.team_id: v for v in values if v.gpu_model == ""}
+        specs = [
+            TeamSpec(
+                name=t.slug,
+                parent=teams[t.parent_id].slug if t.parent_id in teams else None,
+                weight=by_team[t.pk].weight if t.pk in by_team else 0.0,
+                guaranteed=by_team[t.pk].guaranteed if t.pk in by_team else 0,
+                burst_limit=by_team[t.pk].burst_limit if t.pk in by_team else None,
+            )
+            for t in teams.values()
+        ]
+        return {e.team: e for e in entitlements(specs, float(capacity), demand, allocation)}
+
+    old, new = run(before), run(after)
+    rows: list[EntitlementRow] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for tid in children.get(parent, []):
+            slug = teams[tid].slug
+            o, n = old.get(slug), new.get(slug)
+            rows.append(
+                EntitlementRow(
+                    slug,
+                    teams[tid].name,
+                    depth,
+                    n.demand if n else 0.0,
+                    o.allocation if o else 0.0,
+                    n.allocation if n else 0.0,
+                    o.fair_share if o else 0.0,
+                    n.fair_share if n else 0.0,
+                    n.reasons if n else (),
+                )
+            )
+            walk(tid, depth + 1)
+
+    walk(None, 0)
+    return rows
+
+
+def queue_history(limit: int = 100):
+    """Entitlement versions, newest first, each with the version before it (for the diff)."""
+    history = list(
+        Queue.history.select_related("history_user", "team").order_by("-history_date", "-history_id")[:limit]
+    )
+    ids = {h.id for h in history}
+    earlier = defaultdict(list)
+    for row in (
+        Queue.history.filter(id__in=ids)
+        .order_by("history_date", "history_id")
+        .values("history_id", "id", "weight", "guaranteed", "burst_limit")
+    ):
+        earlier[row["id"]].append(row)
+    previous: dict[int, dict] = {}
+    for rows in earlier.values():
+        for before, after in itertools.pairwise(rows):
+            previous[after["history_id"]] = before
+    return [(h, previous.get(h.history_id)) for h in history]
