@@ -194,7 +194,11 @@ SPECTACULAR_SETTINGS = {
         "WhatIfStatusEnum": "scheduling.models.planning.WhatIfScenario.Status",
     },
 }
+# /health's details: a portal admin's session or this bearer token.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Orchestrator credentials references may name only files inside these directories (symlinks and ".."
+# resolved first) or variables named GPUPORTAL_SECRET_*: scheduling/validators.py says why.
+GPUPORTAL_CREDENTIALS_DIRS = env.list("GPUPORTAL_CREDENTIALS_DIRS", default=["/etc/gpuportal/credentials"])
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
@@ -247,7 +251,9 @@ GPUPORTAL_REPORT_STALE_AFTER_S = env.float("GPUPORTAL_REPORT_STALE_AFTER_S", def
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Every record passes the secrets filter: a traceback may quote a credential an orchestrator echoed.
+    "filters": {"secrets": {"()": "scheduling.redact.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # WeasyPrint logs each layout step at INFO; only its warnings (a missing font, a bad CSS rule) matter.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"}},

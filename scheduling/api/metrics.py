@@ -83,6 +83,17 @@ def ledger_family() -> GaugeMetricFamily:
     return gauge
 
 
+def monitoring_access(request) -> bool:
+    """A portal admin's session, or ``Authorization: Bearer <METRICS_TOKEN>`` (Prometheus, uptime probes)."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_active and user.is_staff:
+        return True
+    token = settings.METRICS_TOKEN
+    presented = request.headers.get("Authorization", "")
+    # Bytes: compare_digest refuses non-ASCII text, and a header is whatever the client sent.
+    return bool(token) and hmac.compare_digest(presented.encode(), f"Bearer {token}".encode())
+
+
 def metrics_view(request):
     token = getattr(settings, "METRICS_TOKEN", "")
     if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):

@@ -35,6 +35,7 @@ from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .list_cache import CachedListMixin
+from .metrics import monitoring_access
 from .permissions import ReadOrAdminWrite
 
 # Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
@@ -257,7 +258,24 @@ class FragmentationView(APIView):
 
 
 def health(request):
-    """Database, broker and each orchestrator's freshness; 503 when the database or broker is down."""
+    """Database, broker and each orchestrator's freshness; 503 when the database or broker is down.
+
+    Anyone (a load balancer, an uptime probe) gets one word per component; the details (error texts,
+    source names, last successes) go to portal admins and to the bearer of METRICS_TOKEN only: an error
+    may name hosts, paths or what a server answered."""
+    checks = _health_checks()
+    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
+    return JsonResponse(
+        {
+            "status": "ok" if healthy else "error",
+            "checks": checks if monitoring_access(request) else _summary(checks),
+            "time": timezone.now(),
+        },
+        status=200 if healthy else 503,
+    )
+
+
+def _health_checks() -> dict[str, object]:
     checks: dict[str, object] = {}
     try:
         with connection.cursor() as cursor:
@@ -276,11 +294,18 @@ def health(request):
     )
     if checks["database"] == "ok":
         checks["api_list_cache"] = list_cache.describe()
-    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
-    return JsonResponse(
-        {"status": "ok" if healthy else "error", "checks": checks, "time": timezone.now()},
-        status=200 if healthy else 503,
-    )
+    return checks
+
+
+def _summary(checks: dict) -> dict[str, str]:
+    """One word per component, no error text."""
+    sources_fresh = checks["database"] == "ok" and not any(o["stale"] for o in checks["orchestrators"].values())
+    word = {True: "ok", False: "degraded"}
+    return {
+        "database": word[checks["database"] == "ok"],
+        "broker": word[checks["broker"] == "ok"],
+        "orchestrators": word[sources_fresh],
+    }
 
 
 def _broker_status() -> str:

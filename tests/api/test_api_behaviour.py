@@ -101,7 +101,7 @@ def test_credentials_are_write_only_and_must_be_a_reference(api):
     assert bad.status_code == 400 and "credentials_ref" in bad.json()
     good = api("admin").post(
         "/api/v1/orchestrators/",
-        {"name": "s1", "kind": "slurm", "endpoint": "http://x:6820", "credentials_ref": "env:SLURM_JWT"},
+        {"name": "s1", "kind": "slurm", "endpoint": "http://x:6820", "credentials_ref": "env:GPUPORTAL_SECRET_JWT"},
         format="json",
     )
     assert good.status_code == 201
@@ -142,7 +142,8 @@ def test_metrics_expose_pool_and_staleness_gauges(client, fleet, orchestrator):
     assert 'gpuportal_source_stale{orchestrator="slurm-a"} 1.0' in body
 
 
-def test_health_reports_database_broker_and_sources(client, orchestrator):
+def test_health_reports_database_broker_and_sources(client, orchestrator, cast):
+    client.force_login(cast["admin"])  # the details are for admins (tests/security)
     response = client.get("/health")
     data = response.json()
     assert data["checks"]["database"] == "ok"
