@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "django_filters",
     "django_tables2",
     "simple_history",
+    "axes",
     "rules.apps.AutodiscoverRulesConfig",
     "scheduling",
 ]
@@ -62,6 +63,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into our lockout page
 ]
 
 ROOT_URLCONF = "gpuportal.urls"
@@ -97,9 +99,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 SILENCED_SYSTEM_CHECKS = ["models.W047"]
 
 AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: a locked-out caller is refused before any password check
     "rules.permissions.ObjectPermissionBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Brute force: after AXES_FAILURE_LIMIT wrong passwords an account, and separately an address, is locked
+# out of the sign-in form, the admin's and the API's token endpoint for the cool-off (0 minutes: until an
+# admin unlocks it). docs/security.md.
+AXES_FAILURE_LIMIT = env.int("GPUPORTAL_SIGNIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("GPUPORTAL_SIGNIN_LOCKOUT_MINUTES", default=15)) or None
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "scheduling.views.accounts.locked_out"
+# Behind N reverse proxies the client's address is the one the nearest of them appended to X-Forwarded-For.
+GPUPORTAL_PROXY_COUNT = env.int("GPUPORTAL_PROXY_COUNT", default=0)
+if GPUPORTAL_PROXY_COUNT:
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    AXES_IPWARE_PROXY_COUNT = GPUPORTAL_PROXY_COUNT
+    AXES_IPWARE_PROXY_ORDER = "right-most"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"

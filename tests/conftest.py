@@ -80,3 +80,22 @@ def _fresh_cache():
 
     cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _client_login_passes_a_request():
+    """django-axes refuses ``authenticate()`` without a request (it could not count the attempt), and
+    Django's test client calls it without one: give ``Client.login`` a request, as axes' docs advise, so a
+    test may still sign in with a password (``force_login`` needs nothing)."""
+    from django.test import RequestFactory
+    from django.test.client import ClientMixin
+
+    original = ClientMixin.login
+
+    def login(self, **credentials):
+        credentials.setdefault("request", RequestFactory().post("/accounts/login/"))
+        return original(self, **credentials)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ClientMixin, "login", login)
+        yield

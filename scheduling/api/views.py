@@ -7,7 +7,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from knox import views as knox_views
 from rest_framework import mixins, status, viewsets
-from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
@@ -32,7 +32,7 @@ from scheduling.services.audit import stamp_author
 
 from . import filters, list_cache, serializers
 from .access import only_visible, pools_or_visible
-from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
+from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .list_cache import CachedListMixin
 from .metrics import monitoring_access
@@ -320,9 +320,10 @@ def _broker_status() -> str:
 
 
 class TokenCreateView(knox_views.LoginView):
-    """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once."""
+    """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once. Repeated
+    wrong passwords lock the account and the address out for a while (429 with Retry-After)."""
 
-    authentication_classes = [BasicAuthentication, SessionAuthentication]
+    authentication_classes = [LockoutAwareBasicAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
 
     @extend_schema(request=None, responses=serializers.TokenSerializer)
