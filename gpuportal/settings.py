@@ -126,6 +126,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # Not a rule: the hook after every password change, which revokes the account's API tokens.
+    {"NAME": "scheduling.services.accounts.RevokeApiTokensOnPasswordChange"},
 ]
 
 LANGUAGE_CODE = "en-us"

@@ -1,5 +1,8 @@
-"""Sign-in pages of our own: the lockout page (django-axes calls ``locked_out``)."""
+"""Account pages of our own: the lockout page (django-axes calls ``locked_out``) and the password change,
+which says that the account's API tokens went with the old password."""
 
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -15,3 +18,10 @@ def locked_out(request: HttpRequest, original_response=None, credentials=None) -
     if lockout.retry_after_s is not None:
         response["Retry-After"] = str(lockout.retry_after_s)
     return response
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    def form_valid(self, form):
+        response = super().form_valid(form)  # saves: the password_changed hook revokes the tokens
+        messages.success(self.request, accounts.tokens_revoked_message(form.user, "your account"))
+        return response
