@@ -247,6 +247,8 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 GPUPORTAL_ROUND_SECONDS = env.int("GPUPORTAL_ROUND_SECONDS", default=30)
 GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # trace seconds per real second
+# 1: this database is a throwaway demo, so demo_setup may create admin/admin in it (make demo passes a flag).
+GPUPORTAL_DEMO = env.bool("GPUPORTAL_DEMO", default=False)
 GPUPORTAL_SAMPLE_RETENTION_DAYS = env.int("GPUPORTAL_SAMPLE_RETENTION_DAYS", default=14)
 GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:8000")  # links in alert and report emails
 GPUPORTAL_LEDGER = {  # issue 10, docs/ledger.md
