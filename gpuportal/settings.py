@@ -203,6 +203,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Federation plane for one GPU fleet shared by Slurm, Kubernetes (Volcano) and Ray.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["scheduling.api.permissions.ApiDocsAccess"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -213,8 +214,10 @@ SPECTACULAR_SETTINGS = {
         "WhatIfStatusEnum": "scheduling.models.planning.WhatIfScenario.Status",
     },
 }
-# /health's details: a portal admin's session or this bearer token.
+# /metrics (per-team usage) and /health's details: a portal admin's session or this bearer token.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+GPUPORTAL_PUBLIC_METRICS = env.bool("GPUPORTAL_PUBLIC_METRICS", default=False)  # 1: /metrics for anyone
+GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)  # 1: schema and docs for anyone
 # Orchestrator credentials references may name only files inside these directories (symlinks and ".."
 # resolved first) or variables named GPUPORTAL_SECRET_*: scheduling/validators.py says why.
 GPUPORTAL_CREDENTIALS_DIRS = env.list("GPUPORTAL_CREDENTIALS_DIRS", default=["/etc/gpuportal/credentials"])

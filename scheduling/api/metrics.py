@@ -95,9 +95,12 @@ def monitoring_access(request) -> bool:
 
 
 def metrics_view(request):
-    token = getattr(settings, "METRICS_TOKEN", "")
-    if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
-        return HttpResponseForbidden("metrics need the bearer token set in METRICS_TOKEN")
+    """Per-team usage is not for everyone: admins or the token, unless GPUPORTAL_PUBLIC_METRICS opens it."""
+    if not (settings.GPUPORTAL_PUBLIC_METRICS or monitoring_access(request)):
+        return HttpResponseForbidden(
+            "metrics need a portal admin's session or the bearer token set in METRICS_TOKEN",
+            content_type="text/plain",
+        )
     registry = CollectorRegistry()
     registry.register(PortalCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

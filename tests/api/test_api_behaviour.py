@@ -136,8 +136,9 @@ def test_usage_rollups_filter_by_team_and_time(api, orchestrator, teams):
     assert not any(math.isnan(r["gpu_s_allocated"]) for r in rows["results"])
 
 
-def test_metrics_expose_pool_and_staleness_gauges(client, fleet, orchestrator):
-    body = client.get("/metrics").content.decode()
+def test_metrics_expose_pool_and_staleness_gauges(client, fleet, orchestrator, settings):
+    settings.METRICS_TOKEN = "t"  # /metrics needs it or an admin (tests/security)
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
     assert 'gpuportal_pool_gpus{orchestrator="slurm-a",state="total"} 64.0' in body
     assert 'gpuportal_source_stale{orchestrator="slurm-a"} 1.0' in body
 
