@@ -10,6 +10,7 @@ from pathlib import Path
 import environ
 import plotly
 from celery.schedules import crontab
+from csp import constants as csp
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPUPORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -49,12 +50,14 @@ INSTALLED_APPS = [
     "django_tables2",
     "simple_history",
     "axes",
+    "csp",
     "rules.apps.AutodiscoverRulesConfig",
     "scheduling",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -155,6 +158,29 @@ EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
 vars().update(EMAIL_CONFIG)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpuportal@localhost")
 
+# Content-Security-Policy (django-csp): this site's own files only. No page has an inline script (charts are
+# JSON data blocks drawn by static/js/charts.js) and plotly.js runs without eval. plotly.js does write two
+# <style> elements, an empty one it fills through the CSSOM and maplibre's CSS, and empty style attributes:
+# those exact texts are allowed by hash (tests/security/test_csp_browser.py names a new hash after an
+# upgrade). Pages of third-party code that need more say so per view. docs/security.md.
+CSP_EMPTY = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"  # sha256 of ""
+CSP_PLOTLY_MAPLIBRE_CSS = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"  # plotly.js 4.1
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp.SELF],
+        "script-src": [csp.SELF],
+        "style-src": [csp.SELF],
+        "style-src-elem": [csp.SELF, CSP_EMPTY, CSP_PLOTLY_MAPLIBRE_CSS],
+        "style-src-attr": [csp.UNSAFE_HASHES, CSP_EMPTY],
+        "img-src": [csp.SELF, "data:"],  # the favicon and plotly's image export are data: URLs
+        "font-src": [csp.SELF],
+        "connect-src": [csp.SELF],
+        "object-src": [csp.NONE],
+        "base-uri": [csp.SELF],
+        "form-action": [csp.SELF],
+        "frame-ancestors": [csp.NONE],
+    }
+}
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -177,6 +203,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "scheduling.api.renderers.BrowsableAPIRenderer",  # DRF's, with the styles its page inlines allowed
+    ],
     "DEFAULT_FILTER_BACKENDS": ["scheduling.api.fastpath.FilterBackend"],  # django-filter's, skipped when unused
     "DEFAULT_PAGINATION_CLASS": "scheduling.api.fastpath.PageNumberPagination",  # no COUNT(*) for a short page
     "PAGE_SIZE": 100,

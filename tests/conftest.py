@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling.models import Membership, Node, Orchestrator, Queue, Team
+from tests.browser import browser, session  # noqa: F401 - one headless browser for tests/e2e and tests/security
 
 
 @pytest.fixture

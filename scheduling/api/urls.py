@@ -1,5 +1,7 @@
 from functools import wraps
 
+from csp import constants as csp
+from csp.decorators import csp_replace
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.urls import include, path
@@ -53,6 +55,17 @@ urlpatterns = [
     # Schema, Swagger UI and Redoc need a signed-in user unless GPUPORTAL_PUBLIC_API_DOCS (ApiDocsAccess).
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file: the Content-Security-Policy allows no inline script.
-    path("docs/", docs_page(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
-    path("redoc/", docs_page(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
+    path(
+        "docs/",
+        docs_page(SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html")),
+        name="api-docs",
+    ),
+    # Redoc's bundle writes its styles as <style> elements (styled-components) and searches in a blob: worker.
+    path(
+        "redoc/",
+        csp_replace({"style-src-elem": [csp.SELF, csp.UNSAFE_INLINE], "worker-src": [csp.SELF, "blob:"]})(
+            docs_page(SpectacularRedocView.as_view(url_name="api-schema", template_name="api/redoc.html"))
+        ),
+        name="api-redoc",
+    ),
 ]

@@ -29,7 +29,7 @@ def test_the_overview_shows_the_fleets_real_numbers(client, federation, django_u
     allocated = sum(Node.objects.values_list("gpu_allocated", flat=True))
     assert re.search(rf'id="kpi-gpus-total">{total}<', body)
     assert re.search(rf'id="kpi-gpus-allocated">{allocated}<', body)
-    assert "plotly.min.js" in body and "Plotly.newPlot" in body
+    assert "plotly.min.js" in body and "js/charts.js" in body and 'class="plot" data-figure="' in body
     for name in ("slurm-hpc", "k8s-serving", "ray-sweeps"):
         assert name in body
 

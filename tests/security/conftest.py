@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from tests.api.conftest import stored_report  # noqa: F401 - a stored weekly report with empty sections
 from tests.rebalance.conftest import federation, inference_floor  # noqa: F401 - the rebalancer's small federation
 
 
