@@ -112,7 +112,9 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env.int("GPUPORTAL_SIGNIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("GPUPORTAL_SIGNIN_LOCKOUT_MINUTES", default=15)) or None
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
-AXES_RESET_ON_SUCCESS = True
+# A success must not clear the counts: axes would clear the whole address's, and an attacker holding one
+# account could sign in to it between guesses at everyone else's.
+AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_CALLABLE = "scheduling.views.accounts.locked_out"
 # Behind N reverse proxies the client's address is the one the nearest of them appended to X-Forwarded-For.
 GPUPORTAL_PROXY_COUNT = env.int("GPUPORTAL_PROXY_COUNT", default=0)

@@ -48,6 +48,13 @@ def test_a_username_is_locked_out_from_every_address_and_an_address_for_every_us
     assert _sign_in(client, "leo", "pw", address="10.0.4.1").status_code == 302
 
 
+def test_signing_in_to_ones_own_account_does_not_clear_the_failures_counted_for_the_address(client, cast, settings):
+    for n in range(settings.AXES_FAILURE_LIMIT - 1):
+        _sign_in(Client(), f"victim-{n}", "guess")
+    assert _sign_in(Client(), "otto", "pw").status_code == 302  # the attacker's own account
+    assert _sign_in(client, "victim-next", "guess").status_code == 429
+
+
 def test_the_token_endpoint_locks_out_with_json_saying_when_to_retry(cast, settings):
     answers = [_token("rita", "wrong").status_code for _ in range(settings.AXES_FAILURE_LIMIT - 1)]
     assert answers == [401] * (settings.AXES_FAILURE_LIMIT - 1)
