@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 
 demo: install
 	DEBUG=1 $(PY) manage.py migrate --noinput
-	DEBUG=1 $(PY) manage.py demo_setup
+	DEBUG=1 $(PY) manage.py demo_setup --i-know-this-is-a-demo
 	DEBUG=1 PORT=$(PORT) $(PY) manage.py rundemo
 
 test: install

@@ -10,6 +10,7 @@ from pathlib import Path
 import environ
 import plotly
 from celery.schedules import crontab
+from csp import constants as csp
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPUPORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -48,12 +49,15 @@ INSTALLED_APPS = [
     "django_filters",
     "django_tables2",
     "simple_history",
+    "axes",
+    "csp",
     "rules.apps.AutodiscoverRulesConfig",
     "scheduling",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -62,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into our lockout page
 ]
 
 ROOT_URLCONF = "gpuportal.urls"
@@ -97,9 +102,26 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 SILENCED_SYSTEM_CHECKS = ["models.W047"]
 
 AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: a locked-out caller is refused before any password check
     "rules.permissions.ObjectPermissionBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Brute force: after AXES_FAILURE_LIMIT wrong passwords an account, and separately an address, is locked
+# out of the sign-in form, the admin's and the API's token endpoint for the cool-off (0 minutes: until an
+# admin unlocks it). docs/security.md.
+AXES_FAILURE_LIMIT = env.int("GPUPORTAL_SIGNIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("GPUPORTAL_SIGNIN_LOCKOUT_MINUTES", default=15)) or None
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
+# A success must not clear the counts: axes would clear the whole address's, and an attacker holding one
+# account could sign in to it between guesses at everyone else's.
+AXES_RESET_ON_SUCCESS = False
+AXES_LOCKOUT_CALLABLE = "scheduling.views.accounts.locked_out"
+# Behind N reverse proxies the client's address is the one the nearest of them appended to X-Forwarded-For.
+GPUPORTAL_PROXY_COUNT = env.int("GPUPORTAL_PROXY_COUNT", default=0)
+if GPUPORTAL_PROXY_COUNT:
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    AXES_IPWARE_PROXY_COUNT = GPUPORTAL_PROXY_COUNT
+    AXES_IPWARE_PROXY_ORDER = "right-most"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
@@ -109,6 +131,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # Not a rule: the hook after every password change, which revokes the account's API tokens.
+    {"NAME": "scheduling.services.accounts.RevokeApiTokensOnPasswordChange"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -136,6 +160,29 @@ EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
 vars().update(EMAIL_CONFIG)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpuportal@localhost")
 
+# Content-Security-Policy (django-csp): this site's own files only. No page has an inline script (charts are
+# JSON data blocks drawn by static/js/charts.js) and plotly.js runs without eval. plotly.js does write two
+# <style> elements, an empty one it fills through the CSSOM and maplibre's CSS, and empty style attributes:
+# those exact texts are allowed by hash (tests/security/test_csp_browser.py names a new hash after an
+# upgrade). Pages of third-party code that need more say so per view. docs/security.md.
+CSP_EMPTY = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"  # sha256 of ""
+CSP_PLOTLY_MAPLIBRE_CSS = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"  # plotly.js 4.1
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp.SELF],
+        "script-src": [csp.SELF],
+        "style-src": [csp.SELF],
+        "style-src-elem": [csp.SELF, CSP_EMPTY, CSP_PLOTLY_MAPLIBRE_CSS],
+        "style-src-attr": [csp.UNSAFE_HASHES, CSP_EMPTY],
+        "img-src": [csp.SELF, "data:"],  # the favicon and plotly's image export are data: URLs
+        "font-src": [csp.SELF],
+        "connect-src": [csp.SELF],
+        "object-src": [csp.NONE],
+        "base-uri": [csp.SELF],
+        "form-action": [csp.SELF],
+        "frame-ancestors": [csp.NONE],
+    }
+}
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -158,6 +205,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "scheduling.api.renderers.BrowsableAPIRenderer",  # DRF's, with the styles its page inlines allowed
+    ],
     "DEFAULT_FILTER_BACKENDS": ["scheduling.api.fastpath.FilterBackend"],  # django-filter's, skipped when unused
     "DEFAULT_PAGINATION_CLASS": "scheduling.api.fastpath.PageNumberPagination",  # no COUNT(*) for a short page
     "PAGE_SIZE": 100,
@@ -184,6 +235,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Federation plane for one GPU fleet shared by Slurm, Kubernetes (Volcano) and Ray.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["scheduling.api.permissions.ApiDocsAccess"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -194,7 +246,13 @@ SPECTACULAR_SETTINGS = {
         "WhatIfStatusEnum": "scheduling.models.planning.WhatIfScenario.Status",
     },
 }
+# /metrics (per-team usage) and /health's details: a portal admin's session or this bearer token.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+GPUPORTAL_PUBLIC_METRICS = env.bool("GPUPORTAL_PUBLIC_METRICS", default=False)  # 1: /metrics for anyone
+GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)  # 1: schema and docs for anyone
+# Orchestrator credentials references may name only files inside these directories (symlinks and ".."
+# resolved first) or variables named GPUPORTAL_SECRET_*: scheduling/validators.py says why.
+GPUPORTAL_CREDENTIALS_DIRS = env.list("GPUPORTAL_CREDENTIALS_DIRS", default=["/etc/gpuportal/credentials"])
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
@@ -261,6 +319,8 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 GPUPORTAL_ROUND_SECONDS = env.int("GPUPORTAL_ROUND_SECONDS", default=30)
 GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # trace seconds per real second
+# 1: this database is a throwaway demo, so demo_setup may create admin/admin in it (make demo passes a flag).
+GPUPORTAL_DEMO = env.bool("GPUPORTAL_DEMO", default=False)
 GPUPORTAL_SAMPLE_RETENTION_DAYS = env.int("GPUPORTAL_SAMPLE_RETENTION_DAYS", default=14)
 GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:8000")  # links in alert and report emails
 # Quota request periods (issue 16): the longest period, the farthest a start may lie ahead, the most it may be
@@ -300,7 +360,9 @@ GPUPORTAL_REAPER = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Every record passes the secrets filter: a traceback may quote a credential an orchestrator echoed.
+    "filters": {"secrets": {"()": "scheduling.redact.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # WeasyPrint logs each layout step at INFO; only its warnings (a missing font, a bad CSS rule) matter.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"}},

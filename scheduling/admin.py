@@ -2,12 +2,15 @@
 with a required reason recorded in the history."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from simple_history.admin import SimpleHistoryAdmin
 
 from . import models
 from .services import governance
+from .services.accounts import tokens_revoked_message
 from .services.audit import save_audited
 
 
@@ -218,3 +221,17 @@ class LedgerFindingAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+admin.site.unregister(get_user_model())
+
+
+@admin.register(get_user_model())
+class PortalUserAdmin(UserAdmin):
+    """Django's user admin, saying when a password set here revoked the user's API tokens."""
+
+    def log_change(self, request, obj, message):
+        # Called once a change is saved; the set-password form's save ran the password_changed hook.
+        if hasattr(obj, "revoked_api_tokens"):
+            messages.info(request, tokens_revoked_message(obj, obj.get_username()))
+        return super().log_change(request, obj, message)

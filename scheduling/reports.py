@@ -8,8 +8,11 @@ for all teams, else a set of team slugs.
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
+import re
 from datetime import datetime
 from html import escape
 
@@ -178,6 +181,16 @@ def render_body(content: dict, scope, links: dict[str, str] | None = None) -> st
 def render_html(content: dict, scope, links: dict[str, str] | None = None) -> str:
     """A standalone HTML document (styles inline): the download, the email's HTML part, the PDF's source."""
     return render_to_string("scheduling/report/document.html", _context(content, scope, links))
+
+
+_STYLE = re.compile(r"<style>(.*?)</style>", re.DOTALL)
+
+
+def style_hashes(html: str) -> list[str]:
+    """CSP sources for exactly the <style> elements of ``html`` (a downloaded report is one file, no stylesheet)."""
+    return [
+        f"'sha256-{base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()}'" for css in _STYLE.findall(html)
+    ]
 
 
 def render_pdf(content: dict, scope, links: dict[str, str] | None = None) -> bytes:

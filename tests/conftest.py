@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling.models import Membership, Node, Orchestrator, Queue, Team
+from tests.browser import browser, session  # noqa: F401 - one headless browser for tests/e2e and tests/security
 
 
 @pytest.fixture
@@ -92,3 +93,22 @@ def _fresh_cache():
 
     cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _client_login_passes_a_request():
+    """django-axes refuses ``authenticate()`` without a request (it could not count the attempt), and
+    Django's test client calls it without one: give ``Client.login`` a request, as axes' docs advise, so a
+    test may still sign in with a password (``force_login`` needs nothing)."""
+    from django.test import RequestFactory
+    from django.test.client import ClientMixin
+
+    original = ClientMixin.login
+
+    def login(self, **credentials):
+        credentials.setdefault("request", RequestFactory().post("/accounts/login/"))
+        return original(self, **credentials)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ClientMixin, "login", login)
+        yield

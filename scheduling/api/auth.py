@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.authentication import BasicScheme
 from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication
 from knox.crypto import hash_token
@@ -26,6 +27,9 @@ from knox.models import get_token_model
 from knox.settings import CONSTANTS, knox_settings
 from knox.signals import token_expired
 from rest_framework import exceptions
+from rest_framework.authentication import BasicAuthentication
+
+from scheduling.services.accounts import lockout_for
 
 
 @functools.cache
@@ -108,10 +112,44 @@ class SingleQueryTokenAuthentication(TokenAuthentication):
         return True
 
 
+class SignInLocked(exceptions.APIException):
+    """429 with Retry-After (DRF's handler sets it from ``wait``) while a lockout cools off."""
+
+    status_code = 429
+    default_code = "locked_out"
+
+    def __init__(self, detail: str, wait: int) -> None:
+        super().__init__(detail)
+        self.wait = wait
+
+
+class LockoutAwareBasicAuthentication(BasicAuthentication):
+    """HTTP basic auth for the token endpoint. django-axes counts its failures (Django's ``authenticate``
+    gets the request) and refuses a locked-out caller; this says so, and when to retry, instead of a
+    plain "Invalid username/password" that would invite the next guess."""
+
+    def authenticate_credentials(self, userid, password, request=None):
+        try:
+            return super().authenticate_credentials(userid, password, request)
+        except exceptions.AuthenticationFailed:
+            if not getattr(request, "axes_locked_out", False):
+                raise
+            lockout = lockout_for(request)
+            if lockout.retry_after_s is None:
+                raise exceptions.PermissionDenied(lockout.message, code="locked_out") from None
+            raise SignInLocked(lockout.message, lockout.retry_after_s) from None
+
+
 class SingleQueryTokenScheme(KnoxTokenScheme):
     """The OpenAPI schema describes these tokens as knox's ("Authorization: Token <token>")."""
 
     target_class = SingleQueryTokenAuthentication
+
+
+class LockoutAwareBasicScheme(BasicScheme):
+    """The schema describes the token endpoint's basic auth as plain HTTP basic."""
+
+    target_class = LockoutAwareBasicAuthentication
 
 
 def purge_expired_tokens(user) -> int:

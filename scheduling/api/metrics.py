@@ -84,10 +84,24 @@ def ledger_family() -> GaugeMetricFamily:
     return gauge
 
 
+def monitoring_access(request) -> bool:
+    """A portal admin's session, or ``Authorization: Bearer <METRICS_TOKEN>`` (Prometheus, uptime probes)."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_active and user.is_staff:
+        return True
+    token = settings.METRICS_TOKEN
+    presented = request.headers.get("Authorization", "")
+    # Bytes: compare_digest refuses non-ASCII text, and a header is whatever the client sent.
+    return bool(token) and hmac.compare_digest(presented.encode(), f"Bearer {token}".encode())
+
+
 def metrics_view(request):
-    token = getattr(settings, "METRICS_TOKEN", "")
-    if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
-        return HttpResponseForbidden("metrics need the bearer token set in METRICS_TOKEN")
+    """Per-team usage is not for everyone: admins or the token, unless GPUPORTAL_PUBLIC_METRICS opens it."""
+    if not (settings.GPUPORTAL_PUBLIC_METRICS or monitoring_access(request)):
+        return HttpResponseForbidden(
+            "metrics need a portal admin's session or the bearer token set in METRICS_TOKEN",
+            content_type="text/plain",
+        )
     registry = CollectorRegistry()
     registry.register(PortalCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,5 +1,6 @@
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from scheduling.api.fastpath import FastReadMixin, RelatedName
@@ -17,6 +18,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
 
 class NulSafeSlugRelatedField(serializers.SlugRelatedField):
@@ -64,12 +66,48 @@ class QueueHistorySerializer(serializers.Serializer):
     burst_limit = serializers.IntegerField()
 
 
-class OrchestratorSerializer(ModelSerializer):
+class AdminOnlyFieldsMixin:
+    """Leaves out ``admin_only_fields`` for anyone but a portal admin: orchestrator errors name hosts,
+    paths and server replies that only those who configure the orchestrators need."""
+
+    admin_only_fields: tuple[str, ...] = ()
+
+    def get_fields(self):
+        fields = super().get_fields()
+        request = self.context.get("request")
+        if getattr(self.context.get("view"), "swagger_fake_view", False):
+            return fields  # the schema documents them (as admins-only), whoever reads it
+        if request is not None and not getattr(request.user, "is_staff", False):
+            for name in self.admin_only_fields:
+                fields.pop(name, None)
+        return fields
+
+
+def django_check(check):
+    """A serializer validator from one of scheduling.validators' checks (the model runs the same ones)."""
+
+    def validate(value):
+        try:
+            check(value)
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.messages) from None
+        return value
+
+    return validate
+
+
+class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
     credentials_ref = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, help_text="env:NAME or file:/path; never returned"
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        validators=[django_check(check_credentials_ref)],
+        help_text=f"env:{ENV_PREFIX}NAME or file:/path inside GPUPORTAL_CREDENTIALS_DIRS; never returned",
     )
+    endpoint = serializers.CharField(max_length=300, validators=[django_check(check_endpoint)])
     stale = serializers.BooleanField(source="is_stale", read_only=True)
     has_credentials = serializers.SerializerMethodField()
+    admin_only_fields = ("last_error",)
 
     class Meta:
         model = Orchestrator
@@ -88,14 +126,10 @@ class OrchestratorSerializer(ModelSerializer):
             "stale",
         ]
         read_only_fields = ["last_success_at", "last_error", "last_error_at"]
+        extra_kwargs = {"last_error": {"help_text": "The latest scrape's error; left out for all but portal admins."}}
 
     def get_has_credentials(self, obj) -> bool:
         return bool(obj.credentials_ref)
-
-    def validate_credentials_ref(self, value: str) -> str:
-        if value and not value.startswith(("env:", "file:")):
-            raise serializers.ValidationError("must be env:NAME or file:/path (the secret itself is never stored)")
-        return value
 
 
 class NodeSerializer(ModelSerializer):
@@ -233,8 +267,10 @@ class UsageRollupSerializer(ModelSerializer):
         ]
 
 
-class CollectorRunSerializer(ModelSerializer):
+class CollectorRunSerializer(AdminOnlyFieldsMixin, ModelSerializer):
     orchestrator = RelatedName("name")
+    error = serializers.CharField(read_only=True, help_text="What failed; left out for all but portal admins.")
+    admin_only_fields = ("error",)
 
     class Meta:
         model = CollectorRun

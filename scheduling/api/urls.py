@@ -1,10 +1,29 @@
+from functools import wraps
+
+from csp import constants as csp
+from csp.decorators import csp_replace
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
 from . import ledger, views
 from .planning import WhatIfViewSet
 from .reports import CapacityReportViewSet, ReportSubscriptionView
+
+
+def docs_page(view):
+    """A browser that is not signed in is sent to sign in first, not shown a bare 403."""
+
+    @wraps(view)
+    def page(request, *args, **kwargs):
+        if not (settings.GPUPORTAL_PUBLIC_API_DOCS or request.user.is_authenticated):
+            return redirect_to_login(request.get_full_path())
+        return view(request, *args, **kwargs)
+
+    return page
+
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -33,7 +52,20 @@ urlpatterns = [
     path("v1/auth/tokens/", views.TokenCreateView.as_view(), name="token-create"),
     path("v1/auth/logout/", views.TokenLogoutView.as_view(), name="token-logout"),
     path("v1/auth/logout-all/", views.TokenLogoutAllView.as_view(), name="token-logout-all"),
+    # Schema, Swagger UI and Redoc need a signed-in user unless GPUPORTAL_PUBLIC_API_DOCS (ApiDocsAccess).
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # The split view serves its start-up script as a file: the Content-Security-Policy allows no inline script.
+    path(
+        "docs/",
+        docs_page(SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html")),
+        name="api-docs",
+    ),
+    # Redoc's bundle writes its styles as <style> elements (styled-components) and searches in a blob: worker.
+    path(
+        "redoc/",
+        csp_replace({"style-src-elem": [csp.SELF, csp.UNSAFE_INLINE], "worker-src": [csp.SELF, "blob:"]})(
+            docs_page(SpectacularRedocView.as_view(url_name="api-schema", template_name="api/redoc.html"))
+        ),
+        name="api-redoc",
+    ),
 ]

@@ -6,7 +6,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from knox import views as knox_views
 from rest_framework import mixins, status, viewsets
-from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
@@ -32,9 +32,10 @@ from scheduling.services.audit import stamp_author
 
 from . import filters, list_cache, serializers
 from .access import only_visible, pools_or_visible
-from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
+from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .list_cache import CachedListMixin
+from .metrics import monitoring_access
 from .permissions import ReadOrAdminWrite
 
 # Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
@@ -258,7 +259,24 @@ class FragmentationView(APIView):
 
 def health(request):
     """Database, broker, cache and each orchestrator's freshness; 503 when the database or broker is down.
-    The broker and cache checks run at once with bounded timeouts (services/health.py)."""
+    The broker and cache checks run at once with bounded timeouts (services/health.py).
+
+    Anyone (a load balancer, an uptime probe) gets one word per component; the details (error texts,
+    source names, last successes) go to portal admins and to the bearer of METRICS_TOKEN only: an error
+    may name hosts, paths or what a server answered."""
+    checks = _health_checks()
+    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
+    return JsonResponse(
+        {
+            "status": "ok" if healthy else "error",
+            "checks": checks if monitoring_access(request) else _summary(checks),
+            "time": timezone.now(),
+        },
+        status=200 if healthy else 503,
+    )
+
+
+def _health_checks() -> dict[str, object]:
     checks: dict[str, object] = {}
     remote = health_checks.start({"broker": health_checks.broker_status, "cache": health_checks.cache_status})
     try:
@@ -278,17 +296,26 @@ def health(request):
     )
     if checks["database"] == "ok":
         checks["api_list_cache"] = list_cache.describe()
-    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
-    return JsonResponse(
-        {"status": "ok" if healthy else "error", "checks": checks, "time": timezone.now()},
-        status=200 if healthy else 503,
-    )
+    return checks
+
+
+def _summary(checks: dict) -> dict[str, str]:
+    """One word per component, no error text."""
+    sources_fresh = checks["database"] == "ok" and not any(o["stale"] for o in checks["orchestrators"].values())
+    word = {True: "ok", False: "degraded"}
+    return {
+        "database": word[checks["database"] == "ok"],
+        "broker": word[checks["broker"] == "ok"],
+        "cache": word[checks["cache"] == "ok"],
+        "orchestrators": word[sources_fresh],
+    }
 
 
 class TokenCreateView(knox_views.LoginView):
-    """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once."""
+    """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once. Repeated
+    wrong passwords lock the account and the address out for a while (429 with Retry-After)."""
 
-    authentication_classes = [BasicAuthentication, SessionAuthentication]
+    authentication_classes = [LockoutAwareBasicAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
 
     @extend_schema(request=None, responses=serializers.TokenSerializer)

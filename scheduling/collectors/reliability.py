@@ -75,8 +75,12 @@ class CircuitBreaker:
         failure_threshold: int = 3,
         reset_after_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        mask: Callable[[str], str] = str,
     ) -> None:
         self.state = state if state is not None else BreakerState()
+        # The remembered error is persisted and repeated in later CircuitOpen messages: the caller's
+        # mask (scheduling.redact with the source's secrets) runs before it is kept and cut to length.
+        self.mask = mask
         self.failure_threshold = failure_threshold
         self.reset_after_s = reset_after_s
         self.clock = clock
@@ -99,7 +103,7 @@ class CircuitBreaker:
 
     def record_failure(self, error: str = "") -> None:
         self.state.consecutive_failures += 1
-        self.state.last_error = error[:500]
+        self.state.last_error = self.mask(error)[:500]
         # A failed half-open trial re-opens at once; otherwise open when the threshold is reached.
         if self.state.opened_at is not None or self.state.consecutive_failures >= self.failure_threshold:
             self.state.opened_at = self.clock()

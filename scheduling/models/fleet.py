@@ -1,15 +1,18 @@
 """Orchestrators, the nodes they own, the work they run, and what each scrape saw."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
+
+from scheduling.validators import check_credentials_ref, check_endpoint
 
 
 class Orchestrator(models.Model):
     """One endpoint of kind slurm | kubernetes | ray, with the pool of nodes it owns.
 
-    ``credentials_ref`` names where the secret lives (``env:VAR`` or ``file:/path``); the secret itself
-    is never stored in the database nor shown by the API. ``demo://`` endpoints are served by the
-    embedded demo federation.
+    ``credentials_ref`` names where the secret lives (``env:GPUPORTAL_SECRET_NAME`` or a file inside the
+    credentials directories, see scheduling/validators.py); the secret itself is never stored in the
+    database nor shown by the API. ``demo://`` endpoints are served by the embedded demo federation.
     """
 
     class Kind(models.TextChoices):
@@ -44,6 +47,17 @@ class Orchestrator(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    def clean(self) -> None:
+        """Where the worker may read the secret and where it may send it (admin, services, commands)."""
+        errors = {}
+        for field, check in (("credentials_ref", check_credentials_ref), ("endpoint", check_endpoint)):
+            try:
+                check(getattr(self, field))
+            except ValidationError as error:
+                errors[field] = error.messages
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def is_stale(self) -> bool:

@@ -40,6 +40,7 @@ from scheduling.collectors.prometheus import DcgmWindow, GpuSeries, PrometheusCo
 from scheduling.collectors.reliability import CircuitBreaker
 from scheduling.models import CollectorRun, Node, Orchestrator, UsageSample, Workload, WorkloadUtilisation
 
+from .credentials import endpoint_of, masked
 from .metrics import refresh_rollups
 
 DEFAULT_STEP_S = 15.0
@@ -351,7 +352,7 @@ def hostname_resolver(names: Iterable[str]):
 def build_prometheus_collector(source: Orchestrator, breaker: CircuitBreaker | None, secret: str = ""):  # nosec B107 - empty means no auth
     options = source.options or {}
     return PrometheusCollector(
-        source.endpoint,
+        endpoint_of(source),
         name=source.name,
         headers=auth_headers(secret, options.get("auth", "bearer")),
         metric=options.get("metric", "DCGM_FI_DEV_GPU_UTIL"),
@@ -526,5 +527,5 @@ def scrape_busy(source: Orchestrator, breaker: CircuitBreaker, secret: str = "")
         ok=True,
         nodes=outcome.hosts_seen,
         gpus_total=outcome.gpus_seen,
-        error="; ".join(outcome.notes())[:2000],
+        error=masked("; ".join(outcome.notes()), source)[:2000],
     )

@@ -4,11 +4,9 @@ Nothing lives in a worker's memory between rounds: the breaker's state and the s
 columns of the Orchestrator row, so any worker may run the next scrape and two never run at once.
 """
 
-import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 from django.db.models import Q
 from django.utils import timezone
@@ -26,31 +24,11 @@ from scheduling.models import CollectorRun, Orchestrator
 
 from .audit import save_audited
 from .busy import scrape_busy
+from .credentials import CredentialError, endpoint_of, masked, resolve_secret
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
 
 LEASE = timedelta(minutes=5)
-
-
-class CredentialError(CollectorError):
-    """The credentials reference cannot be resolved (unset variable, unreadable file)."""
-
-
-def resolve_secret(reference: str) -> str:
-    """``env:NAME`` or ``file:/path``: where the secret lives; the database never holds it."""
-    if not reference:
-        return ""
-    kind, _, target = reference.partition(":")
-    if kind == "env":
-        if target not in os.environ:
-            raise CredentialError(f"credentials_ref: environment variable {target} is not set")
-        return os.environ[target].strip()
-    if kind == "file":
-        try:
-            return Path(target).read_text().strip()
-        except OSError as error:
-            raise CredentialError(f"credentials_ref: cannot read {target}: {error.strerror}") from error
-    raise CredentialError(f"credentials_ref must be env:NAME or file:/path, not {reference!r}")
 
 
 def team_mapping(options: dict) -> TeamMapping:
@@ -71,14 +49,14 @@ def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
     }
     if orchestrator.kind == Orchestrator.Kind.SLURM:
         return SlurmCollector(
-            orchestrator.endpoint,
+            endpoint_of(orchestrator),
             resolve_secret(orchestrator.credentials_ref),
             options.get("user", "slurm"),
             options.get("api_version", "v0.0.38"),
             **common,
         )
     if orchestrator.kind == Orchestrator.Kind.RAY:
-        return RayCollector(orchestrator.endpoint, **common)
+        return RayCollector(endpoint_of(orchestrator), **common)
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
         return KubernetesCollector(kubernetes_api(orchestrator), volcano=options.get("volcano", True), **common)
     raise CollectorError(f"kind: no collector for {orchestrator.kind!r} sources yet")
@@ -116,7 +94,8 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
     if not acquire_lease(orchestrator_id):
         return ScrapeOutcome(orchestrator.name, None, skipped="another scrape holds the lease")
-    breaker = CircuitBreaker(BreakerState.from_dict(orchestrator.breaker_state or {}))
+    state = BreakerState.from_dict(orchestrator.breaker_state or {})
+    breaker = CircuitBreaker(state, mask=lambda text: masked(text, orchestrator))
     started = time.perf_counter()
     try:
         if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:

@@ -15,6 +15,7 @@ from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snaps
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
 from .bulk import chunks, field_values, write_rows
+from .credentials import masked
 from .ledger import record_views
 from .metrics import refresh_rollups
 
@@ -62,7 +63,7 @@ def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_
         workloads_running=running,
         workloads_pending=pending,
         pending_gpus=round(snapshot.pending_gpus),
-        error="; ".join(snapshot.errors)[:2000],
+        error=masked("; ".join(snapshot.errors), orchestrator)[:2000],
     )
 
 
@@ -267,6 +268,7 @@ def _record_samples(orchestrator: Orchestrator, snapshot: Snapshot, now: datetim
 def record_failure(orchestrator: Orchestrator, error: str, *, duration_ms: int = 0) -> CollectorRun:
     """Mark the source stale with its error; its last good nodes, workloads and samples stay as they were."""
     now = timezone.now()
+    error = masked(error, orchestrator)  # before the cut: half a secret would no longer be recognised
     Orchestrator.objects.filter(pk=orchestrator.pk).update(last_error=error[:2000], last_error_at=now)
     orchestrator.last_error, orchestrator.last_error_at = error[:2000], now
     return CollectorRun.objects.create(

@@ -56,7 +56,8 @@ from scheduling.models import Node as NodeRow
 from scheduling.models import NodeMove, Orchestrator, RebalancePlan, UsageRollup, UsageSample, Workload
 
 from .audit import require_reason, save_audited
-from .collection import kubernetes_api, resolve_secret
+from .collection import kubernetes_api
+from .credentials import endpoint_of, masked, resolve_secret
 from .demo import DEMO_PREFIX
 from .pool_policies import bounds_now, enabled_rules, local_moment
 
@@ -434,7 +435,7 @@ class SlurmVerbs(PoolVerbs):
         options = orchestrator.options or {}
         conf = _options(orchestrator).get("slurm_conf") or options.get("slurm_conf")
         self.actuator = SlurmActuator(
-            orchestrator.endpoint,
+            endpoint_of(orchestrator),
             resolve_secret(orchestrator.credentials_ref),
             options.get("user", "slurm"),
             options.get("api_version", "v0.0.38"),
@@ -679,6 +680,8 @@ def _verified(move: NodeMove, verbs_of) -> bool:
 
 def _fail(plan: RebalancePlan, moves: list[NodeMove], verbs_of, reason: str) -> StepOutcome:
     """Put every node that is between owners back with its source, then fail the plan with the reason."""
+    involved = {o.pk: o for m in moves for o in (m.source, m.target)}.values()
+    reason = masked(reason, *involved)  # an actuator's error may quote the credentials it sent
     problems = []
     for move in moves:
         if move.state != NodeMove.State.DRAINING:
@@ -688,7 +691,7 @@ def _fail(plan: RebalancePlan, moves: list[NodeMove], verbs_of, reason: str) -> 
             move.state = NodeMove.State.ROLLED_BACK
         except (CollectorError, ValueError, OSError) as error:
             move.state = NodeMove.State.FAILED
-            problems.append(f"{move.node.name} could not be rolled back ({error}); check it by hand")
+            problems.append(masked(f"{move.node.name} could not be rolled back ({error}); check it by hand", *involved))
         move.save(update_fields=["state", "updated_at"])
     plan.state = RebalancePlan.State.FAILED
     plan.error = "; ".join([reason, *problems])[:2000]

@@ -64,6 +64,8 @@ def rendered(report, fmt: str, scope) -> HttpResponse:
     else:
         payload = reports.render_html(report.content, scope)
     response = HttpResponse(payload, content_type=CONTENT_TYPES[fmt])
+    if fmt == "html":  # read by django-csp's middleware: the document's own <style>, and no other
+        response._csp_update = {"style-src-elem": reports.style_hashes(payload)}
     name = f"capacity-report-{report.period_start:%Y-%m-%d}.{fmt}"
     response["Content-Disposition"] = f'{"inline" if fmt == "html" else "attachment"}; filename="{name}"'
     return response

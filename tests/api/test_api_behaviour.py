@@ -101,7 +101,7 @@ def test_credentials_are_write_only_and_must_be_a_reference(api):
     assert bad.status_code == 400 and "credentials_ref" in bad.json()
     good = api("admin").post(
         "/api/v1/orchestrators/",
-        {"name": "s1", "kind": "slurm", "endpoint": "http://x:6820", "credentials_ref": "env:SLURM_JWT"},
+        {"name": "s1", "kind": "slurm", "endpoint": "http://x:6820", "credentials_ref": "env:GPUPORTAL_SECRET_JWT"},
         format="json",
     )
     assert good.status_code == 201
@@ -136,13 +136,15 @@ def test_usage_rollups_filter_by_team_and_time(api, orchestrator, teams):
     assert not any(math.isnan(r["gpu_s_allocated"]) for r in rows["results"])
 
 
-def test_metrics_expose_pool_and_staleness_gauges(client, fleet, orchestrator):
-    body = client.get("/metrics").content.decode()
+def test_metrics_expose_pool_and_staleness_gauges(client, fleet, orchestrator, settings):
+    settings.METRICS_TOKEN = "t"  # /metrics needs it or an admin (tests/security)
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
     assert 'gpuportal_pool_gpus{orchestrator="slurm-a",state="total"} 64.0' in body
     assert 'gpuportal_source_stale{orchestrator="slurm-a"} 1.0' in body
 
 
-def test_health_reports_database_broker_and_sources(client, orchestrator):
+def test_health_reports_database_broker_and_sources(client, orchestrator, cast):
+    client.force_login(cast["admin"])  # the details are for admins (tests/security)
     response = client.get("/health")
     data = response.json()
     assert data["checks"]["database"] == "ok"

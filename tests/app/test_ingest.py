@@ -137,11 +137,11 @@ def test_only_one_scrape_holds_an_orchestrators_lease(orchestrator):
 
 def test_a_missing_credential_names_the_variable(db):
     orchestrator, _ = register_orchestrator(
-        kind="slurm", name="slurm-x", url="http://127.0.0.1:9", credentials_ref="env:GPUPORTAL_TEST_UNSET_TOKEN"
+        kind="slurm", name="slurm-x", url="http://127.0.0.1:9", credentials_ref="env:GPUPORTAL_SECRET_TEST_UNSET_TOKEN"
     )
     scrape(orchestrator.pk)
     orchestrator.refresh_from_db()
-    assert "GPUPORTAL_TEST_UNSET_TOKEN is not set" in orchestrator.last_error
+    assert "GPUPORTAL_SECRET_TEST_UNSET_TOKEN is not set" in orchestrator.last_error
 
 
 def test_register_orchestrator_is_idempotent_and_collect_reports_json(db, capsys):

@@ -78,8 +78,9 @@ def test_busy_now_reads_the_latest_measured_sample_not_the_newest_one(measured):
     assert busy.busy_now() == 5
 
 
-def test_metrics_expose_busy_gpus_efficiency_and_idle_allocated_hours(measured, client):
-    body = client.get("/metrics").content.decode()
+def test_metrics_expose_busy_gpus_efficiency_and_idle_allocated_hours(measured, client, settings):
+    settings.METRICS_TOKEN = "t"  # /metrics needs it or an admin (tests/security)
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
     assert 'gpuportal_pool_busy_gpus{orchestrator="slurm-a"} 5.0' in body
     assert 'gpuportal_efficiency_ratio{name="nlp",scope="team"} 0.5' in body
     assert 'gpuportal_idle_allocated_gpu_hours{team="nlp"} 1.0' in body

@@ -1,31 +1,10 @@
-"""Browser tests: Debian's headless chromium driven by Playwright against pytest-django's live server."""
+"""Browser tests: Debian's headless chromium driven by Playwright against pytest-django's live server
+(the browser and session fixtures are tests/browser.py's, registered in tests/conftest.py)."""
 
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
-
-from tests.support import require
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls made by fixtures here are
-# still plain synchronous calls, so Django's async-safety guard would be a false alarm.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-
-@pytest.fixture(scope="session")
-def browser():
-    require(CHROMIUM.exists(), f"needs Debian's chromium at {CHROMIUM} (scripts/ci/install-chromium.sh)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield instance
-        instance.close()
 
 
 @pytest.fixture
@@ -35,43 +14,3 @@ def federation(transactional_db):
     demo.create_demo_federation()
     demo.fill_history(days=0.2, step_s=600)
     return timezone.now() + timedelta(days=1)
-
-
-class Session:
-    """One browser context (a person), recording console errors and failed requests."""
-
-    def __init__(self, browser, base_url: str, width: int = 1280):
-        self.context = browser.new_context(viewport={"width": width, "height": 900})
-        self.page = self.context.new_page()
-        self.base_url = base_url
-        self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-    def go(self, path: str):
-        response = self.page.goto(self.base_url + path)
-        assert response is not None and response.status == 200, f"{path}: {response and response.status}"
-        return self.page
-
-    def log_in(self, username: str, password: str) -> None:
-        self.page.goto(self.base_url + "/accounts/login/")
-        self.page.get_by_label("Username").fill(username)
-        self.page.get_by_label("Password").fill(password)
-        self.page.get_by_role("button", name="Log in").click()
-        self.page.wait_for_url(self.base_url + "/")
-
-    def close(self) -> None:
-        self.context.close()
-
-
-@pytest.fixture
-def session(browser, live_server):
-    opened: list[Session] = []
-
-    def open_session(width: int = 1280) -> Session:
-        opened.append(Session(browser, live_server.url, width))
-        return opened[-1]
-
-    yield open_session
-    for item in opened:
-        item.close()

@@ -99,8 +99,9 @@ def test_the_overview_banner_names_an_open_high_severity_finding(client, cast, w
     assert "Double ownership" in banner and "dgx02" in banner
 
 
-def test_metrics_have_a_gauge_per_finding_kind(client, with_double):
-    text = client.get("/metrics").content.decode()
+def test_metrics_have_a_gauge_per_finding_kind(client, with_double, settings):
+    settings.METRICS_TOKEN = "t"  # /metrics needs it or an admin (tests/security)
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
     assert 'gpuportal_ledger_findings_open{kind="double_ownership"} 1.0' in text
     assert 'gpuportal_ledger_findings_open{kind="orphan"} 0.0' in text
     assert text.count("gpuportal_ledger_findings_open{") == len(LedgerFinding.Kind.values)

@@ -29,12 +29,12 @@ def _live(kind: str):
 
 @pytest.fixture
 def sources(slurm_fleet, cluster, monkeypatch):  # noqa: F811
-    monkeypatch.setenv("GPUPORTAL_TEST_SLURM_JWT", slurm_fleet.token)
+    monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(
         name="slurm-live",
         kind="slurm",
         endpoint=slurm_fleet.url,
-        credentials_ref="env:GPUPORTAL_TEST_SLURM_JWT",
+        credentials_ref="env:GPUPORTAL_SECRET_TEST_JWT",
         options={"user": slurm_fleet.user},
     )
     k8s = Orchestrator.objects.create(
@@ -126,12 +126,12 @@ def test_ray_nodes_join_their_hosts_through_aliases_and_a_resumed_slurm_node_is_
 ):
     from scheduling.models import FleetHost, NodeAlias
 
-    monkeypatch.setenv("GPUPORTAL_TEST_SLURM_JWT", slurm_fleet.token)
+    monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(
         name="slurm-live",
         kind="slurm",
         endpoint=slurm_fleet.url,
-        credentials_ref="env:GPUPORTAL_TEST_SLURM_JWT",
+        credentials_ref="env:GPUPORTAL_SECRET_TEST_JWT",
         options={"user": slurm_fleet.user},
     )
     ray = Orchestrator.objects.create(name="ray-live", kind="ray", endpoint=ray_cluster.url)

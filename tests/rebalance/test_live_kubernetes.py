@@ -21,9 +21,9 @@ IN_BOTH = ("dgx01", "dgx02", "dgx03", "dgx04", "dgx05", "dgx06")  # node names t
 def test_a_plan_drains_two_nodes_in_slurm_and_labels_and_uncordons_them_in_kubernetes(
     slurm_fleet, cluster, monkeypatch, django_user_model  # noqa: F811
 ):
-    monkeypatch.setenv("GPUPORTAL_TEST_SLURM_JWT", slurm_fleet.token)
+    monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(
-        name="slurm-live", kind="slurm", endpoint=slurm_fleet.url, credentials_ref="env:GPUPORTAL_TEST_SLURM_JWT",
+        name="slurm-live", kind="slurm", endpoint=slurm_fleet.url, credentials_ref="env:GPUPORTAL_SECRET_TEST_JWT",
         options={"user": slurm_fleet.user,
                  "rebalance": {"dry_run": False, "slurm_conf": slurm_fleet.env["SLURM_CONF"]}},
     )

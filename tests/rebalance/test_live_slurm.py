@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def federation(slurm_fleet, monkeypatch, django_user_model):  # noqa: F811
-    monkeypatch.setenv("GPUPORTAL_TEST_SLURM_JWT", slurm_fleet.token)
+    monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(
-        name="slurm-live", kind="slurm", endpoint=slurm_fleet.url, credentials_ref="env:GPUPORTAL_TEST_SLURM_JWT",
+        name="slurm-live", kind="slurm", endpoint=slurm_fleet.url, credentials_ref="env:GPUPORTAL_SECRET_TEST_JWT",
         options={"user": slurm_fleet.user, "api_version": "v0.0.38",
                  "rebalance": {"dry_run": False, "slurm_conf": slurm_fleet.env["SLURM_CONF"]}},
     )

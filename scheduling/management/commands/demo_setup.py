@@ -1,16 +1,36 @@
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 
 from scheduling.models import Workload
 from scheduling.services import demo
 
+CONSENT_FLAG = "--i-know-this-is-a-demo"
+
 
 class Command(BaseCommand):
-    help = "Create the demo federation (users, teams, three orchestrators, 40 nodes) and fill its history."
+    help = (
+        "Create the demo federation (users, teams, three orchestrators, 40 nodes) and fill its history. "
+        f"Its users sign in with their names as passwords (admin/admin): it runs only with {CONSENT_FLAG} "
+        "or GPUPORTAL_DEMO=1."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--history-days", type=float, default=3.0, help="days of history to replay (default 3)")
+        parser.add_argument(
+            CONSENT_FLAG,
+            action="store_true",
+            dest="demo_consent",
+            help="this database is a throwaway demo: create the admin/admin superuser and friends in it",
+        )
 
-    def handle(self, *args, history_days: float, **options):
+    def handle(self, *args, history_days: float, demo_consent: bool, **options):
+        # DEBUG says nothing about the database: a production database must never get admin/admin.
+        if not (demo_consent or settings.GPUPORTAL_DEMO):
+            raise CommandError(
+                "demo_setup creates the superuser admin/admin and three more users whose passwords are their "
+                f"names. Run it only on a throwaway demo database, with {CONSENT_FLAG} or GPUPORTAL_DEMO=1 "
+                "(make demo passes it)."
+            )
         demo.create_demo_federation()
         if Workload.objects.exists():
             self.stdout.write("Demo history already present; keeping it.")
