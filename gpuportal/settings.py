@@ -93,6 +93,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Audit reasons and decision comments are stored whole in the history (scheduling/limits.py bounds them);
+# simple-history's default varchar(100) made a longer comment fail the decision on PostgreSQL.
+SIMPLE_HISTORY_HISTORY_CHANGE_REASON_USE_TEXT_FIELD = True
 # SQLite cannot enforce NULLS NOT DISTINCT; rollups are rebuilt by delete-then-insert, so nothing relies on it.
 SILENCED_SYSTEM_CHECKS = ["models.W047"]
 

@@ -7,13 +7,14 @@ from django.core.exceptions import ValidationError
 from simple_history.admin import SimpleHistoryAdmin
 
 from . import models
+from .limits import COMMENT_MAX_CHARS
 from .services import governance
 from .services.audit import save_audited
 
 
 class ReasonForm(forms.ModelForm):
     change_reason = forms.CharField(
-        max_length=300, help_text="Why? Recorded with your name in the history.", required=True
+        max_length=COMMENT_MAX_CHARS, help_text="Why? Recorded with your name in the history.", required=True
     )
 
 

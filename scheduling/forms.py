@@ -5,6 +5,7 @@ from decimal import Decimal
 from django import forms
 from django.utils import timezone
 
+from scheduling.limits import COMMENT_MAX_CHARS, JUSTIFICATION_MAX_CHARS
 from scheduling.models import Orchestrator, Queue, Team
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
@@ -26,7 +27,7 @@ class QuotaRequestForm(forms.Form):
     ends_at = forms.DateTimeField(label="End (UTC)", widget=DATETIME_INPUT)
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=4000,
+        max_length=JUSTIFICATION_MAX_CHARS,
         error_messages={"required": "A justification is required: say what the GPUs are for."},
     )
 
@@ -50,7 +51,7 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
-        max_length=4000,
+        max_length=COMMENT_MAX_CHARS,
         help_text="Shown to the requester; required to deny.",
     )
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny"), ("revoke", "Revoke grant")])
@@ -85,7 +86,7 @@ QueueFormSet = forms.formset_factory(QueueRowForm, extra=0)
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(
-        max_length=500,
+        max_length=COMMENT_MAX_CHARS,
         widget=forms.TextInput(attrs={"size": 60}),
         error_messages={"required": "A reason is required: every change of share or quota is audited."},
     )

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers, viewsets
 
 from scheduling import filters, selectors_ledger
+from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import FleetHost, LedgerFinding, NodeAlias, Orchestrator, OwnershipInterval
 from scheduling.services import ledger
 from scheduling.services.audit import stamp_author
@@ -16,7 +17,11 @@ from .list_cache import CachedListMixin
 from .permissions import ReadOrAdminWrite
 
 SLUG = serializers.SlugRelatedField
-REASON = {"write_only": True, "help_text": "Why: recorded with your name in the history."}
+REASON = {
+    "write_only": True,
+    "max_length": COMMENT_MAX_CHARS,
+    "help_text": "Why: recorded with your name in the history.",
+}
 
 
 class LedgerFindingSerializer(serializers.ModelSerializer):

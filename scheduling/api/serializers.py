@@ -3,6 +3,7 @@ from decimal import Decimal
 from rest_framework import serializers
 
 from scheduling.api.fastpath import FastReadMixin, RelatedName
+from scheduling.limits import COMMENT_MAX_CHARS, JUSTIFICATION_MAX_CHARS
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -46,7 +47,9 @@ class TeamSerializer(ModelSerializer):
 class QueueSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     weight = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=Decimal(0), max_value=Decimal(100))
-    reason = serializers.CharField(write_only=True, help_text="Why: recorded with your name in the history.")
+    reason = serializers.CharField(
+        write_only=True, max_length=COMMENT_MAX_CHARS, help_text="Why: recorded with your name in the history."
+    )
 
     class Meta:
         model = Queue
@@ -176,15 +179,16 @@ class QuotaRequestSerializer(ModelSerializer):
             "created_at",
         ]
         read_only_fields = ["state", "decided_at", "decision_comment", "created_at"]
+        extra_kwargs = {"justification": {"max_length": JUSTIFICATION_MAX_CHARS}}
         validators = []
 
 
 class DecisionSerializer(serializers.Serializer):
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
 
 
 class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000)
+    reason = serializers.CharField(max_length=COMMENT_MAX_CHARS)
 
 
 class QuotaGrantSerializer(ModelSerializer):

@@ -3,6 +3,8 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from scheduling.limits import COMMENT_MAX_CHARS
+
 
 def require_reason(reason: str) -> str:
     reason = (reason or "").strip()
@@ -10,6 +12,8 @@ def require_reason(reason: str) -> str:
         raise ValidationError(
             {"reason": "A reason is required: every change of quota, share, policy or pool is audited."}
         )
+    if len(reason) > COMMENT_MAX_CHARS:  # the forms and the API say so first; this covers every other path
+        raise ValidationError({"reason": f"at most {COMMENT_MAX_CHARS} characters, got {len(reason)}."})
     return reason
 
 

@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.limits import JUSTIFICATION_MAX_CHARS
 from scheduling.models import CapacityLock, QuotaGrant, QuotaRequest, Team
 
 from .audit import stamp_author
@@ -67,6 +68,8 @@ def validate_request_fields(request: QuotaRequest) -> None:
         errors["ends_at"] = "the period has already ended."
     if not request.justification:
         errors["justification"] = "a justification is required."
+    elif len(request.justification) > JUSTIFICATION_MAX_CHARS:
+        errors["justification"] = f"at most {JUSTIFICATION_MAX_CHARS} characters, got {len(request.justification)}."
     if errors:
         raise ValidationError(errors)
     request.full_clean()
