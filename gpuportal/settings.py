@@ -163,6 +163,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["scheduling.api.fastpath.FilterBackend"],  # django-filter's, skipped when unused
     "DEFAULT_PAGINATION_CLASS": "scheduling.api.fastpath.PageNumberPagination",  # no COUNT(*) for a short page
+    # DRF's parsers, refusing NUL characters and JSON nested too deep with a 400 that names the field.
+    "DEFAULT_PARSER_CLASSES": [
+        "scheduling.api.parsers.JSONParser",
+        "scheduling.api.parsers.FormParser",
+        "scheduling.api.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "scheduling.api.errors.exception_handler",

@@ -3,9 +3,11 @@
 from decimal import Decimal
 
 from django import forms
+from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.utils import timezone
 
-from scheduling.limits import COMMENT_MAX_CHARS, JUSTIFICATION_MAX_CHARS
+from scheduling.limits import COMMENT_MAX_CHARS, DEPTH_RULE, JUSTIFICATION_MAX_CHARS, json_path, json_problem
 from scheduling.models import Orchestrator, Queue, Team
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
@@ -90,6 +92,28 @@ class ReasonForm(forms.Form):
         widget=forms.TextInput(attrs={"size": 60}),
         error_messages={"required": "A reason is required: every change of share or quota is audited."},
     )
+
+
+class StorableJSONField(forms.JSONField):
+    """Django's JSON form field (the admin's, for every JSONField) refusing what the database cannot store:
+    a NUL character, or nesting past MAX_JSON_DEPTH (a thousand levels raised RecursionError: a 500)."""
+
+    def to_python(self, value):
+        try:
+            document = super().to_python(value)
+        except RecursionError:
+            raise ValidationError(DEPTH_RULE, code="invalid") from None
+        problem = json_problem(document)
+        if problem is not None:
+            path, rule = problem
+            raise ValidationError(f"{json_path(path)}: {rule}" if path else rule, code="invalid")
+        return document
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # shown back as typed, next to the error
+            return InvalidJSONInput(data)
 
 
 def queue_initial(queues: list[Queue]) -> list[dict]:

@@ -81,6 +81,10 @@ class NodeAliasSerializer(serializers.ModelSerializer):
         fields = ["id", "orchestrator", "name", "host", "reason"]
 
 
+class DeleteReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(allow_blank=True, **REASON)  # blank: stamp_author says a reason is required
+
+
 class LedgerFindingViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Open and closed findings (pending ones are still inside their grace and not shown)."""
 
@@ -121,7 +125,11 @@ class _AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
         serializer.instance = instance
 
     def perform_destroy(self, instance):
-        reason = self.request.query_params.get("reason") or self.request.data.get("reason", "")
+        # DELETE has no serializer: the reason's field rules (bounded, no NUL) are applied here.
+        given = self.request.query_params.get("reason") or self.request.data.get("reason", "")
+        body = DeleteReasonSerializer(data={"reason": given})
+        body.is_valid(raise_exception=True)
+        reason = body.validated_data["reason"]
         try:
             stamp_author(instance, by=self.request.user, reason=reason)
         except DjangoValidationError as error:

@@ -45,6 +45,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.TeamSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[-a-zA-Z0-9_]+"  # a slug, as the model allows: anything else (NUL included) is a 404
     filterset_fields = ["parent"]
 
     def get_queryset(self):
