@@ -6,7 +6,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django_tables2 import RequestConfig
 
 from scheduling import selectors
 from scheduling.filters import QuotaRequestFilter
@@ -15,7 +14,7 @@ from scheduling.models import Node, QuotaRequest
 from scheduling.services import feasibility, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
-from .common import base_url
+from .common import base_url, paginate
 
 
 def _visible_requests(user):
@@ -36,9 +35,9 @@ def _awaiting(user):
 def quota_list(request: HttpRequest) -> HttpResponse:
     request_filter = QuotaRequestFilter(request.GET, queryset=_visible_requests(request.user))
     table = QuotaRequestTable(request_filter.qs)
-    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    paginate(request, table, 25)
     awaiting = QuotaRequestTable(_awaiting(request.user), prefix="a-")
-    RequestConfig(request, paginate={"per_page": 10}).configure(awaiting)
+    paginate(request, awaiting, 10)
     return render(
         request,
         "scheduling/quota_list.html",

@@ -11,12 +11,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_tables2 import RequestConfig
 
 from scheduling import reports, selectors_report
 from scheduling.models import ReportSubscription
 from scheduling.services import report_delivery
 from scheduling.tables import CapacityReportTable
+
+from .common import paginate
 
 CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8"}
 
@@ -24,7 +25,7 @@ CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
     table = CapacityReportTable(selectors_report.stored_reports())
-    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    paginate(request, table, 25)
     context = {
         "table": table,
         "subscription": report_delivery.subscription_of(request.user),
