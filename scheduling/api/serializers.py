@@ -18,6 +18,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.orchestrator_options import options_problems
 
 
 class NulSafeSlugRelatedField(serializers.SlugRelatedField):
@@ -99,6 +100,14 @@ class OrchestratorSerializer(ModelSerializer):
         if value and not value.startswith(("env:", "file:")):
             raise serializers.ValidationError("must be env:NAME or file:/path (the secret itself is never stored)")
         return value
+
+    def validate(self, attrs):
+        """Options against the schema of the kind they will run under (a PATCH may change either)."""
+        kind = attrs.get("kind", getattr(self.instance, "kind", None))
+        problems = options_problems(kind, attrs.get("options", getattr(self.instance, "options", {})))
+        if problems:
+            raise serializers.ValidationError({"options": problems})
+        return attrs
 
 
 class NodeSerializer(ModelSerializer):

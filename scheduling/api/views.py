@@ -112,6 +112,7 @@ class OrchestratorViewSet(CachedListMixin, viewsets.ModelViewSet):
             url=data["endpoint"],
             credentials_ref=data.get("credentials_ref", ""),
             options=data.get("options"),
+            enabled=data.get("enabled", True),
             by=self.request.user,
             reason="registered through the API",
         )

@@ -1,7 +1,10 @@
 """Orchestrators, the nodes they own, the work they run, and what each scrape saw."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
+
+from scheduling.orchestrator_options import options_problems
 
 
 class Orchestrator(models.Model):
@@ -44,6 +47,12 @@ class Orchestrator(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    def clean(self) -> None:
+        """The admin and ``register_orchestrator`` (through ``full_clean``) refuse options of the wrong shape."""
+        problems = options_problems(self.kind, self.options)
+        if problems:
+            raise ValidationError({"options": problems})
 
     @property
     def is_stale(self) -> bool:
