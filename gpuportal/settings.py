@@ -245,6 +245,7 @@ CELERY_BEAT_SCHEDULE = {
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
+    "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

@@ -32,6 +32,8 @@ class QuotaRequestForm(forms.Form):
         max_length=JUSTIFICATION_MAX_CHARS,
         error_messages={"required": "A justification is required: say what the GPUs are for."},
     )
+    # Set when the empty form is shown: sending this form twice (a double-click) files one request.
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=255)
 
     def __init__(self, *args, teams, gpu_models: list[str], **kwargs):
         super().__init__(*args, **kwargs)

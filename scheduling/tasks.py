@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from scheduling.services import collection, demo, fragmentation, metrics, quota, table_changes
+from scheduling.services import collection, demo, fragmentation, idempotency, metrics, quota, table_changes
 
 
 @shared_task(acks_late=True)
@@ -34,6 +34,12 @@ def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
 @shared_task(acks_late=True)
 def expire_grants() -> dict[str, int]:
     return quota.sync_grant_states()
+
+
+@shared_task(acks_late=True)
+def purge_idempotency_keys() -> int:
+    """Idempotency keys are kept a day (services/idempotency.py); older rows only take room."""
+    return idempotency.purge_expired()
 
 
 @shared_task(acks_late=True)

@@ -27,13 +27,14 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
-from scheduling.services import collection, governance, quota
+from scheduling.services import collection, governance, idempotency, quota
 from scheduling.services.audit import stamp_author
 
 from . import filters, list_cache, serializers
 from .access import only_visible, pools_or_visible
 from .auth import SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
+from .idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, idempotency_key
 from .list_cache import CachedListMixin
 from .permissions import ReadOrAdminWrite
 
@@ -154,9 +155,31 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
         )
         return only_visible(queryset, self.request.user)
 
+    @extend_schema(
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: serializers.QuotaRequestSerializer, 200: serializers.QuotaRequestSerializer, 422: None},
+    )
+    def create(self, request, *args, **kwargs):
+        """With an ``Idempotency-Key``, a request sent again gets the first answer (200) instead of a duplicate."""
+        key = idempotency_key(request)
+        if key is None:
+            return super().create(request, *args, **kwargs)
+        asked = idempotency.fingerprint(request.method, request.path, request.data)
+        try:
+            outcome = idempotency.once(request.user, key, asked, lambda: self._create_once(request, *args, **kwargs))
+        except idempotency.KeyReused as error:
+            return Response({IDEMPOTENCY_HEADER: [str(error)]}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        if not outcome.replayed:
+            return Response(outcome.response, status=outcome.status_code)
+        return Response(outcome.response, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
+
+    def _create_once(self, request, *args, **kwargs):
+        response = super().create(request, *args, **kwargs)
+        return response.status_code, response.data, self.created
+
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = quota.create_request(
+        self.created = serializer.instance = quota.create_request(
             requester=self.request.user,
             team=data["team"],
             gpus=data["gpus"],
