@@ -182,8 +182,11 @@ REST_FRAMEWORK = {
         "anon": env.str("API_THROTTLE_ANON", default="60/min"),
     },
 }
-# List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/snapshot_cache.py); 0 = off.
+# List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); 0 = off.
 API_RESPONSE_CACHE_SECONDS = env.int("API_RESPONSE_CACHE_SECONDS", default=30)
+# Bounds on what one client can make the cache hold (cache-busting URLs): answer size, answers per user.
+API_RESPONSE_CACHE_MAX_KIB = env.int("API_RESPONSE_CACHE_MAX_KIB", default=256)
+API_RESPONSE_CACHE_ENTRIES_PER_USER = env.int("API_RESPONSE_CACHE_ENTRIES_PER_USER", default=50)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=30)),
     "TOKEN_LIMIT_PER_USER": 20,  # nosec B105 - a count, not a secret
