@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from scheduling.limits import COMMENT_MAX_CHARS
+from scheduling.limits import COMMENT_MAX_CHARS, NUL, NUL_RULE
 
 
 def require_reason(reason: str) -> str:
@@ -12,8 +12,11 @@ def require_reason(reason: str) -> str:
         raise ValidationError(
             {"reason": "A reason is required: every change of quota, share, policy or pool is audited."}
         )
-    if len(reason) > COMMENT_MAX_CHARS:  # the forms and the API say so first; this covers every other path
+    # The forms and the API check these first; some pages pass a reason straight from the POST.
+    if len(reason) > COMMENT_MAX_CHARS:
         raise ValidationError({"reason": f"at most {COMMENT_MAX_CHARS} characters, got {len(reason)}."})
+    if NUL in reason:
+        raise ValidationError({"reason": NUL_RULE})
     return reason
 
 

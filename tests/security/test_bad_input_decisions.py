@@ -113,3 +113,30 @@ def test_a_long_audit_reason_from_any_path_is_kept_whole(cast, teams, queues):
     )
     assert response.status_code == 200, response.content[:300]
     assert _last_reason(queues["research"]) == LONG
+
+
+@pytest.mark.parametrize("reason", ["ok\x00", "x" * (COMMENT_MAX_CHARS + 1)])
+def test_a_raw_page_reason_with_a_nul_or_over_the_limit_is_refused_with_a_message(client, cast, teams, reason):
+    """The rebalance decision reads its reason straight from the POST: the audit service checks it."""
+    from scheduling.models import Membership, RebalancePlan
+
+    Membership.objects.create(user=cast["admin"], team=teams["research"], role=Membership.Role.LEAD)
+    plan = RebalancePlan.objects.create(reason="proposed")
+    client.force_login(cast["admin"])
+    response = client.post(reverse("rebalance-plan", args=[plan.pk]), {"decision": "reject", "reason": reason})
+    assert response.status_code == 302
+    plan.refresh_from_db()
+    assert plan.state == RebalancePlan.State.PROPOSED
+    page = client.get(response["Location"]).content.decode()
+    assert "NUL" in page or f"at most {COMMENT_MAX_CHARS} characters" in page
+
+
+def test_reverting_a_change_whose_reason_was_at_the_limit_still_works(cast, queues):
+    from scheduling.services import governance, policies
+
+    long_reason = "x" * COMMENT_MAX_CHARS
+    change = governance.QueueChange(queues["research"].team, "", queues["research"].weight, 16, 40)
+    governance.apply_queue_changes([change], by=cast["admin"], reason=long_reason)
+    latest = queues["research"].history.order_by("-history_id").first()
+    policies.revert_change(latest.history_id, by=cast["admin"])
+    assert queues["research"].history.order_by("-history_id").first().history_change_reason.startswith("revert")
