@@ -65,3 +65,62 @@ def test_a_good_end_still_pins_the_window(admin_client):
 @pytest.mark.parametrize("url", ["/quota/?team=1%00", "/teams/?q=a%00", "/ledger/?node=a%00", "/whatif/?x=%00"])
 def test_a_nul_in_a_page_filter_is_no_server_error(admin_client, url):
     assert admin_client.get(url).status_code in (200, 400)
+
+
+PAGES = [
+    "/",
+    "/teams/",
+    "/teams/nlp/",
+    "/quota/",
+    "/quota/new/",
+    "/ledger/",
+    "/utilisation/",
+    "/fragmentation/",
+    "/rebalance/",
+    "/rebalance/policies/",
+    "/reports/",
+    "/forecast/",
+    "/whatif/",
+    "/orchestrators/",
+    "/fairshare/",
+    "/fairshare/history/",
+]
+PARAMETERS = [
+    "q",
+    "team",
+    "parent",
+    "top_level",
+    "state",
+    "kind",
+    "severity",
+    "status",
+    "node",
+    "orchestrator",
+    "gpu_model",
+    "user",
+    "min_gpus",
+    "range",
+    "page",
+    "sort",
+    "o-page",
+    "o-sort",
+    "w-page",
+    "g-page",
+]
+
+
+@pytest.mark.parametrize("value", ["\x00", "-1", "9" * 30, "ü"])
+def test_no_page_answers_odd_query_values_with_a_server_error(admin_client, value):
+    for page in PAGES:
+        for parameter in PARAMETERS:
+            response = admin_client.get(page, {parameter: value})
+            assert response.status_code in (200, 400), f"{page}?{parameter}={value!r}: {response.status_code}"
+
+
+@pytest.mark.parametrize("query", ["?page=-1", "?page=0", "?page=abc", "?page=99999999999999999999", "?per_page=-1"])
+def test_api_lists_answer_a_bad_page_with_a_404_or_the_list(cast, query):
+    from .bad_input_support import api_as
+
+    client = api_as(cast["admin"])
+    for url in ("/api/v1/quota-requests/", "/api/v1/teams/", "/api/v1/reports/", "/api/v1/ledger/findings/"):
+        assert client.get(url + query).status_code in (200, 404), url + query
