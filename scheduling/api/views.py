@@ -146,6 +146,7 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
     queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.QuotaRequestSerializer
     filterset_class = filters.QuotaRequestFilter
+    created: QuotaRequest | None = None  # set by perform_create: the row an idempotency key points to
 
     def get_queryset(self):
         queryset = (
