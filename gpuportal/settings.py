@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "scheduling.views.errors.BadQueryMiddleware",  # a bad query parameter: a 400 page naming it, not a 500
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into our lockout page
@@ -98,6 +99,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Audit reasons and decision comments are stored whole in the history (scheduling/limits.py bounds them);
+# simple-history's default varchar(100) made a longer comment fail the decision on PostgreSQL.
+SIMPLE_HISTORY_HISTORY_CHANGE_REASON_USE_TEXT_FIELD = True
 # SQLite cannot enforce NULLS NOT DISTINCT; rollups are rebuilt by delete-then-insert, so nothing relies on it.
 SILENCED_SYSTEM_CHECKS = ["models.W047"]
 
@@ -211,6 +215,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_FILTER_BACKENDS": ["scheduling.api.fastpath.FilterBackend"],  # django-filter's, skipped when unused
     "DEFAULT_PAGINATION_CLASS": "scheduling.api.fastpath.PageNumberPagination",  # no COUNT(*) for a short page
+    # DRF's parsers, refusing NUL characters and JSON nested too deep with a 400 that names the field.
+    "DEFAULT_PARSER_CLASSES": [
+        "scheduling.api.parsers.JSONParser",
+        "scheduling.api.parsers.FormParser",
+        "scheduling.api.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "scheduling.api.errors.exception_handler",
@@ -223,8 +233,11 @@ REST_FRAMEWORK = {
         "anon": env.str("API_THROTTLE_ANON", default="60/min"),
     },
 }
-# List answers are reused while PostgreSQL's snapshot is unchanged (scheduling/api/snapshot_cache.py); 0 = off.
+# List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); 0 = off.
 API_RESPONSE_CACHE_SECONDS = env.int("API_RESPONSE_CACHE_SECONDS", default=30)
+# Bounds on what one client can make the cache hold (cache-busting URLs): answer size, answers per user.
+API_RESPONSE_CACHE_MAX_KIB = env.int("API_RESPONSE_CACHE_MAX_KIB", default=256)
+API_RESPONSE_CACHE_ENTRIES_PER_USER = env.int("API_RESPONSE_CACHE_ENTRIES_PER_USER", default=50)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=30)),
     "TOKEN_LIMIT_PER_USER": 20,  # nosec B105 - a count, not a secret
@@ -338,6 +351,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
     "reap-stale-work": {"task": "scheduling.tasks.reap_stale_work", "schedule": 60},
+    "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

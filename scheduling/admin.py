@@ -6,21 +6,38 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
+from django.db.models import JSONField
 from simple_history.admin import SimpleHistoryAdmin
 
 from . import models
+from .forms import StorableJSONField
+from .limits import COMMENT_MAX_CHARS
 from .services import governance
 from .services.accounts import tokens_revoked_message
 from .services.audit import save_audited
 
 
+class StorableJSONMixin:
+    """Every JSON field of the admin refuses NUL and deep nesting with a form error (``StorableJSONField``)."""
+
+    formfield_overrides = {JSONField: {"form_class": StorableJSONField}}
+
+
+class HistoryAdmin(StorableJSONMixin, SimpleHistoryAdmin):
+    pass
+
+
+class ModelAdmin(StorableJSONMixin, admin.ModelAdmin):
+    pass
+
+
 class ReasonForm(forms.ModelForm):
     change_reason = forms.CharField(
-        max_length=300, help_text="Why? Recorded with your name in the history.", required=True
+        max_length=COMMENT_MAX_CHARS, help_text="Why? Recorded with your name in the history.", required=True
     )
 
 
-class AuditedAdmin(SimpleHistoryAdmin):
+class AuditedAdmin(HistoryAdmin):
     form = ReasonForm
 
     def save_model(self, request, obj, form, change):
@@ -107,14 +124,14 @@ class PoolPolicyAdmin(AuditedAdmin):
 
 
 @admin.register(models.QuotaRequest)
-class QuotaRequestAdmin(SimpleHistoryAdmin):
+class QuotaRequestAdmin(HistoryAdmin):
     list_display = ("pk", "team", "requester", "gpus", "gpu_model", "starts_at", "ends_at", "state")
     list_filter = ("state", "team")
     readonly_fields = ("state", "decided_by", "decided_at")
 
 
 @admin.register(models.QuotaGrant)
-class QuotaGrantAdmin(SimpleHistoryAdmin):
+class QuotaGrantAdmin(HistoryAdmin):
     list_display = ("team", "gpus", "gpu_model", "starts_at", "ends_at", "state")
     list_filter = ("state", "team")
     readonly_fields = ("request", "state")
@@ -126,13 +143,13 @@ class NodeMoveInline(admin.TabularInline):
 
 
 @admin.register(models.RebalancePlan)
-class RebalancePlanAdmin(SimpleHistoryAdmin):
+class RebalancePlanAdmin(HistoryAdmin):
     list_display = ("pk", "created_at", "state", "dry_run")
     inlines = [NodeMoveInline]
 
 
 @admin.register(models.Workload)
-class WorkloadAdmin(admin.ModelAdmin):
+class WorkloadAdmin(ModelAdmin):
     list_display = (
         "external_id",
         "orchestrator",
@@ -150,7 +167,7 @@ class WorkloadAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.CollectorRun)
-class CollectorRunAdmin(admin.ModelAdmin):
+class CollectorRunAdmin(ModelAdmin):
     list_display = ("orchestrator", "started_at", "duration_ms", "ok", "nodes", "gpus_total", "gpus_allocated", "error")
     list_filter = ("orchestrator", "ok")
 
@@ -163,7 +180,7 @@ admin.site.register(models.CapacityLock)
 
 
 @admin.register(models.CapacityReport)
-class CapacityReportAdmin(admin.ModelAdmin):
+class CapacityReportAdmin(ModelAdmin):
     """Stored weekly reports; the content is computed, never edited. "Resend" is the one deliberate retry."""
 
     list_display = ("period_start", "status", "generated_at", "sent_at", "recipients", "claimed_by")
@@ -184,7 +201,7 @@ admin.site.register(models.ReportSubscription)
 
 
 @admin.register(models.WhatIfScenario)
-class WhatIfScenarioAdmin(admin.ModelAdmin):
+class WhatIfScenarioAdmin(ModelAdmin):
     """Read-only: scenarios are submitted through /whatif/ or the API and filled in by the Celery task."""
 
     list_display = ("pk", "name", "team", "created_by", "status", "progress", "created_at")
@@ -213,7 +230,7 @@ class NodeAliasAdmin(AuditedAdmin):
 
 
 @admin.register(models.LedgerFinding)
-class LedgerFindingAdmin(admin.ModelAdmin):
+class LedgerFindingAdmin(ModelAdmin):
     list_display = ("kind", "severity", "node", "orchestrators", "opened_at", "last_seen", "closed_at")
     list_filter = ("kind", "severity", ("closed_at", admin.EmptyFieldListFilter))
     search_fields = ("node", "explanation")

@@ -3,8 +3,11 @@
 from decimal import Decimal
 
 from django import forms
+from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.utils import timezone
 
+from scheduling.limits import COMMENT_MAX_CHARS, DEPTH_RULE, JUSTIFICATION_MAX_CHARS, json_path, json_problem
 from scheduling.models import Orchestrator, Queue, Team
 from scheduling.models.quota import period_errors
 
@@ -27,9 +30,11 @@ class QuotaRequestForm(forms.Form):
     ends_at = forms.DateTimeField(label="End (UTC)", widget=DATETIME_INPUT)
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=4000,
+        max_length=JUSTIFICATION_MAX_CHARS,
         error_messages={"required": "A justification is required: say what the GPUs are for."},
     )
+    # Set when the empty form is shown: sending this form twice (a double-click) files one request.
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=255)
 
     def __init__(self, *args, teams, gpu_models: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -49,7 +54,7 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
-        max_length=4000,
+        max_length=COMMENT_MAX_CHARS,
         help_text="Shown to the requester; required to deny.",
     )
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny"), ("revoke", "Revoke grant")])
@@ -84,10 +89,32 @@ QueueFormSet = forms.formset_factory(QueueRowForm, extra=0)
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(
-        max_length=500,
+        max_length=COMMENT_MAX_CHARS,
         widget=forms.TextInput(attrs={"size": 60}),
         error_messages={"required": "A reason is required: every change of share or quota is audited."},
     )
+
+
+class StorableJSONField(forms.JSONField):
+    """Django's JSON form field (the admin's, for every JSONField) refusing what the database cannot store:
+    a NUL character, or nesting past MAX_JSON_DEPTH (a thousand levels raised RecursionError: a 500)."""
+
+    def to_python(self, value):
+        try:
+            document = super().to_python(value)
+        except RecursionError:
+            raise ValidationError(DEPTH_RULE, code="invalid") from None
+        problem = json_problem(document)
+        if problem is not None:
+            path, rule = problem
+            raise ValidationError(f"{json_path(path)}: {rule}" if path else rule, code="invalid")
+        return document
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # shown back as typed, next to the error
+            return InvalidJSONInput(data)
 
 
 def queue_initial(queues: list[Queue]) -> list[dict]:

@@ -9,7 +9,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling.services import collection, demo, fragmentation, metrics, quota, table_changes
+from scheduling.services import collection, demo, fragmentation, idempotency, metrics, quota, table_changes
 
 LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
 
@@ -47,6 +47,12 @@ def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
 @shared_task(acks_late=True)
 def expire_grants() -> dict[str, int]:
     return quota.sync_grant_states()
+
+
+@shared_task(acks_late=True)
+def purge_idempotency_keys() -> int:
+    """Idempotency keys are kept a day (services/idempotency.py); older rows only take room."""
+    return idempotency.purge_expired()
 
 
 @shared_task(acks_late=True)

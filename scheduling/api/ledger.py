@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers, viewsets
 
 from scheduling import filters
+from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import FleetHost, LedgerFinding, NodeAlias, Orchestrator, OwnershipInterval
 from scheduling.selectors import ledger as ledger_reads
 from scheduling.services import ledger
@@ -17,7 +18,11 @@ from .list_cache import CachedListMixin
 from .permissions import ReadOrAdminWrite
 
 SLUG = serializers.SlugRelatedField
-REASON = {"write_only": True, "help_text": "Why: recorded with your name in the history."}
+REASON = {
+    "write_only": True,
+    "max_length": COMMENT_MAX_CHARS,
+    "help_text": "Why: recorded with your name in the history.",
+}
 
 
 class LedgerFindingSerializer(serializers.ModelSerializer):
@@ -77,6 +82,10 @@ class NodeAliasSerializer(serializers.ModelSerializer):
         fields = ["id", "orchestrator", "name", "host", "reason"]
 
 
+class DeleteReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(allow_blank=True, **REASON)  # blank: stamp_author says a reason is required
+
+
 class LedgerFindingViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Open and closed findings (pending ones are still inside their grace and not shown)."""
 
@@ -117,7 +126,11 @@ class _AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
         serializer.instance = instance
 
     def perform_destroy(self, instance):
-        reason = self.request.query_params.get("reason") or self.request.data.get("reason", "")
+        # DELETE has no serializer: the reason's field rules (bounded, no NUL) are applied here.
+        given = self.request.query_params.get("reason") or self.request.data.get("reason", "")
+        body = DeleteReasonSerializer(data={"reason": given})
+        body.is_valid(raise_exception=True)
+        reason = body.validated_data["reason"]
         try:
             stamp_author(instance, by=self.request.user, reason=reason)
         except DjangoValidationError as error:

@@ -16,8 +16,15 @@ read first (a view's first request, or a new code path), the answer is not store
 remembered for the next time. The key is everything else the body depends on: the user (visibility,
 roles), the absolute URL (filters, page, the host in pagination links) and the renderer. Only 200 answers
 on PostgreSQL, outside a transaction (our own uncommitted writes count for nothing yet), are stored, for
-at most ``API_RESPONSE_CACHE_SECONDS``, up to ``MAX_BODY_BYTES``. Every answer carries an ``ETag``; a
-matching ``If-None-Match`` gets 304.
+at most ``API_RESPONSE_CACHE_SECONDS``. Every answer carries an ``ETag``; a matching ``If-None-Match`` gets 304.
+
+Bounded, because the key holds the whole URL: a client adding a random parameter to every poll (cache-busting)
+stored a new answer each time and grew Redis to 120 MB in 30 s. An answer over ``API_RESPONSE_CACHE_MAX_KIB``
+is not stored (large pages are rare and cheap to recompute next to their transfer), and each user keeps at
+most ``API_RESPONSE_CACHE_ENTRIES_PER_USER`` answers: a per-user index lists their keys, newest last, and
+storing one more deletes the oldest. The index is read and written without a lock, so two workers storing for
+one user at the same instant may each drop the other's key from it; such an untracked answer still expires
+with its TTL, so the bound holds within a TTL up to the number of concurrent writers.
 """
 
 import functools
@@ -36,7 +43,6 @@ from scheduling.services import table_changes
 
 logger = logging.getLogger(__name__)
 CACHE_HEADER = "X-Gpuportal-Cache"
-MAX_BODY_BYTES = 1 << 20
 CACHED_FORMATS = frozenset({"json"})
 WORD = re.compile(r"[A-Za-z0-9_]+")  # table names, quoted by the ORM or not in raw SQL
 
@@ -71,6 +77,22 @@ def _key(view, request) -> str:
     parts = (type(view).__qualname__, str(request.user.pk), request.accepted_renderer.format)
     plain = "\n".join((*parts, request.build_absolute_uri()))
     return "api-list:" + hashlib.blake2b(plain.encode(), digest_size=20).hexdigest()
+
+
+def _index_key(request) -> str:
+    return f"api-list-index:{request.user.pk}"
+
+
+def store_answer(request, key: str, entry: tuple) -> None:
+    """Store one answer and its key in the user's index; beyond the per-user bound, the oldest go."""
+    if len(entry[1]) > settings.API_RESPONSE_CACHE_MAX_KIB * 1024:
+        return
+    index_key, keep = _index_key(request), max(1, settings.API_RESPONSE_CACHE_ENTRIES_PER_USER)
+    keys = [k for k in cache.get(index_key) or () if k != key] + [key]
+    if len(keys) > keep:
+        cache.delete_many(keys[:-keep])
+        keys = keys[-keep:]
+    cache.set_many({key: entry, index_key: keys}, settings.API_RESPONSE_CACHE_SECONDS)
 
 
 def _etag(body: bytes) -> str:
@@ -135,6 +157,6 @@ class CachedListMixin:
         read.add(user_table)
         body, vary = rendered.content, rendered.get("Vary", "")
         entry = ({t: before[t] for t in read if t in before}, body, rendered["Content-Type"], _etag(body), vary)
-        if read <= before.keys() and len(body) <= MAX_BODY_BYTES:
-            cache.set(key, entry, settings.API_RESPONSE_CACHE_SECONDS)
+        if read <= before.keys():
+            store_answer(request, key, entry)
         return _answer(request, *entry[1:], state="miss")

@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from scheduling.api.fastpath import FastReadMixin, RelatedName
+from scheduling.limits import COMMENT_MAX_CHARS, JUSTIFICATION_MAX_CHARS
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -18,6 +19,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.orchestrator_options import options_problems
 from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
 
@@ -48,7 +50,9 @@ class TeamSerializer(ModelSerializer):
 class QueueSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", queryset=Team.objects.all())
     weight = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=Decimal(0), max_value=Decimal(100))
-    reason = serializers.CharField(write_only=True, help_text="Why: recorded with your name in the history.")
+    reason = serializers.CharField(
+        write_only=True, max_length=COMMENT_MAX_CHARS, help_text="Why: recorded with your name in the history."
+    )
 
     class Meta:
         model = Queue
@@ -131,6 +135,14 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
     def get_has_credentials(self, obj) -> bool:
         return bool(obj.credentials_ref)
 
+    def validate(self, attrs):
+        """Options against the schema of the kind they will run under (a PATCH may change either)."""
+        kind = attrs.get("kind", getattr(self.instance, "kind", None))
+        problems = options_problems(kind, attrs.get("options", getattr(self.instance, "options", {})))
+        if problems:
+            raise serializers.ValidationError({"options": problems})
+        return attrs
+
 
 class NodeSerializer(ModelSerializer):
     orchestrator = RelatedName("name")
@@ -210,15 +222,16 @@ class QuotaRequestSerializer(ModelSerializer):
             "created_at",
         ]
         read_only_fields = ["state", "decided_at", "decision_comment", "created_at"]
+        extra_kwargs = {"justification": {"max_length": JUSTIFICATION_MAX_CHARS}}
         validators = []
 
 
 class DecisionSerializer(serializers.Serializer):
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
 
 
 class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000)
+    reason = serializers.CharField(max_length=COMMENT_MAX_CHARS)
 
 
 class QuotaGrantSerializer(ModelSerializer):

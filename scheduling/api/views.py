@@ -26,7 +26,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.selectors import fleet
-from scheduling.services import collection, governance, quota
+from scheduling.services import collection, governance, idempotency, quota
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
@@ -34,6 +34,7 @@ from . import filters, list_cache, serializers
 from .access import only_visible, pools_or_visible
 from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
+from .idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, idempotency_key
 from .list_cache import CachedListMixin
 from .metrics import monitoring_access
 from .permissions import ReadOrAdminWrite
@@ -46,6 +47,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.TeamSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[-a-zA-Z0-9_]+"  # a slug, as the model allows: anything else (NUL included) is a 404
     filterset_fields = ["parent"]
 
     def get_queryset(self):
@@ -112,6 +114,7 @@ class OrchestratorViewSet(CachedListMixin, viewsets.ModelViewSet):
             url=data["endpoint"],
             credentials_ref=data.get("credentials_ref", ""),
             options=data.get("options"),
+            enabled=data.get("enabled", True),
             by=self.request.user,
             reason="registered through the API",
         )
@@ -144,6 +147,7 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
     queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.QuotaRequestSerializer
     filterset_class = filters.QuotaRequestFilter
+    created: QuotaRequest | None = None  # set by perform_create: the row an idempotency key points to
 
     def get_queryset(self):
         queryset = (
@@ -153,9 +157,31 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
         )
         return only_visible(queryset, self.request.user)
 
+    @extend_schema(
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: serializers.QuotaRequestSerializer, 200: serializers.QuotaRequestSerializer, 422: None},
+    )
+    def create(self, request, *args, **kwargs):
+        """With an ``Idempotency-Key``, a request sent again gets the first answer (200) instead of a duplicate."""
+        key = idempotency_key(request)
+        if key is None:
+            return super().create(request, *args, **kwargs)
+        asked = idempotency.fingerprint(request.method, request.path, request.data)
+        try:
+            outcome = idempotency.once(request.user, key, asked, lambda: self._create_once(request, *args, **kwargs))
+        except idempotency.KeyReused as error:
+            return Response({IDEMPOTENCY_HEADER: [str(error)]}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        if not outcome.replayed:
+            return Response(outcome.response, status=outcome.status_code)
+        return Response(outcome.response, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
+
+    def _create_once(self, request, *args, **kwargs):
+        response = super().create(request, *args, **kwargs)
+        return response.status_code, response.data, self.created
+
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = quota.create_request(
+        self.created = serializer.instance = quota.create_request(
             requester=self.request.user,
             team=data["team"],
             gpus=data["gpus"],

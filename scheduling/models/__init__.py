@@ -1,6 +1,7 @@
 from .changes import TableChange
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
+from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
 from .planning import WhatIfScenario
@@ -15,6 +16,7 @@ __all__ = [
     "CollectorRun",
     "FleetHost",
     "FragmentationSample",
+    "IdempotencyKey",
     "LedgerFinding",
     "LedgerRound",
     "Membership",

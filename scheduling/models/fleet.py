@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from scheduling.orchestrator_options import options_problems
 from scheduling.validators import check_credentials_ref, check_endpoint
 
 
@@ -49,13 +50,17 @@ class Orchestrator(models.Model):
         return f"{self.name} ({self.get_kind_display()})"
 
     def clean(self) -> None:
-        """Where the worker may read the secret and where it may send it (admin, services, commands)."""
+        """Where the worker may read the secret and where it may send it, and options of the shape their kind
+        reads (the admin, services and ``register_orchestrator`` through ``full_clean``)."""
         errors = {}
         for field, check in (("credentials_ref", check_credentials_ref), ("endpoint", check_endpoint)):
             try:
                 check(getattr(self, field))
             except ValidationError as error:
                 errors[field] = error.messages
+        problems = options_problems(self.kind, self.options)
+        if problems:
+            errors["options"] = problems
         if errors:
             raise ValidationError(errors)
 

@@ -3,6 +3,8 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from scheduling.limits import COMMENT_MAX_CHARS, NUL, NUL_RULE
+
 
 def require_reason(reason: str) -> str:
     reason = (reason or "").strip()
@@ -10,6 +12,11 @@ def require_reason(reason: str) -> str:
         raise ValidationError(
             {"reason": "A reason is required: every change of quota, share, policy or pool is audited."}
         )
+    # The forms and the API check these first; some pages pass a reason straight from the POST.
+    if len(reason) > COMMENT_MAX_CHARS:
+        raise ValidationError({"reason": f"at most {COMMENT_MAX_CHARS} characters, got {len(reason)}."})
+    if NUL in reason:
+        raise ValidationError({"reason": NUL_RULE})
     return reason
 
 

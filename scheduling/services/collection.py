@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from scheduling.collectors import (
     TeamMapping,
 )
 from scheduling.models import CollectorRun, Orchestrator
+from scheduling.orchestrator_options import options_problems
 
 from .audit import save_audited
 from .busy import scrape_busy
@@ -130,13 +132,20 @@ def register_orchestrator(
     url: str,
     credentials_ref: str = "",
     options: dict | None = None,
+    enabled: bool | None = None,
     by=None,
     reason: str = "registered from the command line",
 ) -> tuple[Orchestrator, bool]:
+    """Create, or update by name; given ``options`` are merged into the stored ones, and the result must fit
+    the kind's schema (``full_clean``). ``enabled`` None leaves it as it is (new rows start enabled)."""
     orchestrator = Orchestrator.objects.filter(name=name).first() or Orchestrator(name=name)
     created = orchestrator.pk is None
     orchestrator.kind, orchestrator.endpoint = kind, url
     orchestrator.credentials_ref = credentials_ref or orchestrator.credentials_ref
+    if not isinstance(options, dict | None):  # a merge would fail; the schema names the rule
+        raise ValidationError({"options": options_problems(kind, options) or ["must be a JSON object"]})
     orchestrator.options = {**(orchestrator.options or {}), **(options or {})}
+    if enabled is not None:
+        orchestrator.enabled = enabled
     save_audited(orchestrator, by=by, reason=reason)
     return orchestrator, created

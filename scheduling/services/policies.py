@@ -7,6 +7,7 @@ Both go through ``governance`` so its rules stay the only rules: ``check_propose
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
+from django.utils.text import Truncator
 
 from scheduling.models import Queue
 
@@ -59,6 +60,7 @@ def revert_change(history_id: int, *, by, reason: str = "") -> list[Queue]:
         changes.append(
             QueueChange(version.team, version.gpu_model, before.weight, before.guaranteed, before.burst_limit)
         )
-    label = versions[0].history_change_reason or "no reason given"
+    # Quoted, not whole: the original reason may already be as long as a reason may be.
+    label = Truncator(versions[0].history_change_reason or "no reason given").chars(200)
     why = reason.strip() or f"revert change #{history_id} ({label})"
     return apply_queue_changes(changes, by=by, reason=why)

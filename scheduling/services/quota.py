@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.limits import JUSTIFICATION_MAX_CHARS
 from scheduling.models import QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
@@ -64,6 +65,8 @@ def validate_request_fields(request: QuotaRequest) -> None:
         errors["gpus"] = "GPUs must be a whole number greater than 0."
     if not request.justification:
         errors["justification"] = "a justification is required."
+    elif len(request.justification) > JUSTIFICATION_MAX_CHARS:
+        errors["justification"] = f"at most {JUSTIFICATION_MAX_CHARS} characters, got {len(request.justification)}."
     if errors:
         raise ValidationError(errors)
     request.full_clean()

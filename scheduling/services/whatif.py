@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import time as clock
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -59,8 +61,11 @@ HEARTBEAT_S = 30.0  # a running row is written at least this often, progress or 
 # --- validation ----------------------------------------------------------------------------------------
 
 
-def clean_inputs(raw: dict[str, Any]) -> dict[str, Any]:
-    """Normalised inputs, or ValidationError naming each bad field and the rule it breaks."""
+def clean_inputs(raw: dict[str, Any], visible_teams: Collection[int] | None = None) -> dict[str, Any]:
+    """Normalised inputs, or ValidationError naming each bad field and the rule it breaks.
+
+    ``visible_teams``: the teams whose quota requests the author may name (None: all); another team's
+    request gets the same answer as a missing one, so validation tells nobody what they may not see."""
     if not isinstance(raw, dict):
         raise ValidationError({"inputs": "must be a JSON object"})
     if _has_nul(raw):
@@ -73,7 +78,7 @@ def clean_inputs(raw: dict[str, Any]) -> dict[str, Any]:
         ("fleet", _clean_fleet),
         ("weights", _clean_weights),
         ("policies", _clean_policies),
-        ("quota_request", _clean_quota_request),
+        ("quota_request", partial(_clean_quota_request, visible_teams=visible_teams)),
     ):
         try:
             cleaned[field] = cleaner(raw.get(field))
@@ -154,7 +159,7 @@ def _clean_weights(value: Any) -> dict[str, str]:
             percent = Decimal(str(weight))
         except InvalidOperation:
             raise ValidationError(f"weight of {slug} must be a number, got {weight!r}") from None
-        if not Decimal(0) <= percent <= Decimal(100):
+        if not percent.is_finite() or not Decimal(0) <= percent <= Decimal(100):  # comparing NaN raises
             raise ValidationError(f"weight of {slug} must be between 0 and 100 %, got {percent}")
         queue = queues.get(teams[slug].pk)
         changes.append(
@@ -206,11 +211,12 @@ def _clock(value: Any, what: str) -> str:
     return parsed.strftime("%H:%M")
 
 
-def _clean_quota_request(value: Any) -> int | None:
+def _clean_quota_request(value: Any, visible_teams: Collection[int] | None) -> int | None:
     if value in (None, ""):
         return None
     pk = _int(value, "quota_request", 1, 2**31 - 1)
-    request = QuotaRequest.objects.filter(pk=pk).first()
+    requests = QuotaRequest.objects.filter(pk=pk)
+    request = (requests if visible_teams is None else requests.filter(team_id__in=visible_teams)).first()
     if request is None:
         raise ValidationError(f"no quota request #{pk}")
     if request.state != QuotaRequest.State.APPROVED:
@@ -266,10 +272,7 @@ def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = Non
         raise ValidationError({"team": "choose a team you lead: the result is shared with that team"})
     if not name.strip():
         raise ValidationError({"name": "give the scenario a name"})
-    inputs = clean_inputs(raw_inputs)
-    request_id = inputs["quota_request"]
-    if request_id and not QuotaRequest.objects.filter(pk=request_id, team_id__in=visible_team_ids(by, by.is_staff)):
-        raise ValidationError({"quota_request": f"no quota request #{request_id}"})  # as if absent: not yours to see
+    inputs = clean_inputs(raw_inputs, None if by.is_staff else visible_team_ids(by, False))
     with transaction.atomic():
         scenario = WhatIfScenario.objects.create(
             name=name.strip()[:120], created_by=by, team=team, inputs=inputs, heartbeat_at=timezone.now()

@@ -1,15 +1,36 @@
-"""Helpers shared by the page views: the time-range selector and its permalink."""
+"""Helpers shared by the page views: the time-range selector and its permalink, table pages, bad queries."""
 
+import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django_tables2 import RequestConfig
 
 from scheduling.models import Membership
+
+# A page of a table shows at most this many rows: more is a download (the API, the CSV reports), not a page.
+MAX_PER_PAGE = 500
+EARLIEST_END = datetime(2000, 1, 1, tzinfo=UTC)  # before any GPU this portal watches; older dates overflow windows
+END_RULE = (
+    f"must be an ISO 8601 date and time after {EARLIEST_END:%Y-%m-%d}, such as 2026-03-01T12:00 "
+    "(seconds and a UTC offset are optional)"
+)
+WHOLE_NUMBER = re.compile(r"[0-9]{1,6}")
+
+
+class BadQuery(BadRequest):
+    """A query parameter a page cannot use. Answered with a 400 page that names the parameter and the rule
+    and links to the same page without it (``scheduling.views.errors``)."""
+
+    def __init__(self, parameter: str, rule: str, value: str) -> None:
+        super().__init__(f"{parameter} {rule}; got {value[:80]!r}.")
+        self.parameter = parameter
+
 
 RANGES = {
     "6h": ("Last 6 hours", timedelta(hours=6)),
@@ -44,13 +65,38 @@ def time_range(request: HttpRequest, default: str = "24h", allowed: tuple[str, .
     key = request.GET.get("range", default)
     if key not in allowed:
         key = default
-    end = parse_datetime(request.GET.get("end", "") or "")
-    if end is not None and timezone.is_naive(end):
-        end = timezone.make_aware(end, timezone.get_current_timezone())
+    end = _pinned_end(request.GET.get("end", ""))
     now = timezone.now()
     pinned = end is not None and end < now
     until = end if pinned else now
     return TimeRange(key, until - RANGES[key][1], until, pinned, tuple((k, RANGES[k][0]) for k in allowed))
+
+
+def _pinned_end(text: str) -> datetime | None:
+    """The ``end`` of a permalink, aware; None when absent. An impossible date is a BadQuery, not a 500."""
+    if not text:
+        return None
+    try:
+        end = parse_datetime(text)  # None when not ISO-like, ValueError when ISO-like but impossible
+        if end is not None and timezone.is_naive(end):
+            end = timezone.make_aware(end, timezone.get_current_timezone())
+        if end is not None:
+            end = end.astimezone(UTC)  # OverflowError at the edges of the calendar
+    except (ValueError, OverflowError):
+        end = None
+    if end is None or end < EARLIEST_END:
+        raise BadQuery("end", END_RULE, text)
+    return end
+
+
+def paginate(request: HttpRequest, table, per_page: int) -> None:
+    """django-tables2's RequestConfig with the page size checked first: a negative ``per_page`` made it ask
+    for page -1 (EmptyPage: a 500) and a huge one rendered every row."""
+    name = table.prefixed_per_page_field
+    asked = request.GET.get(name)
+    if asked is not None and not (WHOLE_NUMBER.fullmatch(asked) and 1 <= int(asked) <= MAX_PER_PAGE):
+        raise BadQuery(name, f"must be a whole number from 1 to {MAX_PER_PAGE}", asked)
+    RequestConfig(request, paginate={"per_page": per_page}).configure(table)
 
 
 def base_url(request: HttpRequest) -> str:

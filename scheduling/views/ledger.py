@@ -3,7 +3,6 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django_tables2 import RequestConfig
 
 from scheduling import charts
 from scheduling.filters import LedgerFindingFilter
@@ -11,7 +10,7 @@ from scheduling.models import LedgerFinding
 from scheduling.selectors import ledger as ledger_reads
 from scheduling.tables import LedgerFindingTable
 
-from .common import time_range
+from .common import paginate, time_range
 
 TIMELINE_RANGES = ("6h", "24h", "7d", "30d")
 
@@ -22,9 +21,9 @@ def ledger(request: HttpRequest) -> HttpResponse:
     finding_filter = LedgerFindingFilter(request.GET, queryset=ledger_reads.shown_findings())
     rows = finding_filter.qs
     open_table = LedgerFindingTable(rows.filter(closed_at__isnull=True), prefix="o-", exclude=("closed_at",))
-    RequestConfig(request, paginate={"per_page": 50}).configure(open_table)
+    paginate(request, open_table, 50)
     closed_table = LedgerFindingTable(rows.filter(closed_at__isnull=False), prefix="c-", order_by=("-closed_at",))
-    RequestConfig(request, paginate={"per_page": 25}).configure(closed_table)
+    paginate(request, closed_table, 25)
     nodes = ledger_reads.timeline_nodes(window.since, window.until)
     spans = ledger_reads.ownership_between(window.since, window.until, nodes=nodes)
     context = {

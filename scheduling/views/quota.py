@@ -1,21 +1,26 @@
 """Quota requests: file one with a feasibility check first, decide it, and see the decision."""
 
+import uuid
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django_tables2 import RequestConfig
 
 from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import teams as teams_reads
-from scheduling.services import feasibility, notifications, quota
+from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
-from .common import base_url
+from .common import base_url, paginate
+
+# Every showing of the request form asks the same thing of its key: to file one request. (The API's key also
+# covers the body: there a key sent again with another body is a client error.)
+FORM_FINGERPRINT = "quota-request-form"
 
 
 def _visible_requests(user):
@@ -36,9 +41,9 @@ def _awaiting(user):
 def quota_list(request: HttpRequest) -> HttpResponse:
     request_filter = QuotaRequestFilter(request.GET, queryset=_visible_requests(request.user))
     table = QuotaRequestTable(request_filter.qs)
-    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    paginate(request, table, 25)
     awaiting = QuotaRequestTable(_awaiting(request.user), prefix="a-")
-    RequestConfig(request, paginate={"per_page": 10}).configure(awaiting)
+    paginate(request, awaiting, 10)
     return render(
         request,
         "scheduling/quota_list.html",
@@ -49,7 +54,7 @@ def quota_list(request: HttpRequest) -> HttpResponse:
 def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
     teams = teams_reads.submittable_teams(request.user, request.user.has_perm("scheduling.see_team"))
     models = sorted(set(Node.objects.values_list("gpu_model", flat=True)))
-    initial = {"team": request.GET.get("team")} if data is None else None
+    initial = {"team": request.GET.get("team"), "idempotency_key": uuid.uuid4().hex} if data is None else None
     if initial and initial["team"]:
         initial["team"] = next((t.pk for t in teams if t.slug == initial["team"]), None)
     return QuotaRequestForm(data, teams=teams, gpu_models=models, initial=initial or {})
@@ -69,25 +74,49 @@ def quota_new(request: HttpRequest) -> HttpResponse:
         context["check"] = check
         if request.POST.get("action") == "submit":
             try:
-                created = quota.create_request(
-                    requester=request.user,
-                    team=data["team"],
-                    gpus=data["gpus"],
-                    gpu_model=data["gpu_model"],
-                    orchestrator=data["orchestrator"],
-                    starts_at=data["starts_at"],
-                    ends_at=data["ends_at"],
-                    justification=data["justification"],
-                )
+                outcome = _submit_once(request, data)
             except PermissionDenied as error:
                 form.add_error("team", str(error))
             except ValidationError as error:
                 _errors_to_form(form, error)
+            except idempotency.KeyReused as error:
+                form.add_error(None, f"This form {error}.")
             else:
-                notifications.request_submitted(created, base_url=base_url(request))
-                messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
-                return redirect("quota-detail", pk=created.pk)
+                return _submitted(request, outcome)
     return render(request, "scheduling/quota_form.html", context)
+
+
+def _submit_once(request: HttpRequest, data: dict) -> idempotency.Outcome:
+    """File the request, once per form key: the same form sent again finds the first request, even if edited
+    in between (the key belongs to one showing of the form)."""
+
+    def work():
+        created = quota.create_request(
+            requester=request.user,
+            team=data["team"],
+            gpus=data["gpus"],
+            gpu_model=data["gpu_model"],
+            orchestrator=data["orchestrator"],
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+            justification=data["justification"],
+        )
+        return 302, {}, created
+
+    if not data.get("idempotency_key"):  # a form from before keys, or a script: no protection asked
+        status_code, body, created = work()
+        return idempotency.Outcome(status_code, body, created.pk, replayed=False)
+    return idempotency.once(request.user, data["idempotency_key"], FORM_FINGERPRINT, work)
+
+
+def _submitted(request: HttpRequest, outcome: idempotency.Outcome) -> HttpResponse:
+    created = QuotaRequest.objects.select_related("team").get(pk=outcome.quota_request_id)
+    if outcome.replayed:
+        messages.info(request, f"Request #{created.pk} was already sent from this form; here it is.")
+    else:
+        notifications.request_submitted(created, base_url=base_url(request))
+        messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
+    return redirect("quota-detail", pk=created.pk)
 
 
 def _errors_to_form(form, error: ValidationError) -> None:

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import PoolPolicy, RebalancePlan
 from scheduling.services import pool_policies, rebalance
 
@@ -96,7 +97,7 @@ class PoolPolicyForm(forms.ModelForm):
         choices=[(1, "Mon"), (2, "Tue"), (3, "Wed"), (4, "Thu"), (5, "Fri"), (6, "Sat"), (7, "Sun")],
         coerce=int, widget=forms.CheckboxSelectMultiple,
     )
-    reason = forms.CharField(max_length=100, help_text="Why: stored with the change (audited).")
+    reason = forms.CharField(max_length=COMMENT_MAX_CHARS, help_text="Why: stored with the change (audited).")
 
     class Meta:
         model = PoolPolicy

@@ -11,7 +11,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_tables2 import RequestConfig
 
 from scheduling import reports
 from scheduling.models import ReportSubscription
@@ -19,13 +18,15 @@ from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery
 from scheduling.tables import CapacityReportTable
 
+from .common import paginate
+
 CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8"}
 
 
 @login_required
 def report_list(request: HttpRequest) -> HttpResponse:
     table = CapacityReportTable(report_reads.stored_reports())
-    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    paginate(request, table, 25)
     context = {
         "table": table,
         "subscription": report_delivery.subscription_of(request.user),

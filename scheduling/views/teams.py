@@ -3,7 +3,6 @@
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django_tables2 import RequestConfig
 
 from scheduling import charts
 from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
@@ -13,7 +12,7 @@ from scheduling.selectors import usage
 from scheduling.services import forecast
 from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
 
-from .common import time_range
+from .common import paginate, time_range
 
 
 @login_required
@@ -27,7 +26,7 @@ def team_list(request: HttpRequest) -> HttpResponse:
         {**row.__dict__, "parent": parents.get(row.slug, "")} for row in teams_reads.teams_now() if row.slug in chosen
     ]
     table = TeamTable([_Row(r) for r in rows])
-    RequestConfig(request, paginate={"per_page": 50}).configure(table)
+    paginate(request, table, 50)
     return render(request, "scheduling/team_list.html", {"table": table, "filter": team_filter, "count": len(rows)})
 
 
@@ -67,7 +66,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     )
     request_table = QuotaRequestTable(requests, prefix="r-")
     for table in (pending_table, grant_table, request_table):
-        RequestConfig(request, paginate={"per_page": 15}).configure(table)
+        paginate(request, table, 15)
     context = {
         "team": team,
         "detail": detail,

@@ -1,0 +1,100 @@
+"""What ``Orchestrator.options`` may hold, per kind: one JSON Schema for every key the collectors, the busy-time
+scraper and the rebalancer's actuators read (``services/collection.py``, ``services/busy.py``,
+``services/rebalance.py``; docs/utilisation.md and docs/rebalancer.md describe them).
+
+Checked on every write (the model's ``clean``, so the admin and ``register_orchestrator``; the API's serializer)
+because the readers trust the shape: a string, a null or ``"timeout_s": "fast"`` used to be stored and then made
+every scrape raise. Unknown keys are refused too: a misspelt ``"dry-run"`` would otherwise leave a real
+orchestrator's rebalancing on its default without a word. Pure (no Django), so any layer may ask.
+"""
+
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+STRING = {"type": "string"}
+FLAG = {"type": "boolean"}
+SECONDS = {"type": "number", "exclusiveMinimum": 0, "maximum": 86_400}
+SECONDS_OR_ZERO = {"type": "number", "minimum": 0, "maximum": 7 * 86_400}
+PATH = {"type": "string", "minLength": 1, "maxLength": 1024}
+
+REBALANCE_COMMON = {
+    "dry_run": FLAG,
+    "auto_apply": FLAG,
+    "preempt_gangs": FLAG,
+    "target_utilization_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+}
+COLLECTOR_COMMON = {
+    "timeout_s": SECONDS,
+    "team_aliases": {"type": "object", "additionalProperties": STRING},
+}
+
+
+def _source(properties: dict[str, Any], rebalance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A scheduler's options: the collector's common keys, its own, and the rebalancer's ``rebalance`` object."""
+    rebalance_object = {
+        "type": "object",
+        "properties": {**REBALANCE_COMMON, **(rebalance or {})},
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {**COLLECTOR_COMMON, **properties, "rebalance": rebalance_object},
+        "additionalProperties": False,
+    }
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "slurm": _source(
+        {
+            "user": {"type": "string", "minLength": 1},  # sent with the JWT as X-SLURM-USER-NAME
+            "api_version": {"type": "string", "pattern": r"^v0\.0\.[0-9]+$"},  # the path slurmrestd serves
+            "team_field": {"enum": ["account", "user"]},
+            "slurm_conf": PATH,
+        },
+        {"slurm_conf": PATH},
+    ),
+    "kubernetes": _source(
+        {"volcano": FLAG, "in_cluster": FLAG, "kubeconfig": PATH, "team_label": STRING},
+    ),
+    "ray": _source({}, {"ray_node_type": {"type": "string", "minLength": 1}, "autoscaler_config": PATH}),
+    "prometheus": {
+        "type": "object",
+        "properties": {
+            "metric": {"type": "string", "pattern": r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"},  # a Prometheus metric name
+            "selector": STRING,
+            "step_s": SECONDS,
+            "lag_s": SECONDS_OR_ZERO,
+            "catchup_s": SECONDS_OR_ZERO,
+            "margin_s": SECONDS_OR_ZERO,
+            "max_points": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
+            "orchestrators": {"type": "array", "items": {"type": "string", "minLength": 1}},
+            "auth": {"enum": ["bearer", "basic"]},
+            "timeout_s": SECONDS,
+        },
+        "additionalProperties": False,
+    },
+}
+VALIDATORS = {kind: Draft202012Validator(schema) for kind, schema in SCHEMAS.items()}
+
+
+def options_problems(kind: str, options: object) -> list[str]:
+    """Each way ``options`` breaks the schema of ``kind``, as ``options.<path>: <rule>``; empty when it fits.
+    An unknown kind has no schema here (the kind's own validation says so)."""
+    validator = VALIDATORS.get(kind)
+    if validator is None:
+        return []
+    errors = sorted(validator.iter_errors(options), key=lambda e: [str(p) for p in e.absolute_path])
+    return [_describe(kind, error) for error in errors]
+
+
+def _describe(kind: str, error) -> str:
+    where = ".".join(["options", *(str(p) for p in error.absolute_path)])
+    if error.validator == "additionalProperties":
+        known = ", ".join(sorted(error.schema["properties"]))
+        unknown = ", ".join(sorted(set(error.instance) - set(error.schema["properties"])))
+        return f"{where}: unknown key {unknown} for a {kind} source (known: {known})"
+    if error.validator == "type" and not error.absolute_path:
+        return f"{where}: must be a JSON object of settings, got {json.dumps(error.instance)[:40]}"
+    return f"{where}: {error.message}"
