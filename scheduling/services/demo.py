@@ -178,7 +178,7 @@ def _persist_round(state: FederationState, result: RoundResult, arrivals, now: d
         changed.append(row)
     for job in state.pending:
         row = by_id[job.external_id]
-        reason = state.pending_reasons.get(job.external_id, "waiting for its turn in the queue")
+        reason = _pending_reason(state, job.external_id)
         if row.pending_reason != reason:
             row.pending_reason = reason
             changed.append(row)
@@ -313,6 +313,12 @@ def fill_history(days: float, step_s: float = 300, now: datetime | None = None) 
     return len(jobs)
 
 
+def _pending_reason(state: FederationState, job_id: str) -> str:
+    """The engine's reason, or why there is none: it tries only the head of each queue per round, so a job
+    further back (or one stored before with no reason) has not been looked at yet."""
+    return state.pending_reasons.get(job_id) or "waiting for its turn in the queue"
+
+
 def _store_history_workloads(jobs, starts, ends, state: FederationState) -> None:
     orchestrators = {o.name: o for o in demo_orchestrators()}
     teams = {t.slug: t for t in Team.objects.all()}
@@ -321,7 +327,7 @@ def _store_history_workloads(jobs, starts, ends, state: FederationState) -> None
         run = starts.get(job_id)
         extra: dict[str, object] = {
             "state": Workload.State.PENDING,
-            "pending_reason": state.pending_reasons.get(job_id, ""),
+            "pending_reason": _pending_reason(state, job_id),
         }
         if run is not None:
             extra = {
