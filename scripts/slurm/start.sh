@@ -60,14 +60,14 @@ if [ -z "$ROOT" ]; then
 else
     cat >"$STATE/bin/in-root" <<WRAP
 #!/bin/sh
-exec unshare --mount --propagation private -- /bin/sh -ec '
+exec /usr/bin/unshare --mount --propagation private -- /bin/sh -ec '
     mount -t proc proc "$ROOT/proc"
     mount --rbind /dev "$ROOT/dev"
     mount --rbind /sys "$ROOT/sys"
     mount -t tmpfs tmpfs "$ROOT/tmp"
     mkdir -p "$ROOT$STATE"
     mount --bind "$STATE" "$ROOT$STATE"
-    exec chroot "$ROOT" "\$@"' in-root "\$@"
+    exec /usr/sbin/chroot "$ROOT" "\$@"' in-root "\$@"
 WRAP
 fi
 for tool in scontrol sinfo squeue sbatch scancel sacctmgr sshare sacct sreport sprio; do
