@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,8 @@ from .httpjson import JsonClient
 from .slurm_wire import job_state, number
 
 # API versions whose slurmrestd serves /slurmdb/<version>/... (22.05: dbv0.0.36-38; 23.x+: v0.0.39+).
-SLURMDB_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42")
+LEGACY_SLURMDB_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
+SLURMDB_VERSIONS = (*LEGACY_SLURMDB_VERSIONS, "v0.0.40", "v0.0.41", "v0.0.42")
 # sacctmgr's "clear this limit" value.
 UNLIMITED = "-1"
 ASSOC_FORMAT = "account,user,parentname,fairshare,grptres"
@@ -217,9 +219,23 @@ def read_associations_sacctmgr(run: Runner, cluster: str) -> tuple[list[SlurmAcc
     )
 
 
-def read_finished_jobs_rest(client: JsonClient, api_version: str, start: int, end: int) -> list[FinishedJob]:
-    path = f"/slurmdb/{api_version}/jobs?start_time={start}&end_time={end}"
-    return parse_finished_jobs(client.get_json(path))
+def slurmdb_time(epoch: float, api_version: str, now: float) -> str:
+    """A time for slurmdb's ``start_time``/``end_time``: v0.0.40+ take epoch seconds; v0.0.36-v0.0.38
+    refuse them ("Unable to parse time format") and read local-time strings in slurmrestd's own time
+    zone, which we cannot know, so they get ``now-N`` / ``now+N`` relative to our clock instead."""
+    if api_version not in LEGACY_SLURMDB_VERSIONS:
+        return str(int(epoch))
+    delta = round(epoch - now)
+    return f"now{delta:+d}" if delta else "now"
+
+
+def read_finished_jobs_rest(
+    client: JsonClient, api_version: str, start: float, end: float, *, now: float | None = None
+) -> list[FinishedJob]:
+    """Jobs that finished in ``[start, end]`` (epoch seconds) from ``/slurmdb/<version>/jobs``."""
+    clock = time.time() if now is None else now
+    params = {"start_time": slurmdb_time(start, api_version, clock), "end_time": slurmdb_time(end, api_version, clock)}
+    return parse_finished_jobs(client.get_json(f"/slurmdb/{api_version}/jobs", params=params))
 
 
 # ------------------------------------------------------------------------------------------- writer

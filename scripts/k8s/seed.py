@@ -144,21 +144,24 @@ def register_node(core: k8s.CoreV1Api, name: str, block: str) -> None:
 # ----------------------------------------------------------------------------------------- volcano
 
 
-def crd(kind: str, plural: str, scope: str, short: str) -> dict[str, Any]:
-    """A plain CRD with Volcano's names: no schema beyond 'keep every field' (no Volcano controller
-    runs to validate or default them) and a status subresource, as Volcano's own CRDs have."""
+def crd(
+    kind: str, plural: str, scope: str, short: str, group: str = VOLCANO_GROUP, version: str = VOLCANO_VERSION
+) -> dict[str, Any]:
+    """A plain CRD with Volcano's names (or another group's, e.g. Kueue's for the governance tests): no
+    schema beyond 'keep every field' (no controller runs to validate or default them) and a status
+    subresource, as Volcano's own CRDs have."""
     schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{VOLCANO_GROUP}"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
-            "group": VOLCANO_GROUP,
+            "group": group,
             "scope": scope,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "shortNames": [short]},
             "versions": [
                 {
-                    "name": VOLCANO_VERSION,
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},

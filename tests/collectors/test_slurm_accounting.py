@@ -16,6 +16,7 @@ from scheduling.collectors.slurm_accounting import (
     parse_grp_tres,
     parse_sacctmgr_associations,
     parse_slurmdb_associations,
+    slurmdb_time,
 )
 from scheduling.engine.governance_types import SlurmAccount, SlurmUser
 
@@ -177,3 +178,10 @@ def test_users_are_added_once_and_removing_an_absent_one_writes_nothing():
         ["delete", "user"],
         ["delete", "account"],
     ]
+
+
+def test_slurmdb_times_are_epoch_from_v0040_and_relative_to_now_before_it():
+    assert slurmdb_time(1000, "v0.0.42", now=5000) == "1000"
+    assert slurmdb_time(1000, "v0.0.38", now=5000) == "now-4000"
+    assert slurmdb_time(5060, "v0.0.38", now=5000) == "now+60"
+    assert slurmdb_time(5000.2, "v0.0.37", now=5000) == "now"
