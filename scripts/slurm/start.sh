@@ -236,8 +236,9 @@ SLURM_JWT=daemon nohup "$IN_ROOT" /usr/sbin/slurmrestd -f "$SLURM_CONF" -u slurm
     >"$STATE/log/slurmrestd.log" 2>&1 &
 echo $! >"$STATE/run/slurmrestd.pid"
 
-# Ready = every node registered (no longer UNKNOWN/not responding) and slurmrestd answering.
-for _ in $(seq 1 200); do
+# Ready = every node registered (no longer UNKNOWN/not responding) and slurmrestd answering. Up to 60 s:
+# on a loaded machine eight slurmd (chrooted ones especially) can take a while; a ready fleet exits at once.
+for _ in $(seq 1 600); do
     idle=$(sinfo -h -N -p gpu -t idle -o '%N' 2>/dev/null | sort -u | wc -l)
     [ "$idle" -ge "$NODES" ] && break
     sleep 0.1
