@@ -16,6 +16,7 @@ from scheduling.collectors.slurm_accounting import (
     parse_grp_tres,
     parse_sacctmgr_associations,
     parse_slurmdb_associations,
+    sacctmgr_runner,
     slurmdb_time,
 )
 from scheduling.engine.governance_types import SlurmAccount, SlurmUser
@@ -185,3 +186,15 @@ def test_slurmdb_times_are_epoch_from_v0040_and_relative_to_now_before_it():
     assert slurmdb_time(1000, "v0.0.38", now=5000) == "now-4000"
     assert slurmdb_time(5060, "v0.0.38", now=5000) == "now+60"
     assert slurmdb_time(5000.2, "v0.0.37", now=5000) == "now"
+
+
+def test_a_failing_sacctmgr_is_a_source_unavailable_error_with_its_message():
+    run = sacctmgr_runner(["sh", "-c", 'echo " Nothing new added." >&2; exit 1', "sacctmgr"])
+    with pytest.raises(SourceUnavailable, match=r"add account x -> 1: Nothing new added\."):
+        run(["add", "account", "x"])
+
+
+def test_a_missing_sacctmgr_binary_is_retryable_unavailability():
+    with pytest.raises(SourceUnavailable) as error:
+        sacctmgr_runner(["/nonexistent/sacctmgr"])(["show", "assoc"])
+    assert error.value.retryable
