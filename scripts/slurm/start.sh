@@ -21,7 +21,8 @@ set -euo pipefail
 STATE=${SLURM_STATE_DIR:-/tmp/gpuportal-slurm}
 NODES=${SLURM_NODES:-8}
 CTLD_PORT=${SLURMCTLD_PORT:-16817}
-DBD_PORT=${SLURMDBD_PORT:-16819}
+# Two above slurmctld's by default, so a caller that moves slurmctld moves slurmdbd with it.
+DBD_PORT=${SLURMDBD_PORT:-$((CTLD_PORT + 2))}
 REST_PORT=${SLURMRESTD_PORT:-16820}
 NODE_PORT_BASE=${SLURMD_PORT_BASE:-17000}
 ROOT=${SLURM_ROOT:-}
@@ -54,7 +55,8 @@ mysql_root -e "DROP DATABASE IF EXISTS \`$ACCT_DB\`; CREATE DATABASE \`$ACCT_DB\
 
 # --- every daemon and client of this fleet runs through $STATE/bin/in-root: straight on this system,
 # or chrooted into $ROOT in a private mount namespace (its /proc, /dev, /sys and this state dir are
-# mounted there and vanish with the process, so the shared root is never changed).
+# mounted there and vanish with the process, so the shared root is never changed; a state dir outside
+# /tmp leaves only its empty mount point behind in the root).
 if [ -z "$ROOT" ]; then
     printf '#!/bin/sh\nexec "$@"\n' >"$STATE/bin/in-root"
 else
@@ -198,14 +200,22 @@ chmod 600 "$STATE/etc/slurmdbd.conf"
 export SLURM_CONF="$STATE/etc/slurm.conf"
 
 # slurmdbd first: slurmctld registers the cluster with it and reads the associations it enforces.
+# A slurmdbd of another fleet on our port would answer our sacctmgr with the wrong munge key and
+# database: refuse to start beside it rather than write into it.
+holder=$(ss -Hltnp "sport = :$DBD_PORT" 2>/dev/null | head -n1)
+[ -z "$holder" ] || die "slurmdbd port $DBD_PORT is taken ($holder): set SLURMDBD_PORT"
 "$IN_ROOT" /usr/sbin/slurmdbd
-# Each try is bounded: a client that cannot reach slurmdbd retries on its own for minutes.
-dbd_answers() { timeout 5 sacctmgr -n -P list cluster >/dev/null 2>&1; }
+# Each try is bounded: a client that cannot reach slurmdbd retries on its own for minutes. Ours, not
+# another's: the pid it wrote must be alive.
+dbd_answers() {
+    kill -0 "$(cat "$STATE/run/slurmdbd.pid" 2>/dev/null || echo 0)" 2>/dev/null \
+        && timeout 5 sacctmgr -n -P list cluster >/dev/null 2>&1
+}
 for _ in $(seq 1 100); do
     dbd_answers && break
     sleep 0.2
 done
-dbd_answers || die "slurmdbd did not answer; see $STATE/log/slurmdbd.log"
+dbd_answers || die "slurmdbd did not answer; see $STATE/log/slurmdbd.log: $(tail -n 3 "$STATE/log/slurmdbd.log" 2>/dev/null)"
 sacctmgr -i add cluster gpuportal >/dev/null
 # shellcheck disable=SC2086
 for account in $ACCOUNTS; do
