@@ -1,4 +1,5 @@
-"""Slurm collector: slurmrestd (openapi v0.0.36-v0.0.38, Slurm 22.05) -> :class:`Snapshot`.
+"""Slurm collector: slurmrestd (openapi v0.0.36-v0.0.38 on Slurm 22.05, v0.0.40-v0.0.42 on 23.x/24.x)
+-> :class:`Snapshot`. Newer objects are read through :mod:`.slurm_wire`, which gives them the older shape.
 
 GPU facts come from the ``gres``/``gres_used`` strings (``gpu:h100:5(IDX:0-4)``); slurmrestd 22.05 has no
 topology endpoint, so the switch tree is passed in (parse ``topology.conf`` or ``scontrol show topology``
@@ -22,6 +23,7 @@ from .errors import MalformedResponse, SourceUnavailable
 from .hostlist import count_index_list, expand_hostlist, index_list
 from .httpjson import JsonClient, require
 from .reliability import DEFAULT_RETRY, DEFAULT_TIMEOUT_S, CircuitBreaker, RetryPolicy, guarded
+from .slurm_wire import job_v38, node_v38, partition_v38
 from .snapshot import (
     DEFAULT_TEAMS,
     ObservedNode,
@@ -136,6 +138,7 @@ def _node_state(raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 def parse_node(
     raw: dict[str, Any], *, orchestrator: str, topology: Mapping[str, TopologyPath] | None = None
 ) -> ObservedNode:
+    raw = node_v38(raw)
     for key in ("name", "state", "gres", "gres_used"):
         require(raw, key, (str,), f"slurm node {raw.get('name', '?')}")
     used = [e for e in parse_gres(raw["gres_used"]) if e.name == "gpu"]
@@ -272,6 +275,7 @@ def _array_identity(raw: dict[str, Any]) -> tuple[str, str, int]:
 def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> ObservedWorkload | None:
     """One workload for a job (or pending array remainder); ``None`` for finished jobs and jobs
     without GPUs (they do not compete for the fleet)."""
+    raw = job_v38(raw)
     require(raw, "job_id", (int,), "slurm job")
     require(raw, "job_state", (str,), f"slurm job {raw['job_id']}")
     state = _job_state(raw)
@@ -308,6 +312,7 @@ def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> 
 
 
 def parse_partition(raw: dict[str, Any], *, orchestrator: str, gpus_by_node: Mapping[str, int]) -> ObservedQueue:
+    raw = partition_v38(raw)
     require(raw, "name", (str,), "slurm partition")
     nodes = tuple(expand_hostlist(raw.get("nodes")))
     return ObservedQueue(

@@ -144,21 +144,24 @@ def register_node(core: k8s.CoreV1Api, name: str, block: str) -> None:
 # ----------------------------------------------------------------------------------------- volcano
 
 
-def crd(kind: str, plural: str, scope: str, short: str) -> dict[str, Any]:
-    """A plain CRD with Volcano's names: no schema beyond 'keep every field' (no Volcano controller
-    runs to validate or default them) and a status subresource, as Volcano's own CRDs have."""
+def crd(
+    kind: str, plural: str, scope: str, short: str, group: str = VOLCANO_GROUP, version: str = VOLCANO_VERSION
+) -> dict[str, Any]:
+    """A plain CRD with Volcano's names (or another group's, e.g. Kueue's for the governance tests): no
+    schema beyond 'keep every field' (no controller runs to validate or default them) and a status
+    subresource, as Volcano's own CRDs have."""
     schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{VOLCANO_GROUP}"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
-            "group": VOLCANO_GROUP,
+            "group": group,
             "scope": scope,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "shortNames": [short]},
             "versions": [
                 {
-                    "name": VOLCANO_VERSION,
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
@@ -392,15 +395,24 @@ def check_fits(core: k8s.CoreV1Api) -> None:
         raise RuntimeError(f"seed.py: nodes over their 8 GPUs: {over}")
 
 
+WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [VOLCANO_GROUP], "resources": ["queues", "podgroups"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [VOLCANO_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+    # Governance: the portal writes each team's namespaces, GPU quotas and Volcano Queue (and Kueue's
+    # queues where those CRDs exist), and reads the CRD list to detect which of them the cluster has.
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": [*WRITE_VERBS]},
+    {"apiGroups": [VOLCANO_GROUP], "resources": ["queues"], "verbs": [*WRITE_VERBS]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": [*WRITE_VERBS]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list"]},
 ]
 
 
 def grant_portal_role(api_client: k8s.ApiClient) -> None:
-    """The portal's least privilege: read nodes/pods/Volcano objects, patch nodes. Nothing else."""
+    """The portal's least privilege: read nodes/pods/Volcano objects, patch nodes, and write the
+    governance objects (team namespaces, ResourceQuotas, Volcano/Kueue queues). Nothing else."""
     rbac = k8s.RbacAuthorizationV1Api(api_client)
     rbac.create_cluster_role({"metadata": {"name": "gpuportal-portal"}, "rules": PORTAL_RULES})
     rbac.create_cluster_role_binding(

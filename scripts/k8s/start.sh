@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Start a real Kubernetes control plane on loopback: our own etcd, kube-apiserver v1.20.2 (TLS with a
-# CA made here, static bearer tokens, RBAC) and the real kube-scheduler. No kubelets: the fleet's
-# Node objects are registered by scripts/k8s/seed.py, KWOK-style.
+# CA made here, static bearer tokens, RBAC, the ResourceQuota admission plugin), the real kube-scheduler
+# and kube-controller-manager (its resourcequota and namespace controllers, so a quota's status.used is
+# real and a deleted namespace empties). No kubelets: the fleet's Node objects are registered by
+# scripts/k8s/seed.py, KWOK-style.
 #
 # Everything lives in $K8S_STATE_DIR (default /tmp/gpuportal-k8s), wiped on every start so each run
 # begins with an empty cluster. Prints KEY=VALUE lines (also written to $STATE/env):
@@ -17,10 +19,11 @@ ETCD_PORT=${K8S_ETCD_PORT:-24379}
 ETCD_PEER_PORT=${K8S_ETCD_PEER_PORT:-24380}
 API_PORT=${K8S_API_PORT:-24443}
 SCHEDULER_PORT=${K8S_SCHEDULER_PORT:-24459}
+CONTROLLER_MANAGER_PORT=${K8S_CONTROLLER_MANAGER_PORT:-24457}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "start.sh: $*" >&2; exit 1; }
-for bin in "$BIN/kube-apiserver" "$BIN/kube-scheduler"; do
+for bin in "$BIN/kube-apiserver" "$BIN/kube-scheduler" "$BIN/kube-controller-manager"; do
     [ -x "$bin" ] || die "$bin missing: run scripts/k8s/install.sh"
 done
 command -v etcd >/dev/null || die "etcd missing: run scripts/k8s/install.sh"
@@ -51,11 +54,14 @@ openssl_quiet rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 token() { openssl rand -hex 24; }
 ADMIN_TOKEN=$(token)
 SCHEDULER_TOKEN=$(token)
+CONTROLLER_MANAGER_TOKEN=$(token)
 PORTAL_TOKEN=$(token)
 {
     echo "$ADMIN_TOKEN,fixture-admin,fixture-admin,\"system:masters\""
     # The bootstrap RBAC policy already grants this user what kube-scheduler needs.
     echo "$SCHEDULER_TOKEN,system:kube-scheduler,system:kube-scheduler"
+    # Likewise for the controller manager (system:kube-controller-manager and the per-controller roles).
+    echo "$CONTROLLER_MANAGER_TOKEN,system:kube-controller-manager,system:kube-controller-manager"
     # Gets only the role scripts/k8s/seed.py binds: what the collector and actuator need, no more.
     echo "$PORTAL_TOKEN,gpuportal,gpuportal,\"gpuportal:portal\""
 } >"$PKI/tokens.csv"
@@ -88,6 +94,7 @@ KCFG
 }
 ADMIN_KUBECONFIG=$(kubeconfig admin "$ADMIN_TOKEN")
 SCHEDULER_KUBECONFIG=$(kubeconfig scheduler "$SCHEDULER_TOKEN")
+CONTROLLER_MANAGER_KUBECONFIG=$(kubeconfig controller-manager "$CONTROLLER_MANAGER_TOKEN")
 PORTAL_KUBECONFIG=$(kubeconfig portal "$PORTAL_TOKEN")
 
 # --- etcd: our own, loopback only. fsync is kept (etcd 3.4 has no switch for it); its data dir is
@@ -112,10 +119,12 @@ wait_http() {  # what url tries [curl args...]
 }
 wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 100
 
-# --- kube-apiserver. Admission: only what a real cluster's node/pod flow needs here.
+# --- kube-apiserver. Admission: only what a real cluster's node/pod flow and team quotas need here.
 #   TaintNodesByCondition  new Nodes get node.kubernetes.io/not-ready:NoSchedule (seed.py lifts it, as
 #                          the node lifecycle controller would once the node reports Ready)
 #   Priority, DefaultTolerationSeconds, NamespaceLifecycle: as on any cluster
+#   ResourceQuota          a pod beyond its namespace's quota (requests.nvidia.com/gpu) is refused with
+#                          "exceeded quota"; it reads the usage kube-controller-manager keeps in status
 #   ServiceAccount is disabled: no controller-manager creates the namespaces' "default" accounts, so
 #   every pod would be refused. The rest of the default set guards objects the fixture never makes.
 # --insecure-port=0: 1.20 still opens an unauthenticated :8080 by default.
@@ -129,8 +138,8 @@ nohup "$BIN/kube-apiserver" \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.96.0.0/24 \
-    --enable-admission-plugins NamespaceLifecycle,TaintNodesByCondition,Priority,DefaultTolerationSeconds \
-    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota \
+    --enable-admission-plugins NamespaceLifecycle,TaintNodesByCondition,Priority,DefaultTolerationSeconds,ResourceQuota \
+    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
     --endpoint-reconciler-type none \
     --enable-priority-and-fairness=false --profiling=false \
     --v 1 >"$STATE/log/kube-apiserver.log" 2>&1 &
@@ -144,6 +153,30 @@ nohup "$BIN/kube-scheduler" --kubeconfig "$SCHEDULER_KUBECONFIG" --leader-elect=
     --profiling=false --v 1 >"$STATE/log/kube-scheduler.log" 2>&1 &
 echo $! >"$STATE/run/kube-scheduler.pid"
 wait_http kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" 200 -k
+
+# --- kube-controller-manager: only the controllers whose objects the fixture has. resourcequota keeps
+# each quota's status (hard and used) current, which the admission plugin needs before it admits any
+# pod in a namespace with a quota; namespace empties a deleted namespace. No serviceaccount-token
+# controller (no ServiceAccount admission), no node lifecycle (seed.py plays the kubelets).
+# Without --use-service-account-credentials (no ServiceAccount tokens here) every controller runs as
+# system:kube-controller-manager: give that user the bootstrap roles those two controllers' own
+# service accounts would have, and nothing more.
+for controller in resourcequota namespace; do
+    curl -sf -o /dev/null --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+        -H 'Content-Type: application/json' -X POST "$URL/apis/rbac.authorization.k8s.io/v1/clusterrolebindings" \
+        -d "{\"metadata\": {\"name\": \"gpuportal-fixture:$controller-controller\"},
+             \"roleRef\": {\"apiGroup\": \"rbac.authorization.k8s.io\", \"kind\": \"ClusterRole\",
+                         \"name\": \"system:controller:$controller-controller\"},
+             \"subjects\": [{\"apiGroup\": \"rbac.authorization.k8s.io\", \"kind\": \"User\",
+                           \"name\": \"system:kube-controller-manager\"}]}" \
+        || die "could not bind system:controller:$controller-controller"
+done
+nohup "$BIN/kube-controller-manager" --kubeconfig "$CONTROLLER_MANAGER_KUBECONFIG" --leader-elect=false \
+    --controllers resourcequota,namespace --use-service-account-credentials=false \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 \
+    --profiling=false --v 1 >"$STATE/log/kube-controller-manager.log" 2>&1 &
+echo $! >"$STATE/run/kube-controller-manager.pid"
+wait_http kube-controller-manager "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" 200 -k
 
 {
     echo "K8S_STATE_DIR=$STATE"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop the control plane started by start.sh: only the processes whose pid files live in its state
-# dir (scheduler first, etcd last, so the apiserver never loses its store while serving).
+# dir (controllers and scheduler first, etcd last, so the apiserver never loses its store while serving).
 set -uo pipefail
 
 STATE=${K8S_STATE_DIR:-/tmp/gpuportal-k8s}
@@ -23,6 +23,7 @@ stop() {
     done
     kill -9 "$pid" 2>/dev/null
 }
+stop kube-controller-manager
 stop kube-scheduler
 stop kube-apiserver
 stop etcd

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Install the Slurm 22.05 packages the live collector tests run against (Debian 12).
+# Install the Slurm 22.05 packages the live collector tests run against (Debian 12), with slurmdbd and
+# MariaDB for accounting (start.sh keeps one database per fleet on the MariaDB at 127.0.0.1:3306), and
+# debootstrap for the Slurm 24.11 root that install-trixie.sh builds.
 # Idempotent: does nothing when every package is already installed.
 # Never installs slurm-wlm-emulator (it replaces the real slurmctld/slurmd behaviour).
 set -euo pipefail
 
-PACKAGES=(slurm-wlm slurmrestd munge slurm-wlm-jwt-plugin)
+PACKAGES=(slurm-wlm slurmrestd munge slurm-wlm-jwt-plugin slurmdbd mariadb-server mariadb-client debootstrap)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -26,7 +28,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # --no-install-recommends keeps the emulator and docs out; policy-rc.d stops the Debian
-# postinst from starting system-wide slurmctld/slurmd/munge services we never use.
+# postinst from starting system-wide slurmctld/slurmd/slurmdbd/munge services we never use (MariaDB is
+# started by .ci/run when this machine has not already started it).
 POLICY=/usr/sbin/policy-rc.d
 created_policy=0
 if [ ! -e "$POLICY" ]; then

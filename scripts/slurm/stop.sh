@@ -6,6 +6,8 @@ set -uo pipefail
 STATE=${SLURM_STATE_DIR:-/tmp/gpuportal-slurm}
 CONF="$STATE/etc/slurm.conf"
 [ -d "$STATE/run" ] || { echo "no fleet in $STATE"; exit 0; }
+# This fleet's own clients (a chrooted Slurm 24.11 fleet's, when start-trixie.sh made it).
+[ -d "$STATE/bin" ] && export PATH="$STATE/bin:$PATH"
 
 # Cancel every job first: slurmstepd and the job's processes outlive a stopped slurmd otherwise.
 if [ -f "$CONF" ] && SLURM_CONF=$CONF timeout 5 scontrol ping >/dev/null 2>&1; then
@@ -21,7 +23,7 @@ if [ -f "$CONF" ] && SLURM_CONF=$CONF timeout 5 scontrol ping >/dev/null 2>&1; t
 fi
 
 pids=()
-for file in "$STATE"/run/slurmrestd.pid "$STATE"/run/slurmd-*.pid "$STATE"/run/slurmctld.pid; do
+for file in "$STATE"/run/slurmrestd.pid "$STATE"/run/slurmd-*.pid "$STATE"/run/slurmctld.pid "$STATE"/run/slurmdbd.pid; do
     [ -f "$file" ] || continue
     pid=$(cat "$file" 2>/dev/null || true)
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && kill "$pid" 2>/dev/null && pids+=("$pid")
@@ -49,5 +51,11 @@ if [ -f "$STATE/run/munged.pid" ]; then
     pid=$(cat "$STATE/run/munged.pid")
     kill "$pid" 2>/dev/null
     rm -f "$STATE/run/munged.pid"
+fi
+# The accounting database belongs to this fleet alone (start.sh named it after the state dir).
+db=$(sed -n 's/^SLURM_ACCT_DB=//p' "$STATE/env" 2>/dev/null)
+if [ -n "$db" ]; then
+    mariadb -h "${SLURM_MYSQL_HOST:-127.0.0.1}" -P "${SLURM_MYSQL_PORT:-3306}" -u root \
+        -e "DROP DATABASE IF EXISTS \`$db\`" 2>/dev/null || true
 fi
 echo "stopped fleet in $STATE"

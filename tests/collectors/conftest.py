@@ -66,6 +66,7 @@ SLURM_BINARIES = ["slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sb
 SLURM_TEST_ENV = {
     "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-pytest",
     "SLURMCTLD_PORT": "16917",
+    "SLURMDBD_PORT": "16919",
     "SLURMRESTD_PORT": "16920",
     "SLURMD_PORT_BASE": "17100",
 }

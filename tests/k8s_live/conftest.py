@@ -1,4 +1,5 @@
-"""The live Kubernetes fixture: a real kube-apiserver v1.20.2 + etcd + kube-scheduler on loopback,
+"""The live Kubernetes fixture: a real kube-apiserver v1.20.2 + etcd + kube-scheduler +
+kube-controller-manager on loopback,
 started once per session by scripts/k8s/start.sh and seeded by scripts/k8s/seed.py (6 x 8-GPU nodes,
 Volcano CRDs, pods bound by the real scheduler). See docs/kubernetes-fixture.md.
 
@@ -50,6 +51,7 @@ def session_env() -> dict[str, str]:
         "K8S_ETCD_PEER_PORT": str(free_port()),
         "K8S_API_PORT": str(free_port()),
         "K8S_SCHEDULER_PORT": str(free_port()),
+        "K8S_CONTROLLER_MANAGER_PORT": str(free_port()),
     }
 
 
@@ -69,7 +71,8 @@ def require_fixture() -> None:
     problems = []
     if os.geteuid() != 0:
         problems.append("not running as root")
-    missing = [str(BIN / b) for b in ("kube-apiserver", "kube-scheduler") if not (BIN / b).exists()]
+    binaries = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
+    missing = [str(BIN / b) for b in binaries if not (BIN / b).exists()]
     missing += [b for b in ("etcd", "openssl", "curl") if shutil.which(b) is None]
     if missing:
         problems.append(f"missing {', '.join(missing)} (run scripts/k8s/install.sh: builds once, then cached)")
@@ -124,7 +127,7 @@ def cluster() -> Iterator[Cluster]:
         seeded = seed.seed(admin)
         rss = {
             name: round(rss_mib(state / "run" / f"{name}.pid"), 1)
-            for name in ("etcd", "kube-apiserver", "kube-scheduler")
+            for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
         }
         yield Cluster(admin, portal, state, values, start_seconds, seeded.seconds, rss, seeded.bound)
     finally:

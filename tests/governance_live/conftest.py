@@ -1,0 +1,95 @@
+"""Live governance fleets: Slurm 22.05 (scripts/slurm/start.sh) and Slurm 24.11 (start-trixie.sh), each
+with slurmdbd accounting, on state dirs and ports of their own (the defaults + 12000), so a developer's
+fleets, CI's and the collector tests' (tests/collectors/conftest.py) run beside them untouched.
+
+Not + 20000: 36817-37208 lies in Linux's ephemeral port range (32768-60999), where any outgoing
+connection may hold a port for a moment and a slurmd then fails to bind it ("Address already in use")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.collectors.conftest import REPO, SlurmFleet, require_live
+from tests.support import require
+
+SCRIPTS = REPO / "scripts" / "slurm"
+TRIXIE_CACHE = Path(os.environ.get("SLURM_TRIXIE_CACHE", "/var/cache/gpuportal-slurm-trixie"))
+FLEETS = {
+    "22.05": (
+        "start.sh",
+        {
+            "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-governance",
+            "SLURMCTLD_PORT": "28817",
+            "SLURMDBD_PORT": "28819",
+            "SLURMRESTD_PORT": "28820",
+            "SLURMD_PORT_BASE": "29000",
+        },
+    ),
+    "24.11": (
+        "start-trixie.sh",
+        {
+            "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-trixie-governance",
+            "SLURMCTLD_PORT": "28827",
+            "SLURMDBD_PORT": "28829",
+            "SLURMRESTD_PORT": "28830",
+            "SLURMD_PORT_BASE": "29200",
+        },
+    ),
+}
+BINARIES = ["slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munged", "sacctmgr", "mariadb"]
+
+
+@dataclass
+class GovernedFleet(SlurmFleet):
+    """A fleet plus what governance needs: its version, API version and its own client binaries."""
+
+    version: str = ""
+    api_version: str = ""
+    bin_dir: str = ""
+
+    def sacctmgr_prefix(self) -> list[str]:
+        return [f"{self.bin_dir}/sacctmgr"]
+
+
+def _require(version: str) -> None:
+    require_live(f"Slurm {version} with accounting", BINARIES)
+    built = (TRIXIE_CACHE / "current" / "COMPLETE").exists()
+    require(version != "24.11" or built, f"no Slurm 24.11 root in {TRIXIE_CACHE}: run scripts/slurm/install-trixie.sh")
+
+
+@pytest.fixture(scope="session", params=sorted(FLEETS))
+def governed_fleet(request) -> Iterator[GovernedFleet]:
+    version = request.param
+    _require(version)
+    script, ports = FLEETS[version]
+    env = {**os.environ, **ports}
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"scripts/slurm/{script} failed:\n{done.stdout}\n{done.stderr}")
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    env["SLURM_CONF"] = values["SLURM_CONF"]
+    env["PATH"] = f"{values['SLURM_BIN_DIR']}:{env.get('PATH', '')}"
+    fleet = GovernedFleet(
+        values["SLURMRESTD_URL"],
+        values["SLURM_JWT"],
+        values["SLURM_USER"],
+        env,
+        time.monotonic() - started,
+        version=values["SLURM_VERSION"],
+        api_version="v0.0.38" if version == "22.05" else "v0.0.42",
+        bin_dir=values["SLURM_BIN_DIR"],
+    )
+    try:
+        yield fleet
+    finally:
+        subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
