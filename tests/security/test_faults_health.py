@@ -22,18 +22,25 @@ def silent_redis_url():
         yield f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
 
 
+@pytest.fixture
+def probe(settings):
+    """The error details of /health are for a monitoring probe (METRICS_TOKEN); anyone else gets one word."""
+    settings.METRICS_TOKEN = "probe-token"
+    return {"HTTP_AUTHORIZATION": "Bearer probe-token"}
+
+
 def test_health_answers_503_with_a_broker_timeout_when_the_broker_accepts_but_never_answers(
-    client, settings, silent_redis_url
+    client, settings, silent_redis_url, probe
 ):
     settings.CELERY_BROKER_URL = silent_redis_url
-    response = client.get("/health")
+    response = client.get("/health", **probe)
     body = response.json()
     assert response.status_code == 503 and body["status"] == "error"
     assert body["checks"]["broker"].startswith(f"timeout: no answer within {health.SOCKET_TIMEOUT_S:g} s")
     assert body["checks"]["database"] == "ok"
 
 
-def test_health_reports_a_silent_redis_cache_as_a_timeout_without_failing(client, settings, silent_redis_url):
+def test_health_reports_a_silent_redis_cache_as_a_timeout_without_failing(client, settings, silent_redis_url, probe):
     settings.CACHES = {
         "default": {
             "BACKEND": "gpuportal.cache.RedisCache",
@@ -42,7 +49,7 @@ def test_health_reports_a_silent_redis_cache_as_a_timeout_without_failing(client
         }
     }
     try:
-        response = client.get("/health")
+        response = client.get("/health", **probe)
     finally:
         caches["default"].close()
     body = response.json()
@@ -50,12 +57,12 @@ def test_health_reports_a_silent_redis_cache_as_a_timeout_without_failing(client
     assert response.status_code == (200 if body["checks"]["broker"] == "ok" else 503)  # the cache is optional
 
 
-def test_a_refused_broker_is_reported_down_naming_the_error(client, settings):
+def test_a_refused_broker_is_reported_down_naming_the_error(client, settings, probe):
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{port}/0"
-    body = client.get("/health").json()
+    body = client.get("/health", **probe).json()
     assert body["checks"]["broker"].startswith("down: ConnectionError")
 
 
