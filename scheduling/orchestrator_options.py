@@ -11,7 +11,10 @@ orchestrator's rebalancing on its default without a word. Pure (no Django), so a
 import json
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
+
+from scheduling.validators import check_credentials_file
 
 STRING = {"type": "string"}
 FLAG = {"type": "boolean"}
@@ -86,7 +89,19 @@ def options_problems(kind: str, options: object) -> list[str]:
     if validator is None:
         return []
     errors = sorted(validator.iter_errors(options), key=lambda e: [str(p) for p in e.absolute_path])
-    return [_describe(kind, error) for error in errors]
+    return [_describe(kind, error) for error in errors] or _kubeconfig_problems(options)
+
+
+def _kubeconfig_problems(options: object) -> list[str]:
+    """A kubeconfig is a credential: it may only lie where credentials files may (scheduling/validators.py)."""
+    kubeconfig = options.get("kubeconfig") if isinstance(options, dict) else None
+    if not kubeconfig:
+        return []
+    try:
+        check_credentials_file(kubeconfig)
+    except ValidationError as error:
+        return [f"options.kubeconfig: {message}" for message in error.messages]
+    return []
 
 
 def _describe(kind: str, error) -> str:

@@ -44,7 +44,7 @@ def check_credentials_ref(reference: str) -> CredentialsRef | None:
     if kind == "env":
         return CredentialsRef("env", _check_env_name(target))
     if kind == "file":
-        return CredentialsRef("file", str(_check_file(target)))
+        return CredentialsRef("file", str(check_credentials_file(target)))
     raise ValidationError(
         "must be env:NAME or file:/path (where the secret lives; the secret itself is never stored)",
         code="reference_kind",
@@ -60,8 +60,10 @@ def _check_env_name(name: str) -> str:
     return name
 
 
-def _check_file(target: str) -> Path:
-    """The resolved path, if it lies inside a credentials directory (``..`` and symlinks followed first)."""
+def check_credentials_file(target: str) -> Path:
+    """The resolved path, if it lies inside a credentials directory (``..`` and symlinks followed first).
+    Also for a Kubernetes source's ``options.kubeconfig``: a kubeconfig holds a client certificate or token
+    and names the server it is sent to, so a free path would send any kubeconfig on the worker anywhere."""
     dirs = credential_dirs()
     allowed = ", ".join(str(d) for d in dirs)
     path = Path(target)

@@ -49,7 +49,7 @@ EVERY_KEY = {
         },
     },
     "kubernetes": {
-        "kubeconfig": "/etc/gpuportal/kubeconfig",
+        "kubeconfig": "/etc/gpuportal/credentials/kubeconfig",
         "in_cluster": False,
         "volcano": True,
         "team_label": "team",
@@ -162,3 +162,20 @@ def test_api_post_without_enabled_starts_enabled(cast):
     body = {"name": "sweeps", "kind": "ray", "endpoint": "http://ray-head:8265"}
     response = api_as(cast["admin"]).post("/api/v1/orchestrators/", body, format="json")
     assert response.status_code == 201 and Orchestrator.objects.get(name="sweeps").enabled is True
+
+
+@pytest.mark.parametrize("kubeconfig", ["/root/.kube/config", "/etc/gpuportal/credentials/../../shadow", "relative"])
+def test_a_kubeconfig_outside_the_credentials_directories_is_refused_naming_the_rule(cast, kubeconfig):
+    """A kubeconfig holds a client credential and names the server it goes to: like a file: reference."""
+    body = {
+        "name": "k",
+        "kind": "kubernetes",
+        "endpoint": "https://k8s.example:6443",
+        "options": {"kubeconfig": kubeconfig},
+    }
+    response = api_as(cast["admin"]).post("/api/v1/orchestrators/", body, format="json")
+    assert response.status_code == 400
+    assert "options.kubeconfig: file: " in json.dumps(response.json())  # "must lie inside" or "absolute path inside"
+    assert not Orchestrator.objects.filter(name="k").exists()
+    inside = {**body, "options": {"kubeconfig": "/etc/gpuportal/credentials/east.kubeconfig"}}
+    assert api_as(cast["admin"]).post("/api/v1/orchestrators/", inside, format="json").status_code == 201
