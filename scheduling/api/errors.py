@@ -1,6 +1,8 @@
 """Service errors become JSON that names the field and the rule, never a 500."""
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -14,12 +16,20 @@ class ServiceUnavailable(exceptions.APIException):
     default_code = "service_unavailable"
 
 
+class BodyTooLarge(exceptions.APIException):
+    status_code = 413
+    default_code = "body_too_large"
+
+
 def exception_handler(exc, context):
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(detail)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, RequestDataTooBig):  # Django's bare 400 page said nothing of the limit
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = BodyTooLarge(f"request body: at most {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)")
     elif isinstance(exc, EnqueueFailed):  # the row was stored and already marked failed with this reason
         exc = ServiceUnavailable(str(exc))
     return drf_exception_handler(exc, context)

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from scheduling.api.parsers import MAX_JSON_DEPTH
-from scheduling.models import FleetHost, NodeAlias, Orchestrator
+from scheduling.models import FleetHost, NodeAlias, Orchestrator, QuotaRequest
 
 from .bad_input_support import api_as
 
@@ -138,3 +138,15 @@ def test_a_nul_in_the_reason_of_a_delete_is_a_400(cast):
     response = api_as(cast["admin"]).delete(f"/api/v1/ledger/hosts/{host.pk}/?reason=gone%00")
     assert response.status_code == 400 and "reason" in response.json()
     assert FleetHost.objects.filter(pk=host.pk).exists()
+
+
+def test_a_json_body_over_the_upload_limit_is_a_413_naming_the_limit_and_nothing_is_stored(cast, teams, settings):
+    """Django bounds the body by DATA_UPLOAD_MAX_MEMORY_SIZE, but answered with a bare 400 page naming nothing."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    body = {"team": teams["research"].slug, "gpus": 1, "justification": "x" * 20_000}
+    response = _post_raw(api_as(cast["admin"]), "/api/v1/quota-requests/", json.dumps(body))
+    assert response.status_code == 413, response.content[:300]
+    assert "at most 10000 bytes" in response.json()["detail"]
+    assert not QuotaRequest.objects.exists()
+    small = _post_raw(api_as(cast["admin"]), "/api/v1/quota-requests/", json.dumps({**body, "justification": "ok"}))
+    assert small.status_code != 413
