@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
-import plotly
 from celery.schedules import crontab
 from csp import constants as csp
 
@@ -64,7 +63,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "scheduling.views.errors.BadQueryMiddleware",  # a bad query parameter: a 400 page naming it, not a 500
+    "scheduling.views.errors.ErrorPageMiddleware",  # a bad query parameter (400) and a page's 404, in the layout
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into our lockout page
@@ -147,10 +146,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-# Serve straight from the app and plotly wheel folders: no collectstatic step for the demo or tests.
+# Serve straight from the app folders: no collectstatic step for the demo or tests. plotly.js is the
+# cartesian partial bundle vendored in static/vendor/plotly (its README says why and how to update it).
 WHITENOISE_USE_FINDERS = True
-# plotly.min.js comes from the installed plotly wheel, so pages chart offline with the matching version.
-STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).resolve().parent / "package_data")]
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -1,16 +1,19 @@
-"""Bad query parameters on a page: a 400 page naming the parameter and the rule, with a link back.
+"""Error pages in the site's layout, saying why and where to go (templates/403.html, 404.html, 500.html).
 
-A middleware hook rather than ``handler400``: Django shows its debug page instead of ``handler400`` when
-DEBUG is on (the demo), and ``handler400`` also answers SuspiciousOperation, whose messages are not for users.
+Bad query parameters: a 400 page naming the parameter and the rule, with a link back. A page's Http404:
+templates/404.html. Middleware hooks rather than ``handler400``/``handler404``: Django shows its debug
+pages instead of the handlers when DEBUG is on (the demo), and ``handler400`` also answers
+SuspiciousOperation, whose messages are not for users. A 403 always goes through Django's handler, which
+renders templates/403.html with the reason; the API answers its own errors in JSON before this runs.
 """
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from .common import BadQuery
 
 
-class BadQueryMiddleware:
+class ErrorPageMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
@@ -18,10 +21,12 @@ class BadQueryMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, BadQuery):
-            return None
-        context = {"problem": str(exception), "without": _without(request, exception.parameter)}
-        return render(request, "scheduling/bad_query.html", context, status=400)
+        if isinstance(exception, BadQuery):
+            context = {"problem": str(exception), "without": _without(request, exception.parameter)}
+            return render(request, "scheduling/bad_query.html", context, status=400)
+        if isinstance(exception, Http404):
+            return render(request, "404.html", {"request_path": request.path}, status=404)
+        return None
 
 
 def _without(request: HttpRequest, parameter: str) -> str:
