@@ -95,6 +95,14 @@ class ReasonForm(forms.Form):
     )
 
 
+class ReportWeekForm(forms.Form):
+    week_of = forms.DateField(
+        label="Week of",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"required": "Pick a day of the week to report on.", "invalid": "Enter a date as YYYY-MM-DD."},
+    )
+
+
 class StorableJSONField(forms.JSONField):
     """Django's JSON form field (the admin's, for every JSONField) refusing what the database cannot store:
     a NUL character, or nesting past MAX_JSON_DEPTH (a thousand levels raised RecursionError: a 500)."""

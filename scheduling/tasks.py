@@ -103,6 +103,14 @@ def weekly_capacity_report() -> dict[str, object]:
 
 
 @shared_task(acks_late=True, **_limits("report"))
+def build_requested_report(report_id: int) -> bool:
+    """A finished week's report an admin asked for in the browser (not mailed)."""
+    from scheduling.services import report_delivery
+
+    return report_delivery.build_requested(report_id)
+
+
+@shared_task(acks_late=True, **_limits("report"))
 def build_capacity_report(report_id: int) -> int:
     """A report build the reaper queued again after its worker was lost; mails it when built."""
     from scheduling.services import report_delivery

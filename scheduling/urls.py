@@ -23,6 +23,7 @@ urlpatterns = [
     path("rebalance/policies/<int:pk>/", views.rebalance_policies, name="rebalance-policy"),
     path("reports/", views.report_list, name="report-list"),
     path("reports/subscription/", views.report_subscription, name="report-subscription"),
+    path("reports/build/", views.report_build, name="report-build"),
     path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reports/<int:pk>/<str:fmt>/", views.report_download, name="report-download"),
     path("forecast/", views.forecast_page, name="forecast"),

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -34,6 +35,7 @@ from .capacity_report import Window, build_report, week_before
 from .dispatch import EnqueueFailed, enqueue_after_commit
 
 REQUEUED = "(queued again by the reaper)"  # claimed_by of a build waiting for its new task
+REQUESTED = "(requested in the browser)"  # claimed_by of a build an admin asked for, waiting for its task
 
 
 def build_timeout() -> timedelta:
@@ -132,6 +134,60 @@ def run_weekly(now: datetime | None = None) -> dict[str, object]:
     report = generate_report(window)
     sent = send_report(report.pk) if report.status == CapacityReport.Status.READY else 0
     return {"report": report.pk, "period_start": window.start.isoformat(), "sent": sent}
+
+
+# --- a finished week's report, on an admin's request -------------------------------------------------
+
+
+def week_of(day: date) -> Window:
+    """The Monday-to-Monday week (in TIME_ZONE) that holds ``day``."""
+    noon_a_week_later = datetime.combine(day + timedelta(days=7), time(12), tzinfo=ZoneInfo(settings.TIME_ZONE))
+    return week_before(noon_a_week_later)
+
+
+def request_build(day: date, *, enqueue, now: datetime | None = None) -> tuple[CapacityReport, bool]:
+    """Queue the build of the report of the week holding ``day``; (the report, whether a build was queued).
+
+    Only a finished week: a report of the running week would be wrong by Monday. A report that exists is
+    returned as it is (one per week), unless its build failed, which is queued again. Building this way
+    never mails subscribers: they get the weekly report, not the weeks an admin looks back at."""
+    now = now or timezone.now()
+    window = week_of(day)
+    if window.end > now:
+        raise ValidationError(
+            {
+                "week_of": f"the week of {window.start:%Y-%m-%d} is not finished until {window.end:%Y-%m-%d %H:%M} "
+                f"{window.time_zone}: a report covers a finished week"
+            }
+        )
+    with transaction.atomic():
+        report, created = CapacityReport.objects.get_or_create(
+            period_start=window.start,
+            period_end=window.end,
+            defaults={"time_zone": window.time_zone, "claimed_by": REQUESTED, "claimed_at": now},
+        )
+        if not created:
+            retried = CapacityReport.objects.filter(pk=report.pk, status=CapacityReport.Status.FAILED).update(
+                status=CapacityReport.Status.GENERATING, claimed_by=REQUESTED, claimed_at=now, error=""
+            )
+            if not retried:
+                return report, False
+        enqueue_after_commit(
+            lambda: enqueue(report.pk), lambda reason: _fail_unfinished(report.pk, f"The build {reason}")
+        )
+    return report, True
+
+
+def build_requested(report_id: int, *, worker: str | None = None) -> bool:
+    """The task of ``request_build``: build the report (once, whoever gets the message), without mailing it."""
+    claimed = CapacityReport.objects.filter(
+        pk=report_id, status=CapacityReport.Status.GENERATING, claimed_by=REQUESTED
+    ).update(claimed_by=worker or worker_name(), claimed_at=timezone.now(), attempts=F("attempts") + 1)
+    if not claimed:
+        return False
+    report = CapacityReport.objects.get(pk=report_id)
+    _build_into(report, Window(report.period_start, report.period_end, report.time_zone))
+    return True
 
 
 # --- orphaned builds and sends (the reaper) ----------------------------------------------------------

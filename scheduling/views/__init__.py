@@ -7,7 +7,7 @@ from .overview import overview
 from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
 from .quota import quota_detail, quota_list, quota_new
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
-from .reports import report_detail, report_download, report_list, report_subscription
+from .reports import report_build, report_detail, report_download, report_list, report_subscription
 from .teams import team_detail, team_list
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "rebalance_overview",
     "rebalance_plan",
     "rebalance_policies",
+    "report_build",
     "report_detail",
     "report_download",
     "report_list",

@@ -6,13 +6,14 @@ team's top users only show to admins and to the leads of that team (or of a team
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from scheduling import reports
+from scheduling import reports, tasks
+from scheduling.forms import ReportWeekForm
 from scheduling.models import ReportSubscription
 from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery
@@ -31,8 +32,34 @@ def report_list(request: HttpRequest) -> HttpResponse:
         "table": table,
         "subscription": report_delivery.subscription_of(request.user),
         "formats": ReportSubscription.Format.choices,
+        "build_form": ReportWeekForm() if request.user.is_staff else None,
     }
     return render(request, "scheduling/report_list.html", context)
+
+
+@login_required
+@require_POST
+def report_build(request: HttpRequest) -> HttpResponse:
+    """An admin builds the report of any finished week (the weekly task builds only the last one)."""
+    if not request.user.is_staff:
+        raise PermissionDenied("Only portal admins build reports on request; the weekly one is built every Monday.")
+    form = ReportWeekForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ValidationError(form.errors)
+        report, queued = report_delivery.request_build(
+            form.cleaned_data["week_of"], enqueue=tasks.build_requested_report.delay
+        )
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, f"Week of: {message}")
+        return redirect("report-list")
+    week = f"{report.period_start:%Y-%m-%d}"
+    if queued:
+        messages.success(request, f"Building the report of the week of {week}: it is listed here once it is ready.")
+    else:
+        messages.info(request, f"The report of the week of {week} exists already ({report.get_status_display()}).")
+    return redirect("report-list")
 
 
 def _report_or_404(pk: int):
