@@ -265,6 +265,30 @@ def _record_samples(snapshots: list[tuple[datetime, float, Snapshot]], orchestra
     UsageSample.objects.bulk_create(rows, batch_size=2000)
 
 
+def _record_history_runs(snapshots: list[tuple[datetime, float, Snapshot]], orchestrators, state) -> None:
+    """One successful scrape per replayed step and source, as the rounds would have left them: a week's
+    report judges each source's staleness from that week's scrapes, so a history without them read as
+    "stale 167 h" beside thousands of allocated GPU-hours."""
+    nodes: dict[str, int] = defaultdict(int)
+    for node in state.nodes:
+        nodes[node.orchestrator] += 1
+    rows = [
+        CollectorRun(
+            orchestrator=orch,
+            started_at=taken_at,
+            ok=True,
+            nodes=nodes[orch.name],
+            gpus_total=round(snapshot[(orch.name, None)][0]),
+            gpus_allocated=round(snapshot[(orch.name, None)][1]),
+            pending_gpus=round(snapshot[(orch.name, None)][2]),
+        )
+        for taken_at, _interval, snapshot in snapshots[:-1]  # the last step is the run of _record_collector_runs
+        for orch in orchestrators
+        if (orch.name, None) in snapshot
+    ]
+    CollectorRun.objects.bulk_create(rows, batch_size=2000)
+
+
 def _record_collector_runs(orchestrators, state: FederationState, now: datetime) -> None:
     for orch in orchestrators:
         nodes = [n for n in state.nodes if n.orchestrator == orch.name]
@@ -306,6 +330,7 @@ def fill_history(days: float, step_s: float = 300, now: datetime | None = None) 
         _store_history_workloads(jobs, starts, ends, state)
         _update_nodes(state, now)
         _record_samples(snapshots, orchestrators)
+        _record_history_runs(snapshots, orchestrators, state)
         _record_collector_runs(orchestrators, state, now)
         record_demo_views(orchestrators, now)
     refresh_rollups(start, now)

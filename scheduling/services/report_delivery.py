@@ -178,6 +178,16 @@ def request_build(day: date, *, enqueue, now: datetime | None = None) -> tuple[C
     return report, True
 
 
+def build_finished_weeks(since: datetime, now: datetime | None = None) -> list[CapacityReport]:
+    """The reports of every finished week that starts at or after ``since`` (the demo's history), built
+    here and now, oldest first, not mailed; a week that has its report keeps it."""
+    window, built = week_before(now or timezone.now()), []
+    while window.start >= since:
+        built.append(generate_report(window))
+        window = window.previous()
+    return built[::-1]
+
+
 def build_requested(report_id: int, *, worker: str | None = None) -> bool:
     """The task of ``request_build``: build the report (once, whoever gets the message), without mailing it."""
     claimed = CapacityReport.objects.filter(

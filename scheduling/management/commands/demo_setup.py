@@ -1,10 +1,14 @@
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from scheduling.models import Workload
-from scheduling.services import demo
+from scheduling.services import demo, report_delivery
 
 CONSENT_FLAG = "--i-know-this-is-a-demo"
+DEFAULT_HISTORY_DAYS = 42.0  # the charts' 7-day and 4-week ranges and the weekly reports need weeks, not days
 
 
 class Command(BaseCommand):
@@ -15,7 +19,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--history-days", type=float, default=3.0, help="days of history to replay (default 3)")
+        parser.add_argument(
+            "--history-days",
+            type=float,
+            default=DEFAULT_HISTORY_DAYS,
+            help=f"days of history to replay (default {DEFAULT_HISTORY_DAYS:g}: the pages' longest default range, "
+            "8 weeks of forecast, reads what there is; six weeks give five finished weekly reports)",
+        )
         parser.add_argument(
             CONSENT_FLAG,
             action="store_true",
@@ -37,6 +47,8 @@ class Command(BaseCommand):
         else:
             jobs = demo.fill_history(history_days)
             self.stdout.write(f"Replayed {jobs} Philly trace jobs over the last {history_days:g} days.")
+            reports = report_delivery.build_finished_weeks(since=timezone.now() - timedelta(days=history_days))
+            self.stdout.write(f"Built the capacity reports of the {len(reports)} finished weeks inside that history.")
         self.stdout.write("Demo users (username / password):")
         for username, password, team, role, staff in demo.DEMO_USERS:
             who = "portal admin" if staff else f"{role} in {team}"
