@@ -50,11 +50,13 @@ INSTALLED_APPS = [
     "simple_history",
     "axes",
     "csp",
+    "django_prometheus",
     "rules.apps.AutodiscoverRulesConfig",
     "scheduling",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first and last: HTTP metrics for /metrics
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -66,7 +68,8 @@ MIDDLEWARE = [
     "scheduling.views.errors.ErrorPageMiddleware",  # a bad query parameter (400) and a page's 404, in the layout
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
-    "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into our lockout page
+    "axes.middleware.AxesMiddleware",  # last but the metrics, as axes asks: a lockout becomes our lockout page
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "gpuportal.urls"
@@ -97,6 +100,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+# The same backends, counting queries, errors and connections for /metrics (django-prometheus).
+_INSTRUMENTED = {
+    "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",
+    "django.db.backends.postgresql": "django_prometheus.db.backends.postgresql",
+}
+DATABASES["default"]["ENGINE"] = _INSTRUMENTED.get(DATABASES["default"]["ENGINE"], DATABASES["default"]["ENGINE"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Audit reasons and decision comments are stored whole in the history (scheduling/limits.py bounds them);
 # simple-history's default varchar(100) made a longer comment fail the decision on PostgreSQL.

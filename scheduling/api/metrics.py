@@ -7,12 +7,14 @@ from django.conf import settings
 from django.db.models import F, Sum
 from django.http import HttpResponse, HttpResponseForbidden
 from django.utils import timezone
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from scheduling.models import Node, Orchestrator, Workload
 from scheduling.selectors import busy as busy_reads
 from scheduling.selectors import ledger
+from scheduling.selectors import operations as operations_reads
+from scheduling.services import health
 
 
 class PortalCollector:
@@ -95,6 +97,53 @@ def monitoring_access(request) -> bool:
     return bool(token) and hmac.compare_digest(presented.encode(), f"Bearer {token}".encode())
 
 
+class OperatorCollector:
+    """The portal's own machinery: Celery task runs and runtimes (counted by the worker in the database),
+    the broker's queue depth (bounded: a hung broker is a missing sample, not a hung scrape) and long work
+    gone quiet (what the reaper watches). docs/operations.md lists the alert rules built on these."""
+
+    def collect(self):
+        yield from task_families(operations_reads.task_stats())
+        depth = GaugeMetricFamily(
+            "gpuportal_celery_queue_messages", "Messages waiting in the task broker's queue", labels=["queue"]
+        )
+        answered = health.start({"celery": lambda: str(health.queue_depth("celery"))})()
+        for queue, value in answered.items():
+            if value.isdigit():
+                depth.add_metric([queue], int(value))
+        yield depth
+        unfinished = GaugeMetricFamily(
+            "gpuportal_unfinished_work", "What-ifs, reports and plans not finished", labels=["kind"]
+        )
+        quiet = GaugeMetricFamily(
+            "gpuportal_quietest_unfinished_work_seconds",
+            "Seconds since the quietest unfinished item of a kind last showed a sign of life",
+            labels=["kind"],
+        )
+        for row in operations_reads.quiet_work(timezone.now()):
+            unfinished.add_metric([row.kind], row.unfinished)
+            quiet.add_metric([row.kind], row.quietest_s)
+        yield unfinished
+        yield quiet
+
+
+def task_families(stats):
+    runs = CounterMetricFamily("gpuportal_task_runs", "Celery task runs by outcome", labels=["task", "outcome"])
+    runtime = SummaryMetricFamily("gpuportal_task_runtime_seconds", "Runtime of finished runs", labels=["task"])
+    longest = GaugeMetricFamily("gpuportal_task_runtime_max_seconds", "Longest finished run", labels=["task"])
+    failed_at = GaugeMetricFamily(
+        "gpuportal_task_last_failure_timestamp_seconds", "When the task last failed", labels=["task"]
+    )
+    for stat in stats:
+        for outcome in ("succeeded", "failed", "retried"):
+            runs.add_metric([stat.name, outcome], getattr(stat, outcome))
+        runtime.add_metric([stat.name], count_value=stat.succeeded + stat.failed, sum_value=stat.runtime_s_sum)
+        longest.add_metric([stat.name], stat.runtime_s_max)
+        if stat.last_failed_at:
+            failed_at.add_metric([stat.name], stat.last_failed_at.timestamp())
+    yield from (runs, runtime, longest, failed_at)
+
+
 def metrics_view(request):
     """Per-team usage is not for everyone: admins or the token, unless GPUPORTAL_PUBLIC_METRICS opens it."""
     if not (settings.GPUPORTAL_PUBLIC_METRICS or monitoring_access(request)):
@@ -104,4 +153,7 @@ def metrics_view(request):
         )
     registry = CollectorRegistry()
     registry.register(PortalCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    registry.register(OperatorCollector())
+    # django-prometheus's HTTP and database metrics live in the default registry, per web process.
+    body = generate_latest(registry) + generate_latest(REGISTRY)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

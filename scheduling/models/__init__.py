@@ -4,6 +4,7 @@ from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
+from .operations import TaskStat
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
@@ -33,6 +34,7 @@ __all__ = [
     "ReportSubscription",
     "SourceView",
     "TableChange",
+    "TaskStat",
     "Team",
     "UsageRollup",
     "UsageSample",

@@ -39,6 +39,23 @@ def broker_status() -> str:
     return "ok"
 
 
+def queue_depth(queue: str = "celery") -> int:
+    """Messages waiting in the broker's ``queue`` (kombu's passive declare: LLEN on Redis, files on the
+    filesystem broker); raises when the broker does not answer, so callers bound it with ``start``."""
+    from amqp.exceptions import ChannelError
+
+    from gpuportal.celery import app
+
+    with app.connection_for_read(url=settings.CELERY_BROKER_URL) as conn:
+        conn.ensure_connection(max_retries=1, timeout=SOCKET_TIMEOUT_S)
+        try:
+            return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+        except ChannelError as error:
+            if "NOT_FOUND" in str(error):  # no worker or producer declared it yet: nothing waits
+                return 0
+            raise
+
+
 def cache_status() -> str:
     """ "ok" for a reachable Redis cache or a process-memory one; "down: why" otherwise (the portal keeps
     serving without it, so this does not fail /health)."""
