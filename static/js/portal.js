@@ -2,6 +2,12 @@
 (function () {
   "use strict";
 
+  // On a phone the navigation is one sideways-scrolling row: bring the current page's entry into view.
+  var current = document.querySelector('nav[aria-label="Main"] [aria-current="page"]');
+  if (current && current.parentElement.scrollWidth > current.parentElement.clientWidth) {
+    current.parentElement.scrollLeft = current.offsetLeft - current.parentElement.clientWidth / 3;
+  }
+
   // Time-range selectors submit as soon as a range is picked (the button stays for keyboard users).
   document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
     select.addEventListener("change", function () { select.form.submit(); });

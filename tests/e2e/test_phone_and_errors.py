@@ -1,0 +1,35 @@
+"""On a phone (390 px): the navigation is one row that scrolls sideways with the current page in view (it
+took 30 % of the screen when it wrapped); error pages keep the layout and a way on."""
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def test_on_a_phone_the_navigation_is_one_row_with_the_current_page_in_view(session, federation):
+    alice = session(width=390)
+    alice.log_in("alice", "alice")
+    for path, entry in (("/", "Overview"), ("/quota/", "Quota requests"), ("/reports/", "Reports")):
+        page = alice.go(path)
+        header = page.locator("header.top").bounding_box()
+        assert header is not None and header["height"] < 0.12 * 900, (path, header)
+        link = page.locator('nav[aria-label="Main"] [aria-current="page"]')
+        assert link.inner_text() == entry
+        box, nav = link.bounding_box(), page.locator('nav[aria-label="Main"]').bounding_box()
+        assert (
+            box is not None
+            and nav is not None
+            and nav["x"] <= box["x"]
+            and box["x"] + box["width"] <= nav["x"] + nav["width"]
+        )
+    assert alice.errors == []
+
+
+def test_a_missing_page_is_the_layouts_404_in_the_browser(session, federation):
+    bob = session()
+    bob.log_in("bob", "bob")
+    response = bob.page.goto(bob.base_url + "/quota/987654/")
+    assert response is not None and response.status == 404
+    assert bob.page.get_by_role("heading", name="Nothing here").is_visible()
+    bob.page.get_by_role("link", name="Go to the overview").click()
+    bob.page.wait_for_url(bob.base_url + "/")
