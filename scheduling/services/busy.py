@@ -40,7 +40,7 @@ from scheduling.collectors.prometheus import DcgmWindow, GpuSeries, PrometheusCo
 from scheduling.collectors.reliability import CircuitBreaker
 from scheduling.models import CollectorRun, Node, Orchestrator, UsageSample, Workload, WorkloadUtilisation
 
-from .credentials import endpoint_of, masked
+from .orchestrators import endpoint_of, masked
 from .metrics import refresh_rollups
 
 DEFAULT_STEP_S = 15.0

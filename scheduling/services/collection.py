@@ -26,7 +26,7 @@ from scheduling.orchestrator_options import options_problems
 
 from .audit import save_audited
 from .busy import scrape_busy
-from .credentials import CredentialError, endpoint_of, masked, resolve_secret
+from .orchestrators import CredentialError, endpoint_of, masked, resolve_secret
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
 

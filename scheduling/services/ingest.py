@@ -15,7 +15,7 @@ from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snaps
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
 from .bulk import chunks, field_values, write_rows
-from .credentials import masked
+from .orchestrators import masked
 from .ledger import record_views
 from .metrics import refresh_rollups
 

@@ -57,7 +57,7 @@ from scheduling.models import NodeMove, Orchestrator, RebalancePlan, UsageRollup
 
 from .audit import require_reason, save_audited
 from .collection import kubernetes_api
-from .credentials import endpoint_of, masked, resolve_secret
+from .orchestrators import endpoint_of, masked, resolve_secret
 from .demo import DEMO_PREFIX
 from .pool_policies import bounds_now, enabled_rules, local_moment
 
