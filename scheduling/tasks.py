@@ -9,7 +9,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling.services import collection, demo, fragmentation, idempotency, metrics, quota, table_changes
+from scheduling.services import collection, idempotency, quota, table_changes
 
 LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
 
@@ -23,12 +23,7 @@ def _limits(kind: str) -> dict[str, int]:
 def run_round() -> dict[str, int]:
     """One round: the demo federation advances in-process; each real orchestrator is scraped by its own task.
     The round's fragmentation sample is the fleet as stored now (real sources as of their latest scrape)."""
-    result = demo.run_demo_round()
-    fragmentation.record_fragmentation_sample()
-    for orchestrator_id in collection.real_orchestrators().values_list("pk", flat=True):
-        scrape_orchestrator.delay(orchestrator_id)
-    metrics.prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
-    fragmentation.prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    result = collection.run_round(enqueue_scrape=scrape_orchestrator.delay)
     if result is None:
         return {"started": 0, "finished": 0}
     return {"started": len(result.started), "finished": len(result.finished)}
