@@ -25,7 +25,7 @@ from .fragmentation import prune_fragmentation_samples, record_fragmentation_sam
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
 from .metrics import prune_samples
-from .orchestrators import build_collector, configure, masked, resolve_secret
+from .orchestrators import build_collector, configure, masked, secret_of
 
 LEASE = timedelta(minutes=5)
 
@@ -54,7 +54,7 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
     try:
         if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:
             # Issue 11: a metrics source fills busy time into the schedulers' samples (services/busy.py).
-            run = scrape_busy(orchestrator, breaker, resolve_secret(orchestrator.credentials_ref))
+            run = scrape_busy(orchestrator, breaker, secret_of(orchestrator))
         else:
             snapshot = build_collector(orchestrator, breaker).collect()
             run = ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))

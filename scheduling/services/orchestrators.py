@@ -78,12 +78,22 @@ def _check_sendable(secret: str, reference: str) -> None:
             )
 
 
+def secret_of(orchestrator: Orchestrator) -> str:
+    """The orchestrator's secret (``""`` for none), resolved now."""
+    return resolve_secret(orchestrator.credentials_ref)
+
+
+def has_credentials(orchestrator: Orchestrator) -> bool:
+    """A credentials reference is set (whether it resolves is not asked)."""
+    return bool(orchestrator.credentials_ref)
+
+
 def secrets_of(*orchestrators: Orchestrator) -> list[str]:
     """The secrets of these orchestrators that resolve today (one that does not was never sent)."""
     found = []
     for orchestrator in orchestrators:
         try:
-            found.append(resolve_secret(orchestrator.credentials_ref))
+            found.append(secret_of(orchestrator))
         except CredentialError:
             continue
     return found
@@ -140,7 +150,7 @@ def _slurmrestd(orchestrator: Orchestrator) -> tuple[str, str, str, str]:
     options = _options(orchestrator)
     return (
         endpoint_of(orchestrator),
-        resolve_secret(orchestrator.credentials_ref),
+        secret_of(orchestrator),
         options.get("user", "slurm"),
         options.get("api_version", "v0.0.38"),
     )
