@@ -112,7 +112,7 @@ def condition_of(node: ObservedNode) -> NodeCondition:
     if words & DOWN_WORDS:
         return NodeCondition.DOWN
     if "DRAIN" in words or node.cordoned or not node.schedulable:
-        return _not_taking_work(node.gpu_allocated)
+        return NodeCondition.UNKNOWN if "UNKNOWN" in words else _not_taking_work(node.gpu_allocated)
     return NodeCondition.READY
 
 

@@ -53,6 +53,12 @@ def _node_state(observed: ObservedNode) -> str:
     return Node.State.ALLOCATED if observed.gpu_allocated >= observed.gpu_total else Node.State.MIXED
 
 
+def _released(observed: ObservedNode) -> bool:
+    """Takes no work here but is not down: drained or draining (a rebalance's release looks like this)."""
+    state = _node_state(observed)
+    return state in Node.UNSCHEDULABLE and state != Node.State.DOWN
+
+
 @transaction.atomic
 def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_ms: int = 0) -> CollectorRun:
     now = snapshot.taken_at
@@ -102,7 +108,7 @@ def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...]
     for seen in observed:
         node = existing.get(seen.name) or Node(name=seen.name)
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
-        if node.pk is not None and is_new_owner and _node_state(seen) in (Node.State.DRAINED, Node.State.DRAINING):
+        if node.pk is not None and is_new_owner and _released(seen):
             continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
         before = field_values(node, NODE_COUNTERS) if node.pk else None
         _fill_node(node, seen, orchestrator, now)
