@@ -21,10 +21,11 @@ started (the timeout's reference). Each completed step stamps ``RebalancePlan.he
 an applying plan with no step completed for ``GPUPORTAL_REAPER["plan_after_s"]`` (its steps keep dying),
 rolling its nodes back like any failed step.
 
-Per orchestrator, ``options["rebalance"]`` may hold ``dry_run`` (default true; false for ``demo://``,
-whose "orchestrator" is this database), ``auto_apply`` (default false), ``preempt_gangs`` (may a drain
-break a multi-node gang there; default false), ``target_utilization_fraction`` (default 0.8),
-``ray_node_type`` and ``autoscaler_config`` (Ray), ``slurm_conf`` (Slurm, for scontrol).
+Per orchestrator, ``options["rebalance"]`` (read by ``services/orchestrators.py``) may hold ``dry_run``
+(default true; false for ``demo://``, whose "orchestrator" is this database), ``auto_apply`` (default
+false), ``preempt_gangs`` (may a drain break a multi-node gang there; default false),
+``target_utilization_fraction`` (default 0.8), ``ray_node_type`` and ``autoscaler_config`` (Ray),
+``slurm_conf`` (Slurm, for scontrol). The verbs themselves are ``collectors/verbs.py``.
 """
 
 from __future__ import annotations
