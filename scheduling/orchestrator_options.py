@@ -1,6 +1,6 @@
 """What ``Orchestrator.options`` may hold, per kind: one JSON Schema for every key the collectors, the busy-time
-scraper and the rebalancer's actuators read (``services/collection.py``, ``services/busy.py``,
-``services/rebalance.py``; docs/utilisation.md and docs/rebalancer.md describe them).
+scraper and the rebalancer's actuators read (all through ``services/orchestrators.py``; docs/utilisation.md and
+docs/rebalancer.md describe them).
 
 Checked on every write (the model's ``clean``, so the admin and ``register_orchestrator``; the API's serializer)
 because the readers trust the shape: a string, a null or ``"timeout_s": "fast"`` used to be stored and then made

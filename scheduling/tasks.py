@@ -9,7 +9,16 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling.services import collection, demo, fragmentation, idempotency, metrics, quota, table_changes
+from scheduling.services import (
+    collection,
+    idempotency,
+    quota,
+    reaper,
+    rebalance,
+    report_delivery,
+    table_changes,
+    whatif,
+)
 
 LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
 
@@ -23,12 +32,7 @@ def _limits(kind: str) -> dict[str, int]:
 def run_round() -> dict[str, int]:
     """One round: the demo federation advances in-process; each real orchestrator is scraped by its own task.
     The round's fragmentation sample is the fleet as stored now (real sources as of their latest scrape)."""
-    result = demo.run_demo_round()
-    fragmentation.record_fragmentation_sample()
-    for orchestrator_id in collection.real_orchestrators().values_list("pk", flat=True):
-        scrape_orchestrator.delay(orchestrator_id)
-    metrics.prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
-    fragmentation.prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    result = collection.run_round(enqueue_scrape=scrape_orchestrator.delay)
     if result is None:
         return {"started": 0, "finished": 0}
     return {"started": len(result.started), "finished": len(result.finished)}
@@ -72,8 +76,6 @@ def ping(value: int) -> int:
 
 @shared_task(acks_late=True)
 def propose_rebalance() -> dict[str, object]:
-    from scheduling.services import rebalance
-
     for plan_id in rebalance.resumable_plan_ids():  # idempotent: resumes a plan whose step chain was lost
         apply_plan_step.delay(plan_id)
     proposal = rebalance.propose_plan()
@@ -86,8 +88,6 @@ def propose_rebalance() -> dict[str, object]:
 @shared_task(acks_late=True)
 def apply_plan_step(plan_id: int) -> dict[str, object]:
     """One transition of every move; re-queued until the plan is applied or failed (state is in the DB)."""
-    from scheduling.services import rebalance
-
     outcome = rebalance.apply_step(plan_id)
     if not outcome.finished:
         apply_plan_step.apply_async((plan_id,), countdown=rebalance.rebalance_settings()["step_retry_s"])
@@ -97,8 +97,6 @@ def apply_plan_step(plan_id: int) -> dict[str, object]:
 @shared_task(acks_late=True, **_limits("report"))
 def weekly_capacity_report() -> dict[str, object]:
     """Last week's capacity report: built once and mailed once, however many workers run this."""
-    from scheduling.services import report_delivery
-
     return report_delivery.run_weekly()
 
 
@@ -113,16 +111,12 @@ def build_requested_report(report_id: int) -> bool:
 @shared_task(acks_late=True, **_limits("report"))
 def build_capacity_report(report_id: int) -> int:
     """A report build the reaper queued again after its worker was lost; mails it when built."""
-    from scheduling.services import report_delivery
-
     return report_delivery.build_again(report_id)
 
 
 @shared_task(acks_late=True)
 def reap_stale_work() -> dict[str, dict[str, int]]:
     """Beat, every minute: queue again or fail the long tasks whose worker or message was lost."""
-    from scheduling.services import reaper
-
     return reaper.reap(enqueue_whatif=run_whatif.delay, enqueue_report=build_capacity_report.delay)
 
 
@@ -132,8 +126,6 @@ def reap_stale_work() -> dict[str, dict[str, int]]:
 @shared_task(bind=True, acks_late=True, **_limits("whatif"))
 def run_whatif(self, scenario_id: int) -> dict[str, object]:
     """A message redelivered after its worker died may take over the run that worker left ``running``."""
-    from scheduling.services import whatif
-
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
         scenario = whatif.run_scenario(scenario_id, take_over=redelivered)

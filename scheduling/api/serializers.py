@@ -20,6 +20,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.orchestrator_options import options_problems
+from scheduling.services.orchestrators import has_credentials
 from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
 
@@ -133,7 +134,7 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
         extra_kwargs = {"last_error": {"help_text": "The latest scrape's error; left out for all but portal admins."}}
 
     def get_has_credentials(self, obj) -> bool:
-        return bool(obj.credentials_ref)
+        return has_credentials(obj)
 
     def validate(self, attrs):
         """Options against the schema of the kind they will run under (a PATCH may change either)."""

@@ -22,6 +22,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from . import conditions
 from .errors import MalformedResponse, SourceUnavailable
 from .httpjson import JsonClient, check_status, require
 from .slurm import jwt_headers
@@ -106,7 +107,7 @@ class SlurmActuator:
             node,
             {"state": "DRAIN", "reason": reason},
             ["update", f"nodename={node}", "state=drain", f"reason={reason}"],
-            done=lambda flags, current: "DRAIN" in flags and current == reason,
+            done=lambda flags, current: conditions.slurm_drain_requested(flags) and current == reason,
         )
 
     def resume(self, node: str) -> ActionResult:
@@ -115,7 +116,7 @@ class SlurmActuator:
             node,
             {"state": "RESUME"},
             ["update", f"nodename={node}", "state=resume"],
-            done=lambda flags, _reason: "DRAIN" not in flags,
+            done=lambda flags, _reason: not conditions.slurm_drain_requested(flags),
         )
 
     def _apply(

@@ -23,6 +23,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
+from . import conditions
 from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
 from .reliability import DEFAULT_RETRY, CircuitBreaker, RetryPolicy, guarded, with_retries
@@ -114,7 +115,8 @@ def parse_node(
     cordoned = node.spec.unschedulable
     pressures = tuple(str(c.type) for c in node.status.conditions if c.type != "Ready" and c.status == "True")
     blocking = blocking_taints(taints)
-    is_ready = ready is not None and ready.status == "True"
+    ready_status = None if ready is None else str(ready.status)
+    is_ready = ready_status == "True"
     return ObservedNode(
         name=name,
         orchestrator=orchestrator,
@@ -124,13 +126,14 @@ def parse_node(
         nvlink_domain=labels_config.first(labels, labels_config.nvlink_domain) or name,
         leaf_switch=labels_config.first(labels, labels_config.leaf_switch),
         spine=labels_config.first(labels, labels_config.spine),
-        state="ready" if is_ready else "notready" if ready else "unknown",
+        state=conditions.kubernetes_state(ready_status),
         state_flags=(("cordoned",) if cordoned else ()) + pressures,
         reason="" if is_ready or ready is None else str(ready.message or ready.reason or ""),
         labels=dict(labels),
         taints=taints,
         cordoned=cordoned,
         schedulable=is_ready and not cordoned and not blocking,
+        condition=conditions.kubernetes_condition(ready_status, cordoned, bool(blocking), allocated),
     )
 
 

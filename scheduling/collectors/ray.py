@@ -17,6 +17,7 @@ import httpx
 
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
+from . import conditions
 from .errors import MalformedResponse, SourceUnavailable
 from .httpjson import JsonClient, require
 from .reliability import DEFAULT_RETRY, DEFAULT_TIMEOUT_S, CircuitBreaker, RetryPolicy, guarded
@@ -106,17 +107,18 @@ def parse_node(
         require(raw, key, (str, dict), "ray node")
     labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
     resources = raw["resources_total"]
-    alive = raw["state"] == "ALIVE"
+    alive = conditions.ray_alive(raw["state"])
     node_usage = usage.get(raw["node_id"], {})
     if alive and "GPU" in resources and "GPU" not in node_usage:
         raise MalformedResponse(f"cluster_status: no GPU usage for live node {raw['node_id']}")
+    gpu_allocated = round(node_usage["GPU"][0]) if alive and "GPU" in node_usage else 0
     accelerator = next((k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")), "")
     name = str(raw.get("node_name") or raw.get("node_ip") or raw["node_id"])
     return ObservedNode(
         name=name,
         orchestrator=orchestrator,
         gpu_total=int(resources.get("GPU", 0)),
-        gpu_allocated=round(node_usage["GPU"][0]) if alive and "GPU" in node_usage else 0,
+        gpu_allocated=gpu_allocated,
         gpu_model=labels_config.first(labels, labels_config.gpu_model) or accelerator,
         nvlink_domain=labels_config.first(labels, labels_config.nvlink_domain) or name,
         leaf_switch=labels_config.first(labels, labels_config.leaf_switch),
@@ -125,6 +127,7 @@ def parse_node(
         reason=str(raw.get("state_message") or ""),
         labels=labels,
         schedulable=alive,
+        condition=conditions.ray_condition(raw["state"], gpu_allocated),
         cpu_total=int(resources.get("CPU", 0)),
         address=str(raw.get("node_ip") or ""),
     )

@@ -19,6 +19,7 @@ import httpx
 
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
+from . import conditions
 from .errors import MalformedResponse, SourceUnavailable
 from .hostlist import count_index_list, expand_hostlist, index_list
 from .httpjson import JsonClient, require
@@ -34,11 +35,6 @@ from .snapshot import (
     WorkloadState,
 )
 
-# A node carrying any of these flags takes no new work (sinfo shows it drained/failing/rebooting).
-UNSCHEDULABLE_FLAGS = frozenset(
-    {"DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN", "REBOOT_ISSUED"}
-)
-SCHEDULABLE_BASE_STATES = frozenset({"idle", "mixed", "allocated"})
 RUNNING_JOB_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING"})
 HOLD_REASONS = frozenset({"Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldAdmin", "JobHeldUser"})
 
@@ -121,18 +117,13 @@ def parse_topology(text: str) -> dict[str, TopologyPath]:
     return paths
 
 
-def _node_state(raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """(sinfo-like state, flags). v0.0.36 has no ``state_flags``: there a reason on a node that is not
+def _node_flags(raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(base state, flags). v0.0.36 has no ``state_flags``: there a reason on a node that is not
     down can only mean an admin drain (Slurm clears the reason on resume), so DRAIN is inferred."""
     base = str(raw["state"]).lower()
     if "state_flags" in raw:
-        flags = tuple(str(f).upper() for f in raw["state_flags"] or ())
-    else:
-        flags = ("DRAIN",) if raw.get("reason") and base not in ("down", "unknown") else ()
-    state = base
-    if "DRAIN" in flags and base != "down":
-        state = "draining" if base in ("mixed", "allocated") else "drained"
-    return state, flags
+        return base, tuple(str(f).upper() for f in raw["state_flags"] or ())
+    return base, ("DRAIN",) if raw.get("reason") and base not in ("down", "unknown") else ()
 
 
 def parse_node(
@@ -143,25 +134,26 @@ def parse_node(
         require(raw, key, (str,), f"slurm node {raw.get('name', '?')}")
     used = [e for e in parse_gres(raw["gres_used"]) if e.name == "gpu"]
     configured = [e for e in parse_gres(raw["gres"]) if e.name == "gpu"]
-    state, flags = _node_state(raw)
+    base, flags = _node_flags(raw)
+    allocated = sum(e.count for e in used)
     path = (topology or {}).get(raw["name"])
     return ObservedNode(
         name=raw["name"],
         orchestrator=orchestrator,
         gpu_total=sum(e.count for e in configured),
-        gpu_allocated=sum(e.count for e in used),
+        gpu_allocated=allocated,
         gpu_model=next((e.type for e in configured if e.type), ""),
         # One DGX/HGX board: its GPUs share NVSwitch, so the node is its NVLink domain.
         nvlink_domain=raw["name"],
         leaf_switch=path.leaf_switch if path else "",
         spine=path.spine if path else "",
-        state=state,
+        state=conditions.slurm_state(base, flags),
         state_flags=flags,
         reason=str(raw.get("reason") or ""),
-        cordoned="DRAIN" in flags,
+        cordoned=conditions.slurm_drain_requested(flags),
         partitions=tuple(raw.get("partitions") or ()),
-        schedulable=str(raw["state"]).lower() in SCHEDULABLE_BASE_STATES
-        and not UNSCHEDULABLE_FLAGS.intersection(flags),
+        schedulable=conditions.slurm_schedulable(base, flags),
+        condition=conditions.slurm_condition(base, flags, allocated),
         gpu_allocated_indices=tuple(i for e in used for i in e.indices),
         cpu_total=int(raw.get("cpus") or 0),
         address=str(raw.get("address") or ""),

@@ -27,6 +27,18 @@ from scheduling.engine.types import (
 )
 
 
+class NodeCondition(StrEnum):
+    """Whether a node takes work, in one vocabulary for every orchestrator (``collectors/conditions.py``
+    reads each orchestrator's own words into it; nothing else parses them)."""
+
+    READY = "ready"  # takes new work
+    DRAINING = "draining"  # takes no new work (drained, cordoned, tainted, in maintenance); GPUs still in use
+    DRAINED = "drained"  # takes no new work and no GPU is in use
+    NOT_READY = "not_ready"  # the orchestrator says it cannot run work (Kubernetes Ready=False)
+    DOWN = "down"  # down, not responding or failed (Slurm)
+    UNKNOWN = "unknown"  # the orchestrator gives no usable answer (no Ready condition; Slurm state unknown)
+
+
 class WorkloadState(StrEnum):
     RUNNING = "running"
     PENDING = "pending"
@@ -65,6 +77,7 @@ class ObservedNode:
     gpu_allocated_indices: tuple[int, ...] = ()
     cpu_total: int = 0
     address: str = ""
+    condition: NodeCondition | None = None  # set by the collectors; None on hand-built nodes (tests, traces)
 
     @property
     def gpu_free(self) -> int:

@@ -72,6 +72,16 @@ class Orchestrator(models.Model):
         return self.last_error_at is not None and self.last_error_at > self.last_success_at
 
 
+class NodeQuerySet(models.QuerySet):
+    def schedulable(self):
+        """Nodes that take new work: not draining, drained or down (``Node.UNSCHEDULABLE``)."""
+        return self.exclude(state__in=Node.UNSCHEDULABLE)
+
+    def serving(self):
+        """Nodes that are not down: the GPUs capacity and promises count (a drained node comes back)."""
+        return self.exclude(state=Node.State.DOWN)
+
+
 class Node(models.Model):
     """A GPU host as its current owner reports it, with its place in the network topology."""
 
@@ -82,6 +92,9 @@ class Node(models.Model):
         DRAINING = "draining", "Draining"
         DRAINED = "drained", "Drained"
         DOWN = "down", "Down"
+
+    # The one set of states in which a node takes no new work (the engine's ``schedulable=False``).
+    UNSCHEDULABLE = frozenset({State.DRAINING, State.DRAINED, State.DOWN})
 
     orchestrator = models.ForeignKey(Orchestrator, on_delete=models.PROTECT, related_name="nodes")
     name = models.CharField(max_length=120)
@@ -99,6 +112,8 @@ class Node(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     # Ownership and pinning are pool changes worth auditing; per-scrape counters are not.
     history = HistoricalRecords(excluded_fields=["gpu_allocated", "state", "labels", "last_seen_at"])
+
+    objects = NodeQuerySet.as_manager()
 
     class Meta:
         ordering = ["orchestrator__name", "name"]

@@ -3,5 +3,5 @@
 One module per subject, mirroring services/: fleet (nodes, pools), teams (tree, standing), policies
 (entitlements, queue history), usage (series, GPU-hours, waits), fragmentation (now) and fragmentation_trend
 (over time), busy (measured GPU utilisation), ledger, planning (history for forecasts and what-ifs),
-report (the weekly capacity report's reads) and rebalance.
+report (the weekly capacity report's reads), rebalance (its inputs) and pool_policies (the rules in force).
 """

@@ -60,22 +60,11 @@ def pools_now() -> list[PoolNow]:
     ]
 
 
-def engine_nodes() -> tuple[EngineNode, ...]:
-    """The fleet as the engine sees it; a node's allocated GPUs are its lowest indices."""
+def engine_nodes(nodes=None, *, unmovable: frozenset[int] = frozenset()) -> tuple[EngineNode, ...]:
+    """The fleet (or the ``nodes`` queryset, in its own order) as the engine sees it; a node's allocated GPUs
+    are its lowest indices, and the pks in ``unmovable`` (nodes already in an open plan) are unschedulable."""
     return tuple(
-        EngineNode(
-            name=n.name,
-            gpu_total=n.gpu_total,
-            gpu_model=n.gpu_model,
-            gpu_free_milli=(0,) * n.gpu_allocated + (MILLI_PER_GPU,) * (n.gpu_total - n.gpu_allocated),
-            nvlink_domain=n.nvlink_domain,
-            leaf_switch=n.leaf_switch,
-            spine=n.spine,
-            orchestrator=n.orchestrator.name,
-            pinned=n.pinned,
-            schedulable=n.state not in (Node.State.DRAINED, Node.State.DRAINING, Node.State.DOWN),
-        )
-        for n in Node.objects.select_related("orchestrator")
+        engine_node(row[1:], schedulable=row[0] not in unmovable) for row in node_rows(nodes, with_pk=True)
     )
 
 
@@ -85,18 +74,19 @@ def largest_gangs_now() -> dict[int, int]:
 
 
 _NODE_FIELDS = ("name", "gpu_total", "gpu_model", "gpu_allocated", "nvlink_domain", "leaf_switch", "spine")
-UNSCHEDULABLE_STATES = (Node.State.DRAINED, Node.State.DRAINING, Node.State.DOWN)
 
 
-def node_rows() -> list[tuple]:
-    return list(
-        Node.objects.order_by("leaf_switch", "nvlink_domain", "name").values_list(
-            *_NODE_FIELDS, "orchestrator__name", "pinned", "state"
-        )
-    )
+def node_rows(nodes=None, *, with_pk: bool = False) -> list[tuple]:
+    """The rows ``engine_node`` reads: every node by topology, or the ``nodes`` queryset in its own order."""
+    if nodes is None:
+        nodes = Node.objects.order_by("leaf_switch", "nvlink_domain", "name")
+    fields = ("pk",) * with_pk + (*_NODE_FIELDS, "orchestrator__name", "pinned", "state")
+    return list(nodes.values_list(*fields))
 
 
-def engine_node(row: tuple, allocated: int | None = None) -> EngineNode:
+def engine_node(row: tuple, allocated: int | None = None, *, schedulable: bool = True) -> EngineNode:
+    """The one ORM -> engine translation of a node (a ``node_rows`` row); ``schedulable=False`` takes it out
+    of placement whatever its state (the rebalancer's nodes in flight)."""
     name, total, model, alloc, domain, leaf, spine, orch, pinned, state = row
     used = min(total, alloc if allocated is None else allocated)
     return EngineNode(
@@ -109,8 +99,20 @@ def engine_node(row: tuple, allocated: int | None = None) -> EngineNode:
         spine=spine,
         orchestrator=orch,
         pinned=pinned,
-        schedulable=state not in UNSCHEDULABLE_STATES,
+        schedulable=schedulable and state not in Node.UNSCHEDULABLE,
     )
+
+
+def owned_node_count(orchestrator: Orchestrator) -> int:
+    return Node.objects.filter(orchestrator=orchestrator).count()
+
+
+def fleet_capacity(gpu_model: str = "") -> int:
+    """GPUs on nodes that are not down (of one model, if given): what floors and promises share."""
+    nodes = Node.objects.serving()
+    if gpu_model:
+        nodes = nodes.filter(gpu_model=gpu_model)
+    return nodes.aggregate(total=Sum("gpu_total"))["total"] or 0
 
 
 # --- orchestrators --------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from django.db.models.functions import Coalesce
 
 from scheduling.engine.fragmentation import MAX_GPUS_PER_MEMBER, fragmented_gpus, largest_placeable
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import FragmentationSample, Workload
-from scheduling.selectors.fleet import GANG_SHAPES, UNSCHEDULABLE_STATES, engine_node, node_rows
+from scheduling.models import FragmentationSample, Node, Workload
+from scheduling.selectors.fleet import GANG_SHAPES, engine_node, node_rows
 from scheduling.selectors.fragmentation import observed_size_mix
 
 
@@ -43,7 +43,7 @@ class FleetScorer:
 
     def __init__(self, rows: Sequence[tuple] | None = None, mix: Mapping[float, float] | None = None) -> None:
         rows = node_rows() if rows is None else rows
-        self.schedulable = [row for row in rows if row[-1] not in UNSCHEDULABLE_STATES]
+        self.schedulable = [row for row in rows if row[-1] not in Node.UNSCHEDULABLE]
         self.mix = observed_size_mix()[0] if mix is None else mix
         self.shapes: dict[tuple, tuple[EngineNode, float, dict[int, int]]] = {}
 

@@ -9,10 +9,10 @@ from django.db.models import F, Q, Sum
 from scheduling.engine.fairshare import entitlements
 from scheduling.engine.types import Entitlement, TeamSpec
 from scheduling.models import (
-    Node,
     Queue,
     Workload,
 )
+from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.teams import team_tree
 
 # --- fair share -----------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
         QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
         for q in Queue.objects.filter(gpu_model="")
     ]
-    capacity = Node.objects.exclude(state=Node.State.DOWN).aggregate(total=Sum("gpu_total"))["total"] or 0
+    capacity = fleet_capacity()
     held, wanted = team_demand()
     demand = {teams[tid].slug: gpus for tid, gpus in wanted.items() if tid in teams}
     allocation = {teams[tid].slug: gpus for tid, gpus in held.items() if tid in teams}

@@ -36,16 +36,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling.collectors.prometheus import DcgmWindow, GpuSeries, PrometheusCollector, auth_headers
+from scheduling.collectors.prometheus import DcgmWindow, GpuSeries
 from scheduling.collectors.reliability import CircuitBreaker
 from scheduling.models import CollectorRun, Node, Orchestrator, UsageSample, Workload, WorkloadUtilisation
 
-from .credentials import endpoint_of, masked
 from .metrics import refresh_rollups
-
-DEFAULT_STEP_S = 15.0
-DEFAULT_CATCHUP_S = 3600.0  # after an outage, at most this much history is caught up
-DEFAULT_MARGIN_S = 120.0  # re-look at samples this far behind the last round (late-written samples)
+from .orchestrators import build_prometheus_collector, covered_names, masked, metrics_window
 
 
 def idle_threshold() -> float:
@@ -274,20 +270,18 @@ class Plan:
 
 def covered_orchestrators(source: Orchestrator) -> list[Orchestrator]:
     """The schedulers whose GPUs this source watches: ``options.orchestrators`` names them, else all."""
-    names = (source.options or {}).get("orchestrators")
+    names = covered_names(source)
     rows = Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS, enabled=True)
     return list(rows.filter(name__in=names) if names else rows)
 
 
 def plan_window(source: Orchestrator, now: datetime, covered: list[Orchestrator]) -> Plan | None:
-    options = source.options or {}
-    step = float(options.get("step_s", DEFAULT_STEP_S))
-    lag = float(options.get("lag_s", 2 * step))
+    window = metrics_window(source)
+    step, lag = window.step_s, window.lag_s
     newest = now - timedelta(seconds=lag)
-    oldest = newest - timedelta(seconds=float(options.get("catchup_s", DEFAULT_CATCHUP_S)))
+    oldest = newest - timedelta(seconds=window.catchup_s)
     if source.last_success_at:
-        margin = float(options.get("margin_s", DEFAULT_MARGIN_S))
-        oldest = max(oldest, source.last_success_at - timedelta(seconds=lag + margin))
+        oldest = max(oldest, source.last_success_at - timedelta(seconds=lag + window.margin_s))
     samples = tuple(
         UsageSample.objects.filter(
             orchestrator__in=covered, gpus_busy__isnull=True, taken_at__gt=oldest, taken_at__lte=newest
@@ -347,20 +341,6 @@ def hostname_resolver(names: Iterable[str]):
         return host if host in exact else short.get(host.split(".")[0], host)
 
     return resolve
-
-
-def build_prometheus_collector(source: Orchestrator, breaker: CircuitBreaker | None, secret: str = ""):  # nosec B107 - empty means no auth
-    options = source.options or {}
-    return PrometheusCollector(
-        endpoint_of(source),
-        name=source.name,
-        headers=auth_headers(secret, options.get("auth", "bearer")),
-        metric=options.get("metric", "DCGM_FI_DEV_GPU_UTIL"),
-        selector=options.get("selector", ""),
-        max_points=int(options.get("max_points", 250_000)),
-        timeout=float(options.get("timeout_s", 10.0)),
-        breaker=breaker,
-    )
 
 
 @dataclass(frozen=True)

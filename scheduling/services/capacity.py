@@ -21,20 +21,9 @@ def lock_capacity() -> None:
     CapacityLock.objects.select_for_update().get(scope="quota")
 
 
-def _serving_nodes():
-    return Node.objects.exclude(state=Node.State.DOWN)
-
-
-def fleet_capacity(gpu_model: str = "") -> int:
-    nodes = _serving_nodes()
-    if gpu_model:
-        nodes = nodes.filter(gpu_model=gpu_model)
-    return nodes.aggregate(total=Sum("gpu_total"))["total"] or 0
-
-
 def gpu_supply() -> dict[str, int]:
     """GPUs per model on nodes that are not down: what promises can be served by."""
-    rows = _serving_nodes().values("gpu_model").annotate(total=Sum("gpu_total")).values_list("gpu_model", "total")
+    rows = Node.objects.serving().values("gpu_model").annotate(total=Sum("gpu_total")).values_list("gpu_model", "total")
     return {model: total or 0 for model, total in rows}
 
 

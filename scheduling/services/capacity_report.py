@@ -29,8 +29,8 @@ from scheduling.selectors import busy as busy_reads
 from scheduling.selectors import fragmentation_trend, ledger, usage
 from scheduling.selectors import report as reads
 from scheduling.selectors import teams as teams_reads
+from scheduling.selectors.pool_policies import rule_of
 from scheduling.services import forecast
-from scheduling.services.pool_policies import rule_of
 
 REPORT_VERSION = 1
 HOUR = 3600.0

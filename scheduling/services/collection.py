@@ -1,81 +1,33 @@
-"""One scrape of one orchestrator: lease, circuit breaker (persisted), collect, ingest or mark stale.
+"""A collection round, and one scrape of one orchestrator: lease, circuit breaker (persisted), collect,
+ingest or mark stale.
 
 Nothing lives in a worker's memory between rounds: the breaker's state and the scrape lease are
 columns of the Orchestrator row, so any worker may run the next scrape and two never run at once.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.core.exceptions import ValidationError
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduling.collectors import (
-    BreakerState,
-    CircuitBreaker,
-    CollectorError,
-    KubernetesCollector,
-    RayCollector,
-    SlurmCollector,
-    TeamMapping,
-)
+from scheduling.collectors import BreakerState, CircuitBreaker, CollectorError
+from scheduling.demo.stepper import RoundResult
 from scheduling.models import CollectorRun, Orchestrator
-from scheduling.orchestrator_options import options_problems
 
 from .audit import save_audited
 from .busy import scrape_busy
-from .credentials import CredentialError, endpoint_of, masked, resolve_secret
+from .demo import DEMO_PREFIX, run_demo_round
+from .fragmentation import prune_fragmentation_samples, record_fragmentation_sample
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
+from .metrics import prune_samples
+from .orchestrators import build_collector, configure, masked, secret_of
 
 LEASE = timedelta(minutes=5)
-
-
-def team_mapping(options: dict) -> TeamMapping:
-    return TeamMapping(
-        slurm_field=options.get("team_field", "account"),
-        k8s_label=options.get("team_label", ""),
-        aliases=dict(options.get("team_aliases", {})),
-    )
-
-
-def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
-    options = orchestrator.options or {}
-    common = {
-        "name": orchestrator.name,
-        "teams": team_mapping(options),
-        "breaker": breaker,
-        "timeout": float(options.get("timeout_s", 10.0)),
-    }
-    if orchestrator.kind == Orchestrator.Kind.SLURM:
-        return SlurmCollector(
-            endpoint_of(orchestrator),
-            resolve_secret(orchestrator.credentials_ref),
-            options.get("user", "slurm"),
-            options.get("api_version", "v0.0.38"),
-            **common,
-        )
-    if orchestrator.kind == Orchestrator.Kind.RAY:
-        return RayCollector(endpoint_of(orchestrator), **common)
-    if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
-        return KubernetesCollector(kubernetes_api(orchestrator), volcano=options.get("volcano", True), **common)
-    raise CollectorError(f"kind: no collector for {orchestrator.kind!r} sources yet")
-
-
-def kubernetes_api(orchestrator: Orchestrator):
-    """An ApiClient from the in-cluster service account or a kubeconfig (``options.kubeconfig``)."""
-    from kubernetes import client, config
-
-    options = orchestrator.options or {}
-    try:
-        if options.get("in_cluster"):
-            config.load_incluster_config()
-            return client.ApiClient()
-        return config.new_client_from_config(config_file=options.get("kubeconfig") or None)
-    except (config.ConfigException, OSError) as error:
-        raise CredentialError(f"kubeconfig: {error}") from error
 
 
 def acquire_lease(orchestrator_id: int) -> bool:
@@ -102,7 +54,7 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
     try:
         if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:
             # Issue 11: a metrics source fills busy time into the schedulers' samples (services/busy.py).
-            run = scrape_busy(orchestrator, breaker, resolve_secret(orchestrator.credentials_ref))
+            run = scrape_busy(orchestrator, breaker, secret_of(orchestrator))
         else:
             snapshot = build_collector(orchestrator, breaker).collect()
             run = ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
@@ -120,8 +72,6 @@ def _ms_since(started: float) -> int:
 
 
 def real_orchestrators():
-    from .demo import DEMO_PREFIX
-
     return Orchestrator.objects.filter(enabled=True).exclude(endpoint__startswith=DEMO_PREFIX)
 
 
@@ -140,12 +90,21 @@ def register_orchestrator(
     the kind's schema (``full_clean``). ``enabled`` None leaves it as it is (new rows start enabled)."""
     orchestrator = Orchestrator.objects.filter(name=name).first() or Orchestrator(name=name)
     created = orchestrator.pk is None
-    orchestrator.kind, orchestrator.endpoint = kind, url
-    orchestrator.credentials_ref = credentials_ref or orchestrator.credentials_ref
-    if not isinstance(options, dict | None):  # a merge would fail; the schema names the rule
-        raise ValidationError({"options": options_problems(kind, options) or ["must be a JSON object"]})
-    orchestrator.options = {**(orchestrator.options or {}), **(options or {})}
+    configure(orchestrator, kind=kind, url=url, credentials_ref=credentials_ref, options=options)
     if enabled is not None:
         orchestrator.enabled = enabled
     save_audited(orchestrator, by=by, reason=reason)
     return orchestrator, created
+
+
+def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
+    """One round: the demo federation advances in-process; each real orchestrator's scrape is handed to
+    ``enqueue_scrape`` (its own task). The round's fragmentation sample is the fleet as stored now (real
+    sources as of their latest scrape); samples past the retention are pruned."""
+    result = run_demo_round()
+    record_fragmentation_sample()
+    for orchestrator_id in real_orchestrators().values_list("pk", flat=True):
+        enqueue_scrape(orchestrator_id)
+    prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    return result

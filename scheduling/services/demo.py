@@ -12,7 +12,6 @@ from django.utils import timezone
 from scheduling.demo import fleet, trace
 from scheduling.demo.stepper import FederationState, RoundResult, RunningJob, advance
 from scheduling.engine.types import MemberAssignment
-from scheduling.engine.types import Node as EngineNode
 from scheduling.models import (
     CollectorRun,
     FleetHost,
@@ -24,6 +23,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.selectors.fleet import engine_nodes
 
 from .ledger import evaluate_quietly, record_demo_views
 from .metrics import refresh_rollups
@@ -90,21 +90,7 @@ def demo_orchestrators():
 
 def load_state() -> FederationState:
     orchestrators = list(demo_orchestrators())
-    nodes = tuple(
-        EngineNode(
-            name=n.name,
-            gpu_total=n.gpu_total,
-            gpu_model=n.gpu_model,
-            nvlink_domain=n.nvlink_domain,
-            leaf_switch=n.leaf_switch,
-            spine=n.spine,
-            orchestrator=n.orchestrator.name,
-            pinned=n.pinned,
-            schedulable=n.state not in (Node.State.DRAINED, Node.State.DRAINING, Node.State.DOWN),
-        )
-        for n in Node.objects.filter(orchestrator__in=orchestrators).select_related("orchestrator")
-    )
-    state = FederationState(nodes=nodes)
+    state = FederationState(nodes=engine_nodes(Node.objects.filter(orchestrator__in=orchestrators)))
     active = Workload.objects.filter(orchestrator__in=orchestrators, state__in=Workload.ACTIVE_STATES)
     for row in active.select_related("orchestrator", "team"):
         job = _job_of(row)
@@ -213,7 +199,7 @@ def _update_nodes(state: FederationState, now: datetime) -> None:
     for node in rows:
         node.gpu_allocated = used.get(node.name, 0)
         node.last_seen_at = now
-        if node.state not in (Node.State.DRAINING, Node.State.DRAINED, Node.State.DOWN):
+        if node.state not in Node.UNSCHEDULABLE:
             node.state = (
                 Node.State.IDLE
                 if node.gpu_allocated == 0

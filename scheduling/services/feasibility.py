@@ -6,8 +6,9 @@ from datetime import datetime
 from django.db.models import Sum
 
 from scheduling.models import Queue, QuotaGrant, Team
+from scheduling.selectors.fleet import fleet_capacity
 
-from .capacity import LIVE_GRANT_STATES, check_new_promise, fleet_capacity, refusal
+from .capacity import LIVE_GRANT_STATES, check_new_promise, refusal
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from django.utils import timezone
 from scheduling.forecasting import Forecast, days_until, forecast_demand
 from scheduling.models import Queue, QuotaGrant, Team, UsageRollup
 from scheduling.selectors.planning import DemandHistory, floor_hour, hourly_demand
-from scheduling.services.pool_policies import local_moment
+from scheduling.selectors.pool_policies import local_moment
 
 HISTORY_WEEKS = 8
 HORIZON_HOURS = 14 * 24

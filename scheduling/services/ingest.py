@@ -11,13 +11,14 @@ from django.db import transaction
 from django.utils import timezone
 from simple_history.utils import bulk_create_with_history
 
-from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snapshot, WorkloadState
+from scheduling.collectors.conditions import condition_of, is_planned
+from scheduling.collectors.snapshot import NodeCondition, ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
 from .bulk import chunks, field_values, write_rows
-from .credentials import masked
 from .ledger import record_views
 from .metrics import refresh_rollups
+from .orchestrators import masked
 
 WORKLOAD_STATES = {
     WorkloadState.RUNNING: Workload.State.RUNNING,
@@ -31,15 +32,31 @@ def _aware(epoch: float | None, default: datetime) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC) if epoch else default
 
 
+STORED_STATES = {
+    NodeCondition.DOWN: Node.State.DOWN,
+    NodeCondition.NOT_READY: Node.State.DOWN,
+    NodeCondition.DRAINING: Node.State.DRAINING,
+    NodeCondition.DRAINED: Node.State.DRAINED,
+}
+
+
 def _node_state(observed: ObservedNode) -> str:
-    flags = {f.upper() for f in observed.state_flags} | {observed.state.upper()}
-    if flags & {"DOWN", "NOT_RESPONDING", "FAIL", "NOTREADY"}:
-        return Node.State.DOWN
-    if "DRAIN" in flags or observed.cordoned or not observed.schedulable:
+    """The stored state of an observed node: its condition, and for one that takes work (or of unknown
+    condition) how many of its GPUs are in use."""
+    condition = condition_of(observed)
+    if condition in STORED_STATES:
+        return STORED_STATES[condition]
+    if condition is NodeCondition.UNKNOWN:
         return Node.State.DRAINING if observed.gpu_allocated else Node.State.DRAINED
     if observed.gpu_allocated == 0:
         return Node.State.IDLE
     return Node.State.ALLOCATED if observed.gpu_allocated >= observed.gpu_total else Node.State.MIXED
+
+
+def _released(observed: ObservedNode) -> bool:
+    """Takes no work here but is not down: drained or draining (a rebalance's release looks like this)."""
+    state = _node_state(observed)
+    return state in Node.UNSCHEDULABLE and state != Node.State.DOWN
 
 
 @transaction.atomic
@@ -91,7 +108,7 @@ def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...]
     for seen in observed:
         node = existing.get(seen.name) or Node(name=seen.name)
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
-        if node.pk is not None and is_new_owner and _node_state(seen) in (Node.State.DRAINED, Node.State.DRAINING):
+        if node.pk is not None and is_new_owner and _released(seen):
             continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
         before = field_values(node, NODE_COUNTERS) if node.pk else None
         _fill_node(node, seen, orchestrator, now)
@@ -209,20 +226,16 @@ def placements(item: ObservedWorkload) -> list[dict]:
     return [{"node": name, "gpus": list(indices[i]) if indices else []} for i, name in enumerate(item.nodes)]
 
 
-PLANNED_FLAGS = {"PLANNED"}  # Slurm >= 23.02: idle nodes the backfill scheduler holds for a pending job
-
-
 def unusable_gpus(observed: ObservedNode) -> int:
     """Free GPUs of a node that is down, drained or draining: capacity nobody can be given."""
-    if _node_state(observed) in (Node.State.DOWN, Node.State.DRAINED, Node.State.DRAINING):
+    if _node_state(observed) in Node.UNSCHEDULABLE:
         return max(observed.gpu_total - observed.gpu_allocated, 0)
     return 0
 
 
 def planned_gpus(observed: ObservedNode) -> int:
     """Free GPUs of a schedulable node the scheduler keeps idle for a pending gang."""
-    flags = {f.upper() for f in observed.state_flags} | {observed.state.upper()}
-    if flags & PLANNED_FLAGS and not unusable_gpus(observed):
+    if is_planned(observed) and not unusable_gpus(observed):
         return max(observed.gpu_total - observed.gpu_allocated, 0)
     return 0
 

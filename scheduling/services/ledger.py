@@ -21,8 +21,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.collectors.conditions import condition_of, takes_work
 from scheduling.collectors.k8s import blocking_taints
-from scheduling.collectors.snapshot import ObservedNode, Snapshot, WorkloadState
+from scheduling.collectors.snapshot import NodeCondition, ObservedNode, Snapshot, WorkloadState
 from scheduling.engine import ledger as engine
 from scheduling.models import (
     FleetHost,
@@ -37,8 +38,10 @@ from scheduling.models import (
     SourceView,
     Workload,
 )
+from scheduling.selectors.rebalance import rebalance_settings
 
 from .audit import save_audited
+from .notifications import double_ownership_opened
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +87,14 @@ def schedulable_in(kind: str, node: ObservedNode, partitions_reported: bool) -> 
         return False, "reports no GPUs"
     if kind == Orchestrator.Kind.SLURM and partitions_reported and not node.partitions:
         return False, "in no partition"
-    if node.schedulable and not node.cordoned:
+    if takes_work(node):
         return True, ""
     return False, _why_not(kind, node)
 
 
 def _why_not(kind: str, node: ObservedNode) -> str:
     if kind == Orchestrator.Kind.KUBERNETES:
-        if node.state != "ready":
+        if condition_of(node) in (NodeCondition.NOT_READY, NodeCondition.UNKNOWN, NodeCondition.DOWN):
             return f"not Ready ({node.reason or node.state})"[:300]
         if node.cordoned:
             return "cordoned"
@@ -147,9 +150,6 @@ def _replace_views(orchestrator: Orchestrator, rows: list[SourceView]) -> None:
     SourceView.objects.bulk_create(rows, batch_size=2000)
 
 
-_NOT_SCHEDULABLE = {Node.State.DRAINING: "draining", Node.State.DRAINED: "drained", Node.State.DOWN: "down"}
-
-
 def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> None:
     """The demo federation's orchestrators are the Node rows: each sees exactly the nodes it owns."""
     backed: dict[str, float] = defaultdict(float)
@@ -166,9 +166,9 @@ def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> N
             SourceView(
                 orchestrator=orchestrator,
                 name=node.name,
-                schedulable=node.state not in _NOT_SCHEDULABLE and node.gpu_total > 0,
+                schedulable=node.state not in Node.UNSCHEDULABLE and node.gpu_total > 0,
                 state=node.state,
-                why_not=_NOT_SCHEDULABLE.get(node.state, ""),
+                why_not=node.state if node.state in Node.UNSCHEDULABLE else "",
                 gpu_total=node.gpu_total,
                 gpu_allocated=node.gpu_allocated,
                 gpu_backed=backed.get(node.name, 0.0),
@@ -262,8 +262,6 @@ def _sources(now: datetime) -> list[engine.Source]:
 
 
 def _steps() -> list[engine.PlanStep]:
-    from .rebalance import rebalance_settings  # rebalance -> collection -> ledger: imported late
-
     timeout = float(rebalance_settings()["drain_timeout_s"])
     open_plans = (RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING)
     waiting = (NodeMove.State.PENDING, NodeMove.State.DRAINING, NodeMove.State.MOVED)
@@ -382,8 +380,6 @@ def _persist_ownership(detection: engine.Detection, now: datetime) -> None:
 
 
 def _alert_double_ownership(keys: list[str]) -> None:
-    from .notifications import double_ownership_opened
-
     findings = list(LedgerFinding.objects.filter(key__in=keys, closed_at__isnull=True))
     if findings:
         double_ownership_opened(findings)

@@ -21,10 +21,11 @@ started (the timeout's reference). Each completed step stamps ``RebalancePlan.he
 an applying plan with no step completed for ``GPUPORTAL_REAPER["plan_after_s"]`` (its steps keep dying),
 rolling its nodes back like any failed step.
 
-Per orchestrator, ``options["rebalance"]`` may hold ``dry_run`` (default true; false for ``demo://``,
-whose "orchestrator" is this database), ``auto_apply`` (default false), ``preempt_gangs`` (may a drain
-break a multi-node gang there; default false), ``target_utilization_fraction`` (default 0.8),
-``ray_node_type`` and ``autoscaler_config`` (Ray), ``slurm_conf`` (Slurm, for scontrol).
+Per orchestrator, ``options["rebalance"]`` (read by ``services/orchestrators.py``) may hold ``dry_run``
+(default true; false for ``demo://``, whose "orchestrator" is this database), ``auto_apply`` (default
+false), ``preempt_gangs`` (may a drain break a multi-node gang there; default false),
+``target_utilization_fraction`` (default 0.8), ``ray_node_type`` and ``autoscaler_config`` (Ray),
+``slurm_conf`` (Slurm, for scontrol). The verbs themselves are ``collectors/verbs.py``.
 """
 
 from __future__ import annotations
@@ -34,220 +35,60 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
-from scheduling.collectors import CollectorError, KubernetesActuator, RayActuator, SlurmActuator
-from scheduling.engine.calendar import bounds_at, describe_moment
-from scheduling.engine.rebalance import (
-    PendingItem,
-    PoolDemand,
-    RebalanceConfig,
-    RebalanceDecision,
-    plan_rebalance,
-    target_split,
-)
-from scheduling.engine.types import MemberAssignment, RunningWorkload, WorkloadKind
-from scheduling.engine.types import Node as EngineNode
+from scheduling.collectors import CollectorError
+from scheduling.collectors.verbs import OrchestratorVerbs
+from scheduling.engine.calendar import describe_moment
+from scheduling.engine.rebalance import RebalanceDecision, plan_rebalance
 from scheduling.models import Node as NodeRow
-from scheduling.models import NodeMove, Orchestrator, RebalancePlan, UsageRollup, UsageSample, Workload
+from scheduling.models import NodeMove, Orchestrator, RebalancePlan
+from scheduling.selectors.fleet import owned_node_count
+from scheduling.selectors.pool_policies import bounds_now, local_moment
+from scheduling.selectors.rebalance import (
+    OPEN_STATES,
+    demand_now,
+    engine_config,
+    held_seconds,
+    nodes_now,
+    rebalance_settings,
+    running_now,
+    scheduler_orchestrators,
+)
 
 from .audit import require_reason, save_audited
-from .collection import kubernetes_api
-from .credentials import endpoint_of, masked, resolve_secret
 from .demo import DEMO_PREFIX
-from .pool_policies import bounds_now, enabled_rules, local_moment
+from .orchestrators import masked, rebalance_options, verbs_for_kind
 
 log = logging.getLogger(__name__)
-
-OPEN_STATES = (RebalancePlan.State.PROPOSED, RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING)
-DRAIN_TAINT = "gpuportal.io/rebalance"
-POOL_LABEL = "gpuportal.io/pool"
-DEFAULTS = {
-    "max_moves": 4,
-    "hold_s": 1800.0,
-    "dead_band_fraction": 0.05,
-    "dead_band_min_gpus": 8,
-    "target_utilization": 0.8,
-    "drain_timeout_s": 3600.0,
-    "trend_window_s": 3600.0,
-    "step_retry_s": 15.0,
-    "floor_lead_s": 3600.0,
-}
-
-
-def rebalance_settings() -> dict:
-    return {**DEFAULTS, **getattr(settings, "GPUPORTAL_REBALANCE", {})}
-
-
-def engine_config() -> RebalanceConfig:
-    values = rebalance_settings()
-    return RebalanceConfig(
-        target_utilization=float(values["target_utilization"]),
-        dead_band_fraction=float(values["dead_band_fraction"]),
-        dead_band_min_gpus=int(values["dead_band_min_gpus"]),
-        hold_s=float(values["hold_s"]),
-        max_moves=int(values["max_moves"]),
-    )
-
-
-def _options(orchestrator: Orchestrator) -> dict:
-    return dict((orchestrator.options or {}).get("rebalance") or {})
-
 
 def is_demo(orchestrator: Orchestrator) -> bool:
     return orchestrator.endpoint.startswith(DEMO_PREFIX)
 
 
 def dry_run_for(orchestrator: Orchestrator) -> bool:
-    return bool(_options(orchestrator).get("dry_run", not is_demo(orchestrator)))
+    dry_run = rebalance_options(orchestrator).dry_run
+    return not is_demo(orchestrator) if dry_run is None else dry_run
 
 
 def auto_apply_for(orchestrator: Orchestrator) -> bool:
-    return bool(_options(orchestrator).get("auto_apply", False))
-
-
-def scheduler_orchestrators() -> list[Orchestrator]:
-    return list(Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS))
-
-
-# ------------------------------------------------------------------------------------------- inputs
-
-
-def _epoch(moment: datetime | None) -> float:
-    return moment.timestamp() if moment else 0.0
-
-
-def nodes_now(orchestrators: list[Orchestrator]) -> list[EngineNode]:
-    """The fleet for the engine; nodes already in an open plan count as unschedulable (not movable twice)."""
-    in_flight = (NodeMove.State.PENDING, NodeMove.State.DRAINING)
-    busy = set(
-        NodeMove.objects.filter(plan__state__in=OPEN_STATES, state__in=in_flight).values_list("node_id", flat=True)
-    )
-    unschedulable = (NodeRow.State.DRAINING, NodeRow.State.DRAINED, NodeRow.State.DOWN)
-    return [
-        EngineNode(
-            name=n.name,
-            gpu_total=n.gpu_total,
-            gpu_model=n.gpu_model,
-            orchestrator=n.orchestrator.name,
-            pinned=n.pinned,
-            schedulable=n.state not in unschedulable and n.pk not in busy,
-            nvlink_domain=n.nvlink_domain,
-            leaf_switch=n.leaf_switch,
-        )
-        for n in NodeRow.objects.filter(orchestrator__in=orchestrators).select_related("orchestrator")
-    ]
-
-
-def running_now(orchestrators: list[Orchestrator]) -> list[RunningWorkload]:
-    preempt = {o.pk: bool(_options(o).get("preempt_gangs", False)) for o in orchestrators}
-    rows = Workload.objects.filter(orchestrator__in=orchestrators, state=Workload.State.RUNNING)
-    running = []
-    for row in rows.only(
-        "external_id",
-        "orchestrator_id",
-        "gang_size",
-        "gpus_per_member",
-        "priority",
-        "started_at",
-        "duration_estimate_s",
-        "kind",
-        "nodes",
-    ):
-        assignments = tuple(
-            MemberAssignment(i, str(a.get("node", "")), tuple(a.get("gpus") or range(row.gpus_per_member)))
-            for i, a in enumerate(row.nodes or ())
-            if isinstance(a, dict)
-        )
-        started = _epoch(row.started_at)
-        running.append(
-            RunningWorkload(
-                id=row.external_id,
-                team="",
-                gpus=float(row.gang_size * row.gpus_per_member),
-                assignments=assignments,
-                priority=row.priority,
-                started_at=started,
-                gang_id=row.external_id,
-                preemptible=row.gang_size <= 1 or preempt[row.orchestrator_id],
-                kind=WorkloadKind(row.kind) if row.kind in WorkloadKind._value2member_map_ else WorkloadKind.BATCH,
-                expected_end=started + row.duration_estimate_s if row.duration_estimate_s else None,
-            )
-        )
-    return running
-
-
-def demand_now(orchestrators: list[Orchestrator], now: datetime) -> dict[str, PoolDemand]:
-    """Per orchestrator: its pending gangs (GPUs, priority, age), GPUs running, and the trend of
-    allocated + pending over the last ``trend_window_s`` (from the usage samples)."""
-    pending: dict[int, list[PendingItem]] = defaultdict(list)
-    allocated: dict[int, float] = defaultdict(float)
-    rows = Workload.objects.filter(orchestrator__in=orchestrators, state__in=Workload.ACTIVE_STATES).values_list(
-        "orchestrator_id", "state", "gang_size", "gpus_per_member", "priority", "submitted_at"
-    )
-    for orch_id, state, gang, per_member, priority, submitted in rows:
-        if state == Workload.State.RUNNING:
-            allocated[orch_id] += gang * per_member
-        else:
-            pending[orch_id].append(PendingItem(gang * per_member, priority, (now - submitted).total_seconds()))
-    trend = _trends(orchestrators, now)
-    return {
-        o.name: PoolDemand(
-            o.name,
-            tuple(pending[o.pk]),
-            allocated[o.pk],
-            trend.get(o.pk, 0.0),
-            _options(o).get("target_utilization_fraction"),
-        )
-        for o in orchestrators
-    }
-
-
-def _trends(orchestrators: list[Orchestrator], now: datetime) -> dict[int, float]:
-    window = timedelta(seconds=float(rebalance_settings()["trend_window_s"]))
-    samples = (
-        UsageSample.objects.filter(
-            team__isnull=True, orchestrator__in=orchestrators, taken_at__gte=now - window, taken_at__lte=now
-        )
-        .order_by("taken_at")
-        .values_list("orchestrator_id", "taken_at", "gpus_allocated", "gpus_pending")
-    )
-    ends: dict[int, list[tuple[datetime, float]]] = defaultdict(list)
-    for orch_id, taken_at, alloc, pend in samples:
-        ends[orch_id].append((taken_at, alloc + pend))
-    trends = {}
-    for orch_id, points in ends.items():
-        (first_at, first), (last_at, last) = points[0], points[-1]
-        hours = (last_at - first_at).total_seconds() / 3600
-        if hours > 0:
-            trends[orch_id] = (last - first) / hours
-    return trends
-
-
-def held_seconds(now: datetime) -> dict[str, float]:
-    """Seconds since each orchestrator last gained or lost a node through a plan (the hold time's clock)."""
-    last: dict[str, datetime] = {}
-    moved = NodeMove.objects.filter(state=NodeMove.State.MOVED)
-    for field in ("source__name", "target__name"):
-        for name, at in moved.values(field).annotate(at=Max("updated_at")).values_list(field, "at"):
-            last[name] = max(at, last.get(name, at))
-    return {name: (now - at).total_seconds() for name, at in last.items()}
+    return rebalance_options(orchestrator).auto_apply
 
 
 def decide_now(now: datetime | None = None) -> RebalanceDecision:
     """The engine's decision for this moment (nothing stored): what the page shows as "target now"."""
     now = now or timezone.now()
     orchestrators = scheduler_orchestrators()
+    options = {o.pk: rebalance_options(o) for o in orchestrators}
     return plan_rebalance(
         nodes_now(orchestrators),
-        running_now(orchestrators),
-        demand_now(orchestrators, now),
+        running_now(orchestrators, {pk: o.preempt_gangs for pk, o in options.items()}),
+        demand_now(orchestrators, now, {pk: o.target_utilization_fraction for pk, o in options.items()}),
         bounds_now(now, float(rebalance_settings()["floor_lead_s"])),
-        _epoch(now),
+        now.timestamp(),
         engine_config(),
         held_seconds(now),
     )
@@ -429,131 +270,42 @@ class DemoVerbs(PoolVerbs):
         return node.orchestrator_id == self.orchestrator.pk and bool(node.last_seen_at and node.last_seen_at > since)
 
 
-class SlurmVerbs(PoolVerbs):
+class ActuatedVerbs(PoolVerbs):
+    """A real orchestrator's verbs (``collectors/verbs.py``), handed the node rows' names."""
+
     def __init__(self, orchestrator: Orchestrator, dry_run: bool) -> None:
         super().__init__(orchestrator, dry_run)
-        options = orchestrator.options or {}
-        conf = _options(orchestrator).get("slurm_conf") or options.get("slurm_conf")
-        self.actuator = SlurmActuator(
-            endpoint_of(orchestrator),
-            resolve_secret(orchestrator.credentials_ref),
-            options.get("user", "slurm"),
-            options.get("api_version", "v0.0.38"),
-            dry_run=dry_run,
-            env={"SLURM_CONF": conf} if conf else None,
+        self.actuated: OrchestratorVerbs = verbs_for_kind(
+            orchestrator, dry_run, owned=lambda: owned_node_count(orchestrator)
         )
 
     def release(self, node: str, why: str) -> str:
-        return self.actuator.drain(node, why).command_or_request
+        return self.actuated.release(node, why)
 
     def undo_release(self, node: str) -> str:
-        return self.actuator.resume(node).command_or_request
+        return self.actuated.undo_release(node)
 
     def is_empty(self, node: NodeRow) -> bool:
-        """Drained in Slurm's words: IDLE+DRAIN (DRAINING while jobs still run)."""
-        base, flags, _reason = self.actuator.node_state(node.name)
-        return base in ("idle", "down") and "DRAIN" in flags
+        empty = self.actuated.is_empty(node.name)
+        return super().is_empty(node) if empty is None else empty
 
     def take(self, node: str) -> str:
-        return self.actuator.resume(node).command_or_request
+        return self.actuated.take(node)
 
     def undo_take(self, node: str) -> str:
-        return self.actuator.drain(node, "gpuportal: rebalance rolled back").command_or_request
+        return self.actuated.undo_take(node)
 
     def verify_released(self, node: NodeRow) -> bool:
-        return "DRAIN" in self.actuator.node_state(node.name)[1]
+        return self.actuated.verify_released(node.name)
 
     def verify_taken(self, node: NodeRow, since: datetime) -> bool:
-        return "DRAIN" not in self.actuator.node_state(node.name)[1]
-
-
-class KubernetesVerbs(PoolVerbs):
-    def __init__(self, orchestrator: Orchestrator, dry_run: bool) -> None:
-        super().__init__(orchestrator, dry_run)
-        self.api = kubernetes_api(orchestrator)
-        self.actuator = KubernetesActuator(self.api, dry_run=dry_run)
-
-    def release(self, node: str, why: str) -> str:
-        cordon = self.actuator.cordon(node)
-        taint = self.actuator.taint(node, DRAIN_TAINT, "draining")
-        return f"{cordon.command_or_request}; {taint.command_or_request}"
-
-    def undo_release(self, node: str) -> str:
-        taint = self.actuator.taint(node, DRAIN_TAINT, "draining", remove=True)
-        return f"{taint.command_or_request}; {self.actuator.uncordon(node).command_or_request}"
-
-    def is_empty(self, node: NodeRow) -> bool:
-        """No pod left on the node but DaemonSet pods and finished ones."""
-        from kubernetes import client
-
-        pods = client.CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node.name}")
-        return not [
-            p
-            for p in pods.items
-            if p.status.phase not in ("Succeeded", "Failed")
-            and not any(ref.kind == "DaemonSet" for ref in (p.metadata.owner_references or ()))
-        ]
-
-    def take(self, node: str) -> str:
-        label = self.actuator.label(node, POOL_LABEL, self.orchestrator.name)
-        taint = self.actuator.taint(node, DRAIN_TAINT, "draining", remove=True)
-        return "; ".join(r.command_or_request for r in (label, taint, self.actuator.uncordon(node)))
-
-    def undo_take(self, node: str) -> str:
-        cordon = self.actuator.cordon(node)
-        return f"{cordon.command_or_request}; {self.actuator.label(node, POOL_LABEL, None).command_or_request}"
-
-    def _read(self, node: str) -> tuple[bool, dict]:
-        from kubernetes import client
-
-        raw = client.CoreV1Api(self.api).read_node(node)
-        return bool(raw.spec.unschedulable), dict(raw.metadata.labels or {})
-
-    def verify_released(self, node: NodeRow) -> bool:
-        return self._read(node.name)[0]
-
-    def verify_taken(self, node: NodeRow, since: datetime) -> bool:
-        unschedulable, labels = self._read(node.name)
-        return not unschedulable and labels.get(POOL_LABEL) == self.orchestrator.name
-
-
-class RayVerbs(PoolVerbs):
-    """Ray's autoscaler bound for the node type follows the nodes Ray owns (observe only without a config)."""
-
-    def __init__(self, orchestrator: Orchestrator, dry_run: bool) -> None:
-        super().__init__(orchestrator, dry_run)
-        options = _options(orchestrator)
-        self.node_type = options.get("ray_node_type", "gpu_worker")
-        self.actuator = RayActuator(options.get("autoscaler_config"), dry_run=dry_run)
-
-    def _bound(self, delta: int) -> str:
-        owned = NodeRow.objects.filter(orchestrator=self.orchestrator).count()
-        count = max(0, owned + delta)
-        result = self.actuator.set_bounds(self.node_type, min(count, owned), count)
-        return f"{result.command_or_request} ({result.message})"
-
-    def release(self, node: str, why: str) -> str:
-        return self._bound(-1)
-
-    def undo_release(self, node: str) -> str:
-        return self._bound(0)
-
-    def take(self, node: str) -> str:
-        return self._bound(0)  # the node row is already ours when this runs
-
-    def undo_take(self, node: str) -> str:
-        return self._bound(-1)
+        return self.actuated.verify_taken(node.name)
 
 
 def verbs_for(orchestrator: Orchestrator, dry_run: bool) -> PoolVerbs:
     if is_demo(orchestrator):
         return DemoVerbs(orchestrator, dry_run)
-    kinds = {
-        Orchestrator.Kind.SLURM: SlurmVerbs,
-        Orchestrator.Kind.KUBERNETES: KubernetesVerbs,
-        Orchestrator.Kind.RAY: RayVerbs,
-    }
-    return kinds[orchestrator.kind](orchestrator, dry_run)
+    return ActuatedVerbs(orchestrator, dry_run)
 
 
 # -------------------------------------------------------------------------------------------- apply
@@ -736,42 +488,3 @@ def _dry_run(plan: RebalancePlan, moves: list[NodeMove], verbs) -> StepOutcome:
     plan.state = RebalancePlan.State.APPLIED
     save_audited(plan, by=plan.decided_by, reason="dry run: the commands are recorded, nothing was changed")
     return StepOutcome(plan.state, True, "dry run")
-
-
-# -------------------------------------------------------------------------------------------- reads
-
-
-@dataclass(frozen=True)
-class SplitPoint:
-    at: datetime
-    orchestrator: str
-    owned: float
-    allocated: float
-    pending: float
-    target: float
-
-
-def split_history(since: datetime, until: datetime) -> list[SplitPoint]:
-    """Per hour and orchestrator: GPUs owned and the target the engine would have set from that hour's
-    demand and calendar (hourly rollups; the target is recomputed, so it is there for every hour)."""
-    orchestrators = scheduler_orchestrators()
-    names = {o.pk: o.name for o in orchestrators}
-    rows = UsageRollup.objects.filter(
-        Q(resolution=UsageRollup.Resolution.HOUR, team__isnull=True, orchestrator__in=orchestrators)
-        & Q(period_start__gte=since, period_start__lt=until)
-    ).values_list("period_start", "orchestrator_id", "gpu_s_total", "gpu_s_allocated", "gpu_s_pending", "covered_s")
-    hours: dict[datetime, dict[str, tuple[float, float, float]]] = defaultdict(dict)
-    for start, orch_id, total, alloc, pend, covered in rows:
-        if covered:
-            hours[start][names[orch_id]] = (total / covered, alloc / covered, pend / covered)
-    rules, config, points = enabled_rules(), engine_config(), []
-    for start in sorted(hours):
-        values = hours[start]
-        demand = {n: PoolDemand(n, (PendingItem(p),) if p else (), a) for n, (_t, a, p) in values.items()}
-        current = {n: round(t) for n, (t, _a, _p) in values.items()}
-        weekday, minute = local_moment(start)
-        targets = target_split(current, demand, bounds_at(rules, weekday, minute), config)
-        for target in targets:
-            owned, alloc, pend = values.get(target.orchestrator, (0.0, 0.0, 0.0))
-            points.append(SplitPoint(start, target.orchestrator, owned, alloc, pend, target.target_gpus))
-    return points

@@ -42,14 +42,15 @@ from scheduling.engine.calendar import PolicyRule, check_rules
 from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import TeamSpec
 from scheduling.models import Membership, Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
+from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.planning import history_trace_jobs
+from scheduling.selectors.pool_policies import local_moment, rule_of
 from scheduling.selectors.teams import lead_team_ids, subtree_ids, team_tree, visible_team_ids
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 
 from .dispatch import EnqueueFailed, enqueue_after_commit
 from .governance import QueueChange
 from .policies import check_proposed
-from .pool_policies import fleet_capacity, local_moment, rule_of
 
 MAX_WEEKS = 12
 MAX_NODE_CHANGE = 10_000
@@ -127,7 +128,7 @@ def _clean_fleet(value: Any) -> list[dict[str, Any]]:
         return []
     if not isinstance(value, list):
         raise ValidationError("must be a list of {gpu_model, nodes, gpus_per_node}")
-    existing = Counter(Node.objects.exclude(state=Node.State.DOWN).values_list("gpu_model", flat=True))
+    existing = Counter(Node.objects.serving().values_list("gpu_model", flat=True))
     cleaned = []
     for change in value:
         model = str((change or {}).get("gpu_model", "")).strip() if isinstance(change, dict) else ""
@@ -297,7 +298,7 @@ def current_nodes() -> list[EngineNode]:
             spine=n.spine,
             orchestrator=n.orchestrator.kind,
         )
-        for n in Node.objects.exclude(state=Node.State.DOWN).select_related("orchestrator").order_by("name")
+        for n in Node.objects.serving().select_related("orchestrator").order_by("name")
     ]
 
 

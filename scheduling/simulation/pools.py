@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from scheduling.engine.backfill import EndingQueue, easy_backfill
@@ -37,6 +37,13 @@ if TYPE_CHECKING:
 
 DISCIPLINES = ("easy", "greedy", "fcfs")
 DEFAULT_MAX_TESTS = 200
+
+
+def exclusive_request(request: Request, gpus_per_node: int) -> Request:
+    """The whole-node request an exclusive (Slurm ``--exclusive``) job really holds."""
+    if request.gpus_per_member >= gpus_per_node or not request.gpus:
+        return request
+    return replace(request, gpus_per_member=gpus_per_node, gpu_milli=0)
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,6 @@ class Pool:
     def allocation_request(self, request: Request) -> Request:
         if not self.spec.exclusive:
             return request
-        from scheduling.simulation.replay import exclusive_request
-
         return exclusive_request(request, self.gpus_per_node)
 
     def never_fits(self, request: Request) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 from scheduling.engine.fairshare import entitlements, jain_index, share_normalised
@@ -24,7 +24,7 @@ from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request
 from scheduling.simulation.accounting import Integrals, Samples
 from scheduling.simulation.fast_state import CountingState
 from scheduling.simulation.federation import Federation
-from scheduling.simulation.pools import Pool, PoolSpec
+from scheduling.simulation.pools import Pool, PoolSpec, exclusive_request
 from scheduling.simulation.progress import ProgressCallback, Throttle
 from scheduling.simulation.results import ReplayResult, build_result
 from scheduling.simulation.scenario import Scenario
@@ -241,13 +241,6 @@ class Replay:
             if wanted > 1e-9:
                 demand[team] = wanted
         return demand, held
-
-
-def exclusive_request(request: Request, gpus_per_node: int) -> Request:
-    """The whole-node request an exclusive (Slurm ``--exclusive``) job really holds."""
-    if request.gpus_per_member >= gpus_per_node or not request.gpus:
-        return request
-    return replace(request, gpus_per_member=gpus_per_node, gpu_milli=0)
 
 
 def gpu_capacity(nodes: Sequence[Node]) -> int:

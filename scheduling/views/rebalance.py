@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import PoolPolicy, RebalancePlan
+from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
 
 from .common import require_team_member, time_range
@@ -36,7 +37,7 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
     require_team_member(request, "The rebalancer")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
     decision = rebalance.decide_now(window.until)
-    names, rows = _split_rows(rebalance.split_history(window.since, window.until))
+    names, rows = _split_rows(rebalance_reads.split_history(window.since, window.until))
     plans = RebalancePlan.objects.select_related("decided_by")
     context = {
         "window": window,

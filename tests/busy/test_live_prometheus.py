@@ -12,7 +12,8 @@ import pytest
 
 from scheduling.models import Node, Orchestrator, UsageRollup, UsageSample, Workload, WorkloadUtilisation
 from scheduling.services import collection
-from scheduling.services.busy import build_prometheus_collector, measure_busy
+from scheduling.services.busy import measure_busy
+from scheduling.services.orchestrators import build_prometheus_collector
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
 

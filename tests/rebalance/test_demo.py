@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling.models import Node, Orchestrator, PoolPolicy, RebalancePlan
+from scheduling.selectors.rebalance import split_history
 from scheduling.services import demo, rebalance
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +48,7 @@ def test_the_page_shows_owned_vs_target_per_hour_from_the_demo_rollups(client, c
     demo.create_demo_federation()
     demo.fill_history(days=0.2, step_s=600)
     now = timezone.now()
-    points = rebalance.split_history(now - timedelta(hours=24), now)
+    points = split_history(now - timedelta(hours=24), now)
     assert points and {p.orchestrator for p in points} == {"slurm-hpc", "k8s-serving", "ray-sweeps"}
     hour = max(p.at for p in points)
     owned = {p.orchestrator: round(p.owned) for p in points if p.at == hour}

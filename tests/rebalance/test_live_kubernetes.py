@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from scheduling.collectors import verbs
 from scheduling.collectors.actuators import parse_scontrol_node
 from scheduling.models import Node, Orchestrator, PoolPolicy, RebalancePlan
 from scheduling.services import collection, rebalance
@@ -55,10 +56,10 @@ def test_a_plan_drains_two_nodes_in_slurm_and_labels_and_uncordons_them_in_kuber
             assert "DRAIN" in flags
             live = cluster.core.read_node(name)
             assert not live.spec.unschedulable
-            assert live.metadata.labels.get(rebalance.POOL_LABEL) == "k8s-live"
-            assert rebalance.DRAIN_TAINT not in {t.key for t in live.spec.taints or ()}
+            assert live.metadata.labels.get(verbs.POOL_LABEL) == "k8s-live"
+            assert verbs.DRAIN_TAINT not in {t.key for t in live.spec.taints or ()}
     finally:
         for name in names:
             slurm_fleet.run("scontrol", "update", f"nodename={name}", "state=resume")
-            cluster.core.patch_node(name, {"metadata": {"labels": {rebalance.POOL_LABEL: None}},
+            cluster.core.patch_node(name, {"metadata": {"labels": {verbs.POOL_LABEL: None}},
                                            "spec": {"unschedulable": None}})

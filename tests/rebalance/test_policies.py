@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 
 from scheduling.models import PoolPolicy
+from scheduling.selectors import pool_policies as policy_reads
 from scheduling.services import pool_policies
 
 pytestmark = pytest.mark.django_db
@@ -64,5 +65,5 @@ def test_the_calendar_is_read_in_the_portals_time_zone(federation, cast):
     pool_policies.save_policy(_policy(federation["orchs"]["k8s-serving"], "inference floor", 24), by=cast["admin"],
                               reason="SLA")
     seven_utc = datetime(2026, 11, 30, 7, 30, tzinfo=UTC)  # 08:30 in Paris: inside the 08-20 window
-    assert pool_policies.local_moment(seven_utc) == (1, 8 * 60 + 30)
-    assert pool_policies.bounds_now(seven_utc)["k8s-serving"].floor_gpus == 24
+    assert policy_reads.local_moment(seven_utc) == (1, 8 * 60 + 30)
+    assert policy_reads.bounds_now(seven_utc)["k8s-serving"].floor_gpus == 24

@@ -16,7 +16,7 @@ from scheduling.collectors import SourceUnavailable
 from scheduling.models import CollectorRun, Orchestrator, RebalancePlan
 from scheduling.redact import MASK, RedactingFilter, redact
 from scheduling.services import collection, rebalance
-from scheduling.services.credentials import resolve_secret
+from scheduling.services.orchestrators import resolve_secret
 from tests.rebalance.conftest import MONDAY_9
 
 pytestmark = pytest.mark.django_db
