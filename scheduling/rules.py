@@ -12,7 +12,10 @@ def _team_of(obj) -> Team | None:
 
 
 def _lineage_ids(team: Team) -> list[int]:
-    return [team.pk, *(t.pk for t in team.ancestors())]
+    """The team and the teams above it (no query for a top-level team)."""
+    if team.parent_id is None:
+        return [team.pk]
+    return [team.pk, *Team.objects.only("pk", "parent_id", "slug").tree().ancestors(team.pk)]
 
 
 @rules.predicate
@@ -57,5 +60,12 @@ def leads_a_team(user) -> bool:
     return bool(user.is_authenticated and Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists())
 
 
+@rules.predicate
+def is_in_a_team(user) -> bool:
+    return bool(user.is_authenticated and Membership.objects.filter(user=user).exists())
+
+
 rules.add_perm("scheduling.run_whatif", is_portal_admin | leads_a_team)
-rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # issue 10: fleet hosts and node aliases
+# Pages about the whole fleet's plans (rebalancer, capacity planning) are for team members and admins.
+rules.add_perm("scheduling.see_fleet_plans", is_portal_admin | is_in_a_team)
+rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # fleet hosts and node aliases

@@ -26,12 +26,12 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.selectors import fleet
+from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
 from scheduling.services import collection, governance, idempotency, quota
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
 from . import filters, list_cache, serializers
-from .access import only_visible, pools_or_visible
 from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, idempotency_key
@@ -155,7 +155,7 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
             .defer(*ORCHESTRATOR_JSON)
             .annotate(**related_names(requester="username", decided_by="username"))
         )
-        return only_visible(queryset, self.request.user)
+        return quota_requests_visible_to(self.request.user, queryset)
 
     @extend_schema(
         parameters=[IDEMPOTENCY_KEY],

@@ -8,7 +8,7 @@ from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
 from .reports import CapacityReport, ReportSubscription
-from .teams import Membership, Queue, Team
+from .teams import Membership, Queue, Team, TeamTree
 
 __all__ = [
     "CapacityLock",
@@ -34,6 +34,7 @@ __all__ = [
     "SourceView",
     "TableChange",
     "Team",
+    "TeamTree",
     "UsageRollup",
     "UsageSample",
     "WhatIfScenario",

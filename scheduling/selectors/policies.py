@@ -11,9 +11,9 @@ from scheduling.engine.types import Entitlement, TeamSpec
 from scheduling.models import (
     Node,
     Queue,
+    Team,
     Workload,
 )
-from scheduling.selectors.teams import team_tree
 
 # --- fair share -----------------------------------------------------------------------------------
 
@@ -63,7 +63,8 @@ def team_demand() -> tuple[dict[int, float], dict[int, float]]:
 
 def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
     """Entitlements per team (any-model queues) under today's policy and under ``after``, given demand now."""
-    teams, children = team_tree()
+    tree = Team.objects.tree()
+    teams = tree.teams
     before = [
         QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
         for q in Queue.objects.filter(gpu_model="")
@@ -78,7 +79,7 @@ def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
         specs = [
             TeamSpec(
                 name=t.slug,
-                parent=teams[t.parent_id].slug if t.parent_id in teams else None,
+                parent=tree.parent_slug(t.pk),
                 weight=by_team[t.pk].weight if t.pk in by_team else 0.0,
                 guaranteed=by_team[t.pk].guaranteed if t.pk in by_team else 0,
                 burst_limit=by_team[t.pk].burst_limit if t.pk in by_team else None,
@@ -90,26 +91,21 @@ def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
     old, new = run(before), run(after)
     rows: list[EntitlementRow] = []
 
-    def walk(parent: int | None, depth: int) -> None:
-        for tid in children.get(parent, []):
-            slug = teams[tid].slug
-            o, n = old.get(slug), new.get(slug)
-            rows.append(
-                EntitlementRow(
-                    slug,
-                    teams[tid].name,
-                    depth,
-                    n.demand if n else 0.0,
-                    o.allocation if o else 0.0,
-                    n.allocation if n else 0.0,
-                    o.fair_share if o else 0.0,
-                    n.fair_share if n else 0.0,
-                    n.reasons if n else (),
-                )
+    for team, depth in tree.walk():
+        o, n = old.get(team.slug), new.get(team.slug)
+        rows.append(
+            EntitlementRow(
+                team.slug,
+                team.name,
+                depth,
+                n.demand if n else 0.0,
+                o.allocation if o else 0.0,
+                n.allocation if n else 0.0,
+                o.fair_share if o else 0.0,
+                n.fair_share if n else 0.0,
+                n.reasons if n else (),
             )
-            walk(tid, depth + 1)
-
-    walk(None, 0)
+        )
     return rows
 
 

@@ -21,7 +21,6 @@ from scheduling.forms import QueueFormSet, ReasonForm, queue_initial
 from scheduling.models import Queue, Team
 from scheduling.selectors import fleet
 from scheduling.selectors import policies as policies_reads
-from scheduling.selectors import teams as teams_reads
 from scheduling.services import policies
 from scheduling.services.governance import QueueChange, apply_queue_changes
 
@@ -43,22 +42,13 @@ def _require_admin(request: HttpRequest) -> None:
 
 
 def _queues_in_tree_order() -> tuple[list[Queue], dict[int, int], dict[int, Team]]:
-    teams, children = teams_reads.team_tree()
-    depth: dict[int, int] = {}
-    order: list[int] = []
-
-    def walk(parent: int | None, level: int) -> None:
-        for tid in children.get(parent, []):
-            depth[tid] = level
-            order.append(tid)
-            walk(tid, level + 1)
-
-    walk(None, 0)
-    position = {tid: i for i, tid in enumerate(order)}
+    tree = Team.objects.tree()
+    depth = {team.pk: level for team, level in tree.walk()}
+    position = {tid: i for i, tid in enumerate(depth)}
     queues = sorted(Queue.objects.all(), key=lambda q: (position.get(q.team_id, 0), q.gpu_model))
     for queue in queues:
-        queue.team = teams[queue.team_id]
-    return queues, depth, teams
+        queue.team = tree.teams[queue.team_id]
+    return queues, depth, tree.teams
 
 
 def _changes(queues: list[Queue], formset) -> list[QueueChange]:

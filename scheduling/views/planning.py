@@ -2,7 +2,8 @@
 
 Who: the forecast shows each user the teams they may see (admins all) and the orchestrator pools to team
 members and admins. What-ifs are run by admins and team leads (``scheduling.run_whatif``); a result is
-read by admins, its author, and members of the branch of the team it was run for (``whatif.readable``);
+read by admins, its author, and members of the branch of the team it was run for
+(``access.whatifs_readable_by``);
 others get 404, as for a team they may not see. Signed-in users in no team get 403.
 """
 
@@ -16,11 +17,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling import charts
 from scheduling.models import Orchestrator, QuotaRequest, Team, WhatIfScenario
-from scheduling.selectors import teams
+from scheduling.selectors import access
 from scheduling.services import forecast, whatif
 from scheduling.services.dispatch import EnqueueFailed
 
-from .common import require_team_member
+from .common import require_fleet_plans
 
 WEEKDAY_CHOICES = [(str(d), name) for d, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), 1)]
 FIELD_OF = {"fleet": "fleet_nodes", "weights": "weight_value", "policies": "policy_floor"}
@@ -36,9 +37,9 @@ def _recent(series: forecast.SeriesForecast) -> forecast.SeriesForecast:
 
 @login_required
 def forecast_page(request: HttpRequest) -> HttpResponse:
-    require_team_member(request, "Capacity planning")
-    visible = teams.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
-    shown = Team.objects.filter(pk__in=visible)
+    require_fleet_plans(request, "Capacity planning")
+    shown = access.teams_visible_to(request.user)
+    visible = {t.pk for t in shown}
     result = forecast.demand_forecasts(teams={t.slug for t in shown})
     guaranteed = forecast.guarantees(result.as_of)
     # The table covers every visible team; charts (heavy: ~80 kB each) the chosen team or the top of the tree.
@@ -87,11 +88,12 @@ class WhatIfForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        leads = teams.lead_team_ids(user)
-        self.fields["team"].queryset = Team.objects.all() if user.is_staff else Team.objects.filter(pk__in=leads)
-        self.fields["team"].required = not user.is_staff
-        visible = teams.visible_team_ids(user, user.is_staff)
-        self.fields["quota_request"].queryset = self.fields["quota_request"].queryset.filter(team_id__in=visible)
+        admin = access.sees_everything(user)
+        leads = Team.objects.all() if admin else Team.objects.filter(pk__in=access.lead_team_ids(user))
+        self.fields["team"].queryset = leads
+        self.fields["team"].required = not admin
+        requests = self.fields["quota_request"].queryset
+        self.fields["quota_request"].queryset = access.only_visible(requests, user)
 
     def raw_inputs(self) -> dict:
         data = self.cleaned_data
@@ -135,7 +137,7 @@ def _enqueue(pk: int) -> None:
 
 @login_required
 def whatif_list(request: HttpRequest) -> HttpResponse:
-    require_team_member(request, "Capacity planning")
+    require_fleet_plans(request, "Capacity planning")
     can_run = whatif.can_run(request.user)
     form = WhatIfForm(request.POST or None, user=request.user) if can_run else None
     if request.method == "POST":
@@ -160,13 +162,13 @@ def whatif_list(request: HttpRequest) -> HttpResponse:
 
 
 def _whatif_page(request: HttpRequest, form, can_run: bool, *, status: int, unavailable: str = "") -> HttpResponse:
-    scenarios = list(whatif.readable(request.user)[:50])
+    scenarios = list(access.whatifs_readable_by(request.user)[:50])
     context = {"form": form, "scenarios": scenarios, "can_run": can_run, "unavailable": unavailable}
     return render(request, "scheduling/whatif.html", context, status=status)
 
 
 def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:
-    return get_object_or_404(whatif.readable(request.user), pk=pk)
+    return get_object_or_404(access.whatifs_readable_by(request.user), pk=pk)
 
 
 @login_required

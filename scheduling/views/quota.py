@@ -5,14 +5,13 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
-from scheduling.selectors import teams as teams_reads
+from scheduling.selectors import access
 from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
@@ -23,26 +22,14 @@ from .common import base_url, paginate
 FORM_FINGERPRINT = "quota-request-form"
 
 
-def _visible_requests(user):
-    qs = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
-    if user.has_perm("scheduling.see_team"):
-        return qs
-    return qs.filter(Q(requester=user) | Q(team_id__in=teams_reads.visible_team_ids(user, False)))
-
-
-def _awaiting(user):
-    qs = QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).select_related("team", "requester")
-    if not user.has_perm("scheduling.see_team"):
-        qs = qs.filter(team_id__in=teams_reads.lead_team_ids(user)).exclude(requester=user)
-    return qs
-
-
 @login_required
 def quota_list(request: HttpRequest) -> HttpResponse:
-    request_filter = QuotaRequestFilter(request.GET, queryset=_visible_requests(request.user))
+    requests = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
+    request_filter = QuotaRequestFilter(request.GET, queryset=access.quota_requests_visible_to(request.user, requests))
     table = QuotaRequestTable(request_filter.qs)
     paginate(request, table, 25)
-    awaiting = QuotaRequestTable(_awaiting(request.user), prefix="a-")
+    decidable = access.quota_requests_decidable_by(request.user).select_related("team", "requester")
+    awaiting = QuotaRequestTable(decidable, prefix="a-")
     paginate(request, awaiting, 10)
     return render(
         request,
@@ -52,7 +39,7 @@ def quota_list(request: HttpRequest) -> HttpResponse:
 
 
 def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
-    teams = teams_reads.submittable_teams(request.user, request.user.has_perm("scheduling.see_team"))
+    teams = access.teams_visible_to(request.user)
     models = sorted(set(Node.objects.values_list("gpu_model", flat=True)))
     initial = {"team": request.GET.get("team"), "idempotency_key": uuid.uuid4().hex} if data is None else None
     if initial and initial["team"]:

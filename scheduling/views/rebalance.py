@@ -18,7 +18,7 @@ from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import PoolPolicy, RebalancePlan
 from scheduling.services import pool_policies, rebalance
 
-from .common import require_team_member, time_range
+from .common import require_fleet_plans, time_range
 
 
 def _split_rows(points) -> tuple[list[str], list[tuple]]:
@@ -33,7 +33,7 @@ def _split_rows(points) -> tuple[list[str], list[tuple]]:
 
 @login_required
 def rebalance_overview(request: HttpRequest) -> HttpResponse:
-    require_team_member(request, "The rebalancer")
+    require_fleet_plans(request, "The rebalancer")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
     decision = rebalance.decide_now(window.until)
     names, rows = _split_rows(rebalance.split_history(window.since, window.until))
@@ -55,7 +55,7 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
-    require_team_member(request, "The rebalancer")
+    require_fleet_plans(request, "The rebalancer")
     plan = get_object_or_404(RebalancePlan.objects.select_related("decided_by"), pk=pk)
     if request.method == "POST":
         return _decide(request, plan)
