@@ -97,10 +97,6 @@ def paginate(request: HttpRequest, table, per_page: int) -> None:
     RequestConfig(request, paginate={"per_page": per_page}).configure(table)
 
 
-def base_url(request: HttpRequest) -> str:
-    return request.build_absolute_uri("/")
-
-
 def require_fleet_plans(request: HttpRequest, page: str) -> None:
     """Pages about the whole fleet's plans are for members of some team and for portal admins
     (``scheduling.see_fleet_plans``)."""

@@ -12,10 +12,10 @@ from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access
-from scheduling.services import feasibility, idempotency, notifications, quota
+from scheduling.services import feasibility, idempotency, quota
 from scheduling.tables import QuotaRequestTable
 
-from .common import base_url, paginate
+from .common import paginate
 
 # Every showing of the request form asks the same thing of its key: to file one request. (The API's key also
 # covers the body: there a key sent again with another body is a client error.)
@@ -101,7 +101,6 @@ def _submitted(request: HttpRequest, outcome: idempotency.Outcome) -> HttpRespon
     if outcome.replayed:
         messages.info(request, f"Request #{created.pk} was already sent from this form; here it is.")
     else:
-        notifications.request_submitted(created, base_url=base_url(request))
         messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
     return redirect("quota-detail", pk=created.pk)
 
@@ -153,6 +152,5 @@ def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> boo
             form.add_error(None, text)
         return False
     item.refresh_from_db()
-    notifications.request_decided(item, base_url=base_url(request))
     messages.success(request, f"Request #{item.pk} {item.get_state_display().lower()}; the requester was notified.")
     return True
