@@ -12,6 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduling import filters
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -31,7 +32,7 @@ from scheduling.services import collection, governance, idempotency, quota
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
-from . import filters, list_cache, serializers
+from . import list_cache, serializers
 from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, idempotency_key
@@ -215,7 +216,7 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
 class QuotaGrantViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = QuotaGrant.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.QuotaGrantSerializer
-    filterset_fields = ["state"]
+    filterset_class = filters.QuotaGrantFilter
 
     def get_queryset(self):
         return only_visible(

@@ -181,3 +181,20 @@ def test_the_openapi_schema_and_offline_docs_are_served(client, cast):
     assert schema.status_code == 200 and "/api/v1/quota-requests/{id}/approve/" in schema.json()["paths"]
     docs = client.get("/api/docs/").content.decode()
     assert "swagger-ui" in docs and "cdn" not in docs.lower()
+
+
+def test_list_filters_name_teams_and_orchestrators_and_an_unknown_name_is_a_400(api, orchestrator, nlp_request):
+    client = api("admin")
+    found = client.get("/api/v1/quota-requests/?team=nlp").json()["results"]
+    assert [row["id"] for row in found] == [nlp_request.pk]
+    assert client.get("/api/v1/workloads/?team=nlp&orchestrator=slurm-a").status_code == 200
+    unknown = client.get("/api/v1/quota-requests/?team=nope")
+    assert unknown.status_code == 400 and "nope" in unknown.json()["team"][0]
+    assert "orchestrator" in client.get("/api/v1/nodes/?orchestrator=nope").json()
+
+
+def test_the_quota_page_filters_with_the_same_filterset(client, cast, nlp_request):
+    client.force_login(cast["admin"])
+    shown = client.get("/quota/?team=nlp").context["table"].rows
+    assert [row.record.pk for row in shown] == [nlp_request.pk]
+    assert "no team is called nope" in client.get("/quota/?team=nope").content.decode()
