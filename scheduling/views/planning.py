@@ -9,23 +9,19 @@ others get 404, as for a team they may not see. Signed-in users in no team get 4
 
 from dataclasses import replace
 
-from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling import charts
-from scheduling.models import Orchestrator, QuotaRequest, Team, WhatIfScenario
+from scheduling.forms import WhatIfForm
+from scheduling.models import WhatIfScenario
 from scheduling.selectors import access
 from scheduling.services import forecast, whatif
 from scheduling.services.dispatch import EnqueueFailed
 
 from .common import require_fleet_plans
-
-WEEKDAY_CHOICES = [(str(d), name) for d, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), 1)]
-FIELD_OF = {"fleet": "fleet_nodes", "weights": "weight_value", "policies": "policy_floor"}
-
 
 CHART_HISTORY_HOURS = 14 * 24  # the fit reads every recorded week; the chart shows the recent ones
 
@@ -57,76 +53,6 @@ def forecast_page(request: HttpRequest) -> HttpResponse:
         "horizon_days": forecast.HORIZON_HOURS // 24,
     }
     return render(request, "scheduling/forecast.html", context)
-
-
-class WhatIfForm(forms.Form):
-    name = forms.CharField(max_length=120)
-    team = forms.ModelChoiceField(Team.objects.none(), required=False, help_text="Shared with this team's branch.")
-    weeks = forms.IntegerField(min_value=1, max_value=whatif.MAX_WEEKS, initial=4, help_text="Weeks of history")
-    seed = forms.IntegerField(min_value=0, initial=0)
-    fleet_model = forms.CharField(required=False, label="GPU model to add or remove")
-    fleet_nodes = forms.IntegerField(required=False, label="Nodes (+ add, − remove)")
-    fleet_gpus_per_node = forms.IntegerField(required=False, label="GPUs per added node", min_value=1)
-    weight_team = forms.ModelChoiceField(Team.objects.all(), required=False, to_field_name="slug", label="Team weight")
-    weight_value = forms.DecimalField(required=False, label="New weight (%)", max_digits=5, decimal_places=2)
-    policy_orchestrator = forms.ModelChoiceField(
-        Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
-        required=False,
-        to_field_name="name",
-        label="Pool policy for",
-        help_text="Replaces that pool's rules in the scenario",
-    )
-    policy_weekdays = forms.MultipleChoiceField(choices=WEEKDAY_CHOICES, required=False, label="Days")
-    policy_start = forms.TimeField(required=False, label="From (HH:MM)")
-    policy_end = forms.TimeField(required=False, label="To (HH:MM)")
-    policy_floor = forms.IntegerField(required=False, min_value=0, label="Floor GPUs")
-    quota_request = forms.ModelChoiceField(
-        QuotaRequest.objects.filter(state=QuotaRequest.State.APPROVED).select_related("team"),
-        required=False,
-        label="Approved request, as if active",
-    )
-
-    def __init__(self, *args, user, **kwargs):
-        super().__init__(*args, **kwargs)
-        admin = access.sees_everything(user)
-        leads = Team.objects.all() if admin else Team.objects.filter(pk__in=access.lead_team_ids(user))
-        self.fields["team"].queryset = leads
-        self.fields["team"].required = not admin
-        requests = self.fields["quota_request"].queryset
-        self.fields["quota_request"].queryset = access.only_visible(requests, user)
-
-    def raw_inputs(self) -> dict:
-        data = self.cleaned_data
-        raw: dict = {"weeks": data["weeks"], "seed": data["seed"]}
-        if data.get("fleet_model") or data.get("fleet_nodes") is not None:
-            raw["fleet"] = [
-                {
-                    "gpu_model": data.get("fleet_model") or "",
-                    "nodes": data.get("fleet_nodes"),
-                    "gpus_per_node": data.get("fleet_gpus_per_node"),
-                }
-            ]
-        if data.get("weight_team") is not None:
-            value = data.get("weight_value")
-            raw["weights"] = {data["weight_team"].slug: "" if value is None else str(value)}
-        if data.get("policy_orchestrator") is not None:
-            raw["policies"] = [
-                {
-                    "orchestrator": data["policy_orchestrator"].name,
-                    "weekdays": [int(d) for d in data.get("policy_weekdays") or []],
-                    "start": data["policy_start"].strftime("%H:%M") if data.get("policy_start") else "",
-                    "end": data["policy_end"].strftime("%H:%M") if data.get("policy_end") else "",
-                    "floor_gpus": data.get("policy_floor") if data.get("policy_floor") is not None else 0,
-                }
-            ]
-        if data.get("quota_request") is not None:
-            raw["quota_request"] = data["quota_request"].pk
-        return raw
-
-    def add_service_errors(self, error: ValidationError) -> None:
-        for field, messages in error.message_dict.items():
-            target = FIELD_OF.get(field, field)
-            self.add_error(target if target in self.fields else None, messages)
 
 
 def _enqueue(pk: int) -> None:

@@ -7,14 +7,13 @@ service (it recomputes targets from the engine), decisions through ``approve_pla
 
 from collections import defaultdict
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from scheduling.limits import COMMENT_MAX_CHARS
+from scheduling.forms import PoolPolicyForm
 from scheduling.models import PoolPolicy, RebalancePlan
 from scheduling.services import pool_policies, rebalance
 
@@ -90,21 +89,6 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
 
 
 # --- pool policies (admins): the calendar the rebalancer follows; every edit validated and audited ---
-
-
-class PoolPolicyForm(forms.ModelForm):
-    weekdays = forms.TypedMultipleChoiceField(
-        choices=[(1, "Mon"), (2, "Tue"), (3, "Wed"), (4, "Thu"), (5, "Fri"), (6, "Sat"), (7, "Sun")],
-        coerce=int, widget=forms.CheckboxSelectMultiple,
-    )
-    reason = forms.CharField(max_length=COMMENT_MAX_CHARS, help_text="Why: stored with the change (audited).")
-
-    class Meta:
-        model = PoolPolicy
-        fields = ["orchestrator", "name", "weekdays", "start_time", "end_time", "floor_gpus", "ceiling_gpus",
-                  "lendable", "precedence", "enabled"]
-        widgets = {"start_time": forms.TimeInput(attrs={"type": "time"}),
-                   "end_time": forms.TimeInput(attrs={"type": "time"})}
 
 
 def _require_policy_admin(request: HttpRequest) -> None:
