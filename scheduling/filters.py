@@ -163,7 +163,7 @@ class CollectorRunFilter(django_filters.FilterSet):
 
 
 class LedgerFindingFilter(django_filters.FilterSet):
-    """Issue 10: the ledger page and /api/v1/ledger/findings/ filter with this one FilterSet."""
+    """The ledger page and /api/v1/ledger/findings/ filter with this one FilterSet, so both list the same findings."""
 
     STATUS = (("open", "Open"), ("closed", "Closed"))
 

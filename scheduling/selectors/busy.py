@@ -1,4 +1,4 @@
-"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated jobs (issue 11).
+"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated jobs.
 
 Busy time sits in the same samples and rollups as allocation (``gpus_busy``/``gpu_s_busy``, NULL where no
 metrics source measured it); per-job figures live in :class:`WorkloadUtilisation`. Every function issues a

@@ -18,7 +18,7 @@ from scheduling.selectors.fleet import GANG_SHAPES
 from scheduling.selectors.teams import TeamNow, teams_now
 
 # --------------------------------------------------------------------------------------------------
-# Page reads (issue 6). Every function here issues a fixed number of queries, whatever the number of
+# Page reads. Every function here issues a fixed number of queries, whatever the number of
 # teams, nodes or workloads, so pages stay flat as the fleet grows.
 # --------------------------------------------------------------------------------------------------
 

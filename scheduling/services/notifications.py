@@ -63,7 +63,7 @@ def admin_addresses() -> list[str]:
 
 
 def double_ownership_opened(findings) -> int:
-    """Issue 10: two orchestrators may schedule on the same GPUs. Every admin hears of it at once."""
+    """Two orchestrators may schedule on the same GPUs (jobs may collide on them): every admin hears of it at once."""
     recipients = admin_addresses()
     if not recipients or not findings:
         return 0

@@ -1,4 +1,4 @@
-"""Capacity planning pages: the demand forecast and what-if scenarios (issue 8).
+"""Capacity planning pages: the demand forecast and what-if scenarios.
 
 Who: the forecast shows each user the teams they may see (admins all) and the orchestrator pools to team
 members and admins. What-ifs are run by admins and team leads (``scheduling.run_whatif``); a result is

@@ -1,4 +1,4 @@
-"""Rebalance (issue 7): the pool split now and over the last 24 h, plans waiting for a decision, history.
+"""Rebalance: the pool split now and over the last 24 h, plans waiting for a decision, history.
 
 Everyone in a team (and admins) reads; only admins (``edit_pool_policies``) approve or reject, always with
 a reason; signed-in users in no team get 403, like the governance pages. Reads go through the rebalance

@@ -30,7 +30,7 @@ def team_list(request: HttpRequest) -> HttpResponse:
 
 
 def _forecast_chart(team: Team) -> str:
-    """The team's demand forecast (issue 8): one team's rollups, a few milliseconds of fitting."""
+    """The team's demand forecast: one team's rollups, a few milliseconds of fitting, so it is drawn on every view."""
     forecasts = forecast.demand_forecasts(teams={team.slug}, orchestrators=False)
     if not forecasts.teams:
         return ""
