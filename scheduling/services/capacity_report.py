@@ -281,17 +281,12 @@ def teams_section(window: Window, done: dict) -> Teams:
     for item in intervals:
         by_team[item.team_id].append(item)
     efficiency = {e.key: e for e in busy_reads.efficiency_by_team(window.start, window.end)}
+    used_of = {tid: _subtree_intervals(tid, tree, by_team) for tid in teams}
+    used_s = {tid: sum(i.gpus * (i.end - i.start).total_seconds() for i in v) for tid, v in used_of.items()}
     rows: list[TeamUse] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        kids = tree.children.get(parent, [])
-        used_of = {tid: _subtree_intervals(tid, tree, by_team) for tid in kids}
-        sibling_used = {tid: sum(i.gpus * (i.end - i.start).total_seconds() for i in v) for tid, v in used_of.items()}
-        for tid in kids:
-            rows.append(_team_row(tree, tid, depth, segments, used_of[tid], sibling_used, efficiency))
-            walk(tid, depth + 1)
-
-    walk(None, 0)
+    for team, depth in tree.walk():
+        siblings = {tid: used_s[tid] for tid in tree.children[team.parent_id]}  # actual % is of the siblings' use
+        rows.append(_team_row(tree, team.pk, depth, segments, used_of[team.pk], siblings, efficiency))
     described = [
         f"{a.isoformat()} – {b.isoformat()}: "
         + ", ".join(f"{teams[q.team_id].slug} {q.weight:g} %/{q.guaranteed}" for q in v.values() if q.team_id in teams)
