@@ -55,7 +55,8 @@ class TeamTree:
         return team.parent_id if team is not None else None
 
     def parent_slug(self, team_id: int) -> str | None:
-        parent = self.teams.get(self.parent_id(team_id))  # type: ignore[arg-type]
+        parent_id = self.parent_id(team_id)
+        parent = self.teams.get(parent_id) if parent_id is not None else None
         return parent.slug if parent is not None else None
 
     def walk(self, parent: int | None = None, depth: int = 0) -> Iterator[tuple["Team", int]]:

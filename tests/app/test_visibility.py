@@ -89,6 +89,18 @@ def _page(client, user, name: str):
     return response.context
 
 
+def test_the_team_tree_is_read_in_one_query_and_walked_parents_first(teams, django_assert_num_queries):
+    speech = Team.objects.create(slug="speech", name="Speech", parent=teams["nlp"])
+    with django_assert_num_queries(1):
+        tree = Team.objects.tree()
+    walked = [(team.slug, depth) for team, depth in tree.walk()]
+    assert walked == [("production", 0), ("research", 0), ("nlp", 1), ("speech", 2)]
+    assert set(tree.subtree(teams["research"].pk)) == {teams["research"].pk, teams["nlp"].pk, speech.pk}
+    assert tree.ancestors(speech.pk) == [teams["nlp"].pk, teams["research"].pk]
+    assert tree.parent_slug(speech.pk) == "nlp" and tree.parent_slug(teams["research"].pk) is None
+    assert [t.slug for t in speech.ancestors()] == ["nlp", "research"]
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_teams_agree_on_page_api_and_rule(client, cast, objects, role):
     user = cast[role]
