@@ -212,7 +212,7 @@ class WhatIfScenarioAdmin(ModelAdmin):
         return False
 
 
-# --- Issue 10: the GPU ledger. Inventory and aliases are admin-edited (audited); findings are read-only. ---
+# --- The GPU ledger. Inventory and aliases are admin-edited (audited); findings are read-only. ---
 
 
 @admin.register(models.FleetHost)

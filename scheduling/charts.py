@@ -451,7 +451,7 @@ def entitlement_chart(rows: Sequence[Any]) -> str:
     )
 
 
-# --- capacity planning (issue 8) -------------------------------------------------------------------------
+# --- capacity planning ----------------------------------------------------------------------------------
 
 
 def forecast_chart(series: Any, guaranteed: float | None) -> str:

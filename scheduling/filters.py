@@ -1,10 +1,17 @@
-"""One django-filter FilterSet per model, shared by the HTML lists and (later) the REST API."""
+"""One django-filter FilterSet per model, shared by the HTML lists and the REST API.
+
+Related objects are named as people write them, as NetBox does: a team by its slug, an orchestrator by its
+name (``?team=nlp&orchestrator=slurm-a``). A name that matches nothing is a 400 naming the parameter (the
+page shows the same error next to the field), never an empty list that looks like an answer.
+"""
 
 import django_filters
 from django import forms
-from django.db.models import Q
+from django.core.validators import ProhibitNullCharactersValidator
+from django.db.models import F, Q
 
 from scheduling.models import (
+    CollectorRun,
     LedgerFinding,
     Node,
     NodeAlias,
@@ -13,8 +20,39 @@ from scheduling.models import (
     QuotaGrant,
     QuotaRequest,
     Team,
+    UsageRollup,
+    UsageSample,
     Workload,
 )
+
+
+class NamedChoiceField(forms.ModelChoiceField):
+    """A related object by its slug or name; a NUL is refused before any lookup (PostgreSQL stores none)."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and "\x00" in value:
+            raise forms.ValidationError(ProhibitNullCharactersValidator.message, code="null_characters_not_allowed")
+        return super().to_python(value)
+
+
+class NamedFilter(django_filters.ModelChoiceFilter):
+    """``?team=nlp``: the object whose ``to_field_name`` (slug, name) is the value; unknown is a 400."""
+
+    field_class = NamedChoiceField
+
+    def __init__(self, *args, noun: str, **kwargs):
+        kwargs.setdefault("error_messages", {"invalid_choice": f"no {noun} is called %(value)s."})
+        super().__init__(*args, **kwargs)
+
+
+def team_filter(**kwargs) -> NamedFilter:
+    return NamedFilter(queryset=Team.objects.all(), to_field_name="slug", noun="team", label="Team", **kwargs)
+
+
+def orchestrator_filter(**kwargs) -> NamedFilter:
+    return NamedFilter(
+        queryset=Orchestrator.objects.all(), to_field_name="name", noun="orchestrator", label="Orchestrator", **kwargs
+    )
 
 
 class TeamFilter(django_filters.FilterSet):
@@ -28,59 +66,6 @@ class TeamFilter(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(name__icontains=value) | Q(slug__icontains=value))
-
-
-class WorkloadFilter(django_filters.FilterSet):
-    state = django_filters.ChoiceFilter(choices=Workload.State.choices)
-    kind = django_filters.ChoiceFilter(choices=Workload.Kind.choices)
-    orchestrator = django_filters.ModelChoiceFilter(queryset=Orchestrator.objects.all())
-    user = django_filters.CharFilter(lookup_expr="iexact", label="User")
-    min_gpus = django_filters.NumberFilter(method="at_least_gpus", label="At least GPUs")
-
-    class Meta:
-        model = Workload
-        fields = ["state", "kind", "orchestrator", "user", "min_gpus"]
-
-    def at_least_gpus(self, queryset, name, value):
-        from django.db.models import F
-
-        return queryset.alias(total=F("gang_size") * F("gpus_per_member")).filter(total__gte=value)
-
-
-class QuotaRequestFilter(django_filters.FilterSet):
-    state = django_filters.ChoiceFilter(choices=QuotaRequest.State.choices)
-    team = django_filters.ModelChoiceFilter(queryset=Team.objects.all())
-    gpu_model = django_filters.CharFilter(lookup_expr="iexact", label="GPU model")
-
-    class Meta:
-        model = QuotaRequest
-        fields = ["state", "team", "gpu_model"]
-
-
-class QuotaGrantFilter(django_filters.FilterSet):
-    state = django_filters.ChoiceFilter(choices=QuotaGrant.State.choices)
-    team = django_filters.ModelChoiceFilter(queryset=Team.objects.all())
-
-    class Meta:
-        model = QuotaGrant
-        fields = ["state", "team", "gpu_model"]
-
-
-class NodeFilter(django_filters.FilterSet):
-    orchestrator = django_filters.ModelChoiceFilter(queryset=Orchestrator.objects.all())
-    state = django_filters.ChoiceFilter(choices=Node.State.choices)
-
-    class Meta:
-        model = Node
-        fields = ["orchestrator", "state", "gpu_model", "leaf_switch", "nvlink_domain"]
-
-
-class OrchestratorFilter(django_filters.FilterSet):
-    kind = django_filters.ChoiceFilter(choices=Orchestrator.Kind.choices)
-
-    class Meta:
-        model = Orchestrator
-        fields = ["kind", "enabled"]
 
 
 class RealOffsetIsoDateTimeField(django_filters.fields.IsoDateTimeField):
@@ -99,8 +84,86 @@ class IsoTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = RealOffsetIsoDateTimeField
 
 
+class WorkloadFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(choices=Workload.State.choices)
+    kind = django_filters.ChoiceFilter(choices=Workload.Kind.choices)
+    orchestrator = orchestrator_filter()
+    team = team_filter()
+    user = django_filters.CharFilter(lookup_expr="iexact", label="User")
+    min_gpus = django_filters.NumberFilter(method="at_least_gpus", label="At least GPUs")
+    submitted_after = IsoTimeFilter(field_name="submitted_at", lookup_expr="gte", label="Submitted from (ISO time)")
+    submitted_before = IsoTimeFilter(field_name="submitted_at", lookup_expr="lt", label="Submitted before")
+
+    class Meta:
+        model = Workload
+        fields = ["state", "kind", "orchestrator", "team", "user", "min_gpus", "submitted_after", "submitted_before"]
+
+    def at_least_gpus(self, queryset, name, value):
+        return queryset.alias(total=F("gang_size") * F("gpus_per_member")).filter(total__gte=value)
+
+
+class QuotaRequestFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(choices=QuotaRequest.State.choices)
+    team = team_filter()
+    gpu_model = django_filters.CharFilter(lookup_expr="iexact", label="GPU model")
+
+    class Meta:
+        model = QuotaRequest
+        fields = ["state", "team", "gpu_model"]
+
+
+class QuotaGrantFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(choices=QuotaGrant.State.choices)
+    team = team_filter()
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["state", "team", "gpu_model"]
+
+
+class NodeFilter(django_filters.FilterSet):
+    orchestrator = orchestrator_filter()
+    state = django_filters.ChoiceFilter(choices=Node.State.choices)
+
+    class Meta:
+        model = Node
+        fields = ["orchestrator", "gpu_model", "state", "leaf_switch", "nvlink_domain", "pinned"]
+
+
+class _UsageFilter(django_filters.FilterSet):
+    orchestrator = orchestrator_filter()
+    team = team_filter()
+    pool = django_filters.BooleanFilter(field_name="team", lookup_expr="isnull", label="pool rows only (team is null)")
+
+
+class UsageSampleFilter(_UsageFilter):
+    since = IsoTimeFilter(field_name="taken_at", lookup_expr="gte")
+    until = IsoTimeFilter(field_name="taken_at", lookup_expr="lt")
+
+    class Meta:
+        model = UsageSample
+        fields = ["orchestrator", "team"]
+
+
+class UsageRollupFilter(_UsageFilter):
+    since = IsoTimeFilter(field_name="period_start", lookup_expr="gte")
+    until = IsoTimeFilter(field_name="period_start", lookup_expr="lt")
+
+    class Meta:
+        model = UsageRollup
+        fields = ["orchestrator", "team", "resolution"]
+
+
+class CollectorRunFilter(django_filters.FilterSet):
+    orchestrator = orchestrator_filter()
+
+    class Meta:
+        model = CollectorRun
+        fields = ["orchestrator", "ok"]
+
+
 class LedgerFindingFilter(django_filters.FilterSet):
-    """Issue 10: the ledger page and /api/v1/ledger/findings/ filter with this one FilterSet."""
+    """The ledger page and /api/v1/ledger/findings/ filter with this one FilterSet, so both list the same findings."""
 
     STATUS = (("open", "Open"), ("closed", "Closed"))
 

@@ -8,10 +8,15 @@ from django.forms.fields import InvalidJSONInput
 from django.utils import timezone
 
 from scheduling.limits import COMMENT_MAX_CHARS, DEPTH_RULE, JUSTIFICATION_MAX_CHARS, json_path, json_problem
-from scheduling.models import Orchestrator, Queue, Team
+from scheduling.models import Orchestrator, PoolPolicy, Queue, QuotaRequest, Team
 from scheduling.models.quota import period_errors
+from scheduling.selectors import access
+from scheduling.services import whatif
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # ISO numbering: Monday is 1
+WEEKDAY_CHOICES = [(str(d), name) for d, name in enumerate(WEEKDAYS, 1)]
+FIELD_OF = {"fleet": "fleet_nodes", "weights": "weight_value", "policies": "policy_floor"}  # service key -> field
 
 
 class QuotaRequestForm(forms.Form):
@@ -123,6 +128,108 @@ class StorableJSONField(forms.JSONField):
             return super().bound_data(data, initial)
         except RecursionError:  # shown back as typed, next to the error
             return InvalidJSONInput(data)
+
+
+class PoolPolicyForm(forms.ModelForm):
+    """A pool policy rule (admins); the calendar rules themselves are checked by ``pool_policies``."""
+
+    weekdays = forms.TypedMultipleChoiceField(
+        choices=list(enumerate(WEEKDAYS, 1)),
+        coerce=int,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    reason = forms.CharField(max_length=COMMENT_MAX_CHARS, help_text="Why: stored with the change (audited).")
+
+    class Meta:
+        model = PoolPolicy
+        fields = [
+            "orchestrator",
+            "name",
+            "weekdays",
+            "start_time",
+            "end_time",
+            "floor_gpus",
+            "ceiling_gpus",
+            "lendable",
+            "precedence",
+            "enabled",
+        ]
+        widgets = {
+            "start_time": forms.TimeInput(attrs={"type": "time"}),
+            "end_time": forms.TimeInput(attrs={"type": "time"}),
+        }
+
+
+class WhatIfForm(forms.Form):
+    """One what-if scenario's inputs; ``whatif.submit`` checks them against the fleet and the policies."""
+
+    name = forms.CharField(max_length=120)
+    team = forms.ModelChoiceField(Team.objects.none(), required=False, help_text="Shared with this team's branch.")
+    weeks = forms.IntegerField(min_value=1, max_value=whatif.MAX_WEEKS, initial=4, help_text="Weeks of history")
+    seed = forms.IntegerField(min_value=0, initial=0)
+    fleet_model = forms.CharField(required=False, label="GPU model to add or remove")
+    fleet_nodes = forms.IntegerField(required=False, label="Nodes (+ add, − remove)")
+    fleet_gpus_per_node = forms.IntegerField(required=False, label="GPUs per added node", min_value=1)
+    weight_team = forms.ModelChoiceField(Team.objects.all(), required=False, to_field_name="slug", label="Team weight")
+    weight_value = forms.DecimalField(required=False, label="New weight (%)", max_digits=5, decimal_places=2)
+    policy_orchestrator = forms.ModelChoiceField(
+        Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
+        required=False,
+        to_field_name="name",
+        label="Pool policy for",
+        help_text="Replaces that pool's rules in the scenario",
+    )
+    policy_weekdays = forms.MultipleChoiceField(choices=WEEKDAY_CHOICES, required=False, label="Days")
+    policy_start = forms.TimeField(required=False, label="From (HH:MM)")
+    policy_end = forms.TimeField(required=False, label="To (HH:MM)")
+    policy_floor = forms.IntegerField(required=False, min_value=0, label="Floor GPUs")
+    quota_request = forms.ModelChoiceField(
+        QuotaRequest.objects.filter(state=QuotaRequest.State.APPROVED).select_related("team"),
+        required=False,
+        label="Approved request, as if active",
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        admin = access.sees_everything(user)
+        leads = Team.objects.all() if admin else Team.objects.filter(pk__in=access.lead_team_ids(user))
+        self.fields["team"].queryset = leads
+        self.fields["team"].required = not admin
+        requests = self.fields["quota_request"].queryset
+        self.fields["quota_request"].queryset = access.only_visible(requests, user)
+
+    def raw_inputs(self) -> dict:
+        data = self.cleaned_data
+        raw: dict = {"weeks": data["weeks"], "seed": data["seed"]}
+        if data.get("fleet_model") or data.get("fleet_nodes") is not None:
+            raw["fleet"] = [
+                {
+                    "gpu_model": data.get("fleet_model") or "",
+                    "nodes": data.get("fleet_nodes"),
+                    "gpus_per_node": data.get("fleet_gpus_per_node"),
+                }
+            ]
+        if data.get("weight_team") is not None:
+            value = data.get("weight_value")
+            raw["weights"] = {data["weight_team"].slug: "" if value is None else str(value)}
+        if data.get("policy_orchestrator") is not None:
+            raw["policies"] = [
+                {
+                    "orchestrator": data["policy_orchestrator"].name,
+                    "weekdays": [int(d) for d in data.get("policy_weekdays") or []],
+                    "start": data["policy_start"].strftime("%H:%M") if data.get("policy_start") else "",
+                    "end": data["policy_end"].strftime("%H:%M") if data.get("policy_end") else "",
+                    "floor_gpus": data.get("policy_floor") if data.get("policy_floor") is not None else 0,
+                }
+            ]
+        if data.get("quota_request") is not None:
+            raw["quota_request"] = data["quota_request"].pk
+        return raw
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        for field, messages in error.message_dict.items():
+            target = FIELD_OF.get(field, field)
+            self.add_error(target if target in self.fields else None, messages)
 
 
 def queue_initial(queues: list[Queue]) -> list[dict]:

@@ -2,7 +2,7 @@
 
 import rules
 
-from scheduling.models import Membership, QuotaRequest, Team
+from scheduling.models import Membership, QuotaRequest, Team, WhatIfScenario
 
 
 def _team_of(obj) -> Team | None:
@@ -12,7 +12,10 @@ def _team_of(obj) -> Team | None:
 
 
 def _lineage_ids(team: Team) -> list[int]:
-    return [team.pk, *(t.pk for t in team.ancestors())]
+    """The team and the teams above it (no query for a top-level team)."""
+    if team.parent_id is None:
+        return [team.pk]
+    return [team.pk, *Team.objects.only("pk", "parent_id", "slug").tree().ancestors(team.pk)]
 
 
 @rules.predicate
@@ -57,5 +60,35 @@ def leads_a_team(user) -> bool:
     return bool(user.is_authenticated and Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists())
 
 
+@rules.predicate
+def is_in_a_team(user) -> bool:
+    return bool(user.is_authenticated and Membership.objects.filter(user=user).exists())
+
+
+@rules.predicate
+def is_author(user, scenario: WhatIfScenario) -> bool:
+    return isinstance(scenario, WhatIfScenario) and scenario.created_by_id == user.pk
+
+
+@rules.predicate
+def is_fleet_wide(user, scenario: WhatIfScenario) -> bool:
+    return isinstance(scenario, WhatIfScenario) and scenario.team_id is None
+
+
+@rules.predicate
+def is_in_branch(user, obj) -> bool:
+    """A member of the object's team, of a team above it or of a team below it (a what-if run for a team
+    concerns the teams whose share it changes)."""
+    team = _team_of(obj)
+    if team is None or not user.is_authenticated:
+        return False
+    tree = Team.objects.only("pk", "parent_id", "slug").tree()
+    branch = {*tree.subtree(team.pk), *tree.ancestors(team.pk)}
+    return Membership.objects.filter(user=user, team_id__in=branch).exists()
+
+
 rules.add_perm("scheduling.run_whatif", is_portal_admin | leads_a_team)
-rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # issue 10: fleet hosts and node aliases
+rules.add_perm("scheduling.view_whatif", is_portal_admin | is_author | (is_fleet_wide & is_in_a_team) | is_in_branch)
+# Pages about the whole fleet's plans (rebalancer, capacity planning) are for team members and admins.
+rules.add_perm("scheduling.see_fleet_plans", is_portal_admin | is_in_a_team)
+rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # fleet hosts and node aliases

@@ -151,7 +151,7 @@ SEVERITY_BADGES = {"high": "bad", "medium": "warn", "low": "info"}
 
 
 class LedgerFindingTable(tables.Table):
-    """Issue 10: ledger findings, most recent first; the explanation says what to do."""
+    """Ledger findings, most recent first; the explanation says what to do."""
 
     severity = tables.Column(verbose_name="Severity")
     kind = tables.Column(verbose_name="Finding")

@@ -71,7 +71,7 @@ def ping(value: int) -> int:
     return value + 1
 
 
-# --- Rebalancer (issue 7): propose a plan each round; apply an approved one step by step until done. ---
+# --- Rebalancer: propose a plan each round; apply an approved one step by step until done. ---
 
 
 @shared_task(acks_late=True)
@@ -120,7 +120,7 @@ def reap_stale_work() -> dict[str, dict[str, int]]:
     return reaper.reap(enqueue_whatif=run_whatif.delay, enqueue_report=build_capacity_report.delay)
 
 
-# --- What-if (issue 8): one scenario per task; progress and results live on the WhatIfScenario row. ---
+# --- What-if: one scenario per task; progress and results live on the WhatIfScenario row. ---
 
 
 @shared_task(bind=True, acks_late=True, **_limits("whatif"))

@@ -1,6 +1,6 @@
 """Cheaper reads for the list endpoints, with the same JSON as DRF's own code paths.
 
-Profiling the load benchmark (issue 9) showed a 100-row page spending most of its CPU in DRF's
+Profiling the load benchmark (``benchmarks/api_load.py``) showed a 100-row page spending most of its CPU in DRF's
 per-field machinery (``get_attribute`` with its error handling, ``to_representation`` that turns an
 ``int`` into the same ``int``, a datetime's time zone looked up again for every value) and in a
 ``COUNT(*)`` that the first page often makes needless.

@@ -1,4 +1,4 @@
-"""Issue 10: the GPU ledger's API: findings and ownership intervals (read), inventory and aliases (admins write).
+"""The GPU ledger's API: findings and ownership intervals (read), inventory and aliases (admins write).
 
 The findings list filters with the same FilterSet as the Ledger page (``scheduling.filters``). Inventory and
 alias writes need a ``reason``, stored with the author in their history (django-simple-history).

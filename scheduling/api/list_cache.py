@@ -2,7 +2,7 @@
 
 Dashboards and scripts poll the same lists every few seconds, and the data under them changes with a
 collector round (every 30 s or so), so most list requests recompute an answer the previous poll already
-had (issue 9's load benchmark spent ~80% of its CPU in the queryset and the serializer).
+had (the load benchmark, ``benchmarks/api_load.py``, spent ~80% of its CPU in the queryset and the serializer).
 
 What a list reads is discovered, not declared: the SQL run while computing the answer is watched and
 every table it names (joins, visibility subqueries, prefetches, serializer lookups) becomes a dependency.

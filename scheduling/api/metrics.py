@@ -52,7 +52,7 @@ class PortalCollector:
 
 
 def busy_families():
-    """Issue 11: what GPUs do (DCGM through a Prometheus source), next to the allocation gauges above."""
+    """What GPUs do (DCGM through a Prometheus source), next to the allocation gauges above: allocated is not busy."""
     busy = GaugeMetricFamily(
         "gpuportal_pool_busy_gpus", "Busy GPUs in the latest measured sample", labels=["orchestrator"]
     )
@@ -79,7 +79,7 @@ def busy_families():
 
 
 def ledger_family() -> GaugeMetricFamily:
-    """Issue 10: open ledger findings per kind (every kind, 0 included, so an alert rule can use ``> 0``)."""
+    """Open ledger findings per kind (every kind, 0 included, so an alert rule can use ``> 0``)."""
     gauge = GaugeMetricFamily("gpuportal_ledger_findings_open", "Open GPU ledger findings per kind", labels=["kind"])
     for kind, count in ledger.open_counts_by_kind().items():
         gauge.add_metric([kind], count)

@@ -3,6 +3,7 @@
 from rest_framework import exceptions, mixins, serializers, viewsets
 
 from scheduling.models import Team, WhatIfScenario
+from scheduling.selectors import access
 from scheduling.services import whatif
 
 from .list_cache import CachedListMixin
@@ -48,7 +49,7 @@ class WhatIfViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
     serializer_class = WhatIfSerializer
 
     def get_queryset(self):
-        return whatif.readable(self.request.user)
+        return access.whatifs_readable_by(self.request.user)
 
     def perform_create(self, serializer):
         if not whatif.can_run(self.request.user):

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from scheduling import reports
 from scheduling.models import CapacityReport, ReportSubscription
+from scheduling.selectors import access
 from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery
 from scheduling.views.reports import rendered
@@ -49,7 +50,7 @@ class CapacityReportDetailSerializer(CapacityReportSerializer):
         fields = [*CapacityReportSerializer.Meta.fields, "content"]
 
     def get_content(self, report) -> dict:
-        return reports.visible_content(report.content, report_delivery.top_user_scope(self.context["request"].user))
+        return reports.visible_content(report.content, access.report_scope(self.context["request"].user))
 
 
 class SubscriptionSerializer(serializers.Serializer):
@@ -74,7 +75,7 @@ class CapacityReportViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], url_path=r"download/(?P<fmt>html|pdf|csv)", url_name="download")
     def download(self, request, pk=None, fmt="html"):
         report = self.get_object()
-        return rendered(report, fmt, report_delivery.top_user_scope(request.user))
+        return rendered(report, fmt, access.report_scope(request.user))
 
 
 class ReportSubscriptionView(APIView):

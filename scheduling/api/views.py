@@ -12,6 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduling import filters
 from scheduling.models import (
     CollectorRun,
     Node,
@@ -26,12 +27,12 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.selectors import fleet
+from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
 from scheduling.services import collection, governance, idempotency, quota
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
-from . import filters, list_cache, serializers
-from .access import only_visible, pools_or_visible
+from . import list_cache, serializers
 from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
 from .fastpath import related_names
 from .idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, idempotency_key
@@ -155,7 +156,7 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
             .defer(*ORCHESTRATOR_JSON)
             .annotate(**related_names(requester="username", decided_by="username"))
         )
-        return only_visible(queryset, self.request.user)
+        return quota_requests_visible_to(self.request.user, queryset)
 
     @extend_schema(
         parameters=[IDEMPOTENCY_KEY],
@@ -215,7 +216,7 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
 class QuotaGrantViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = QuotaGrant.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.QuotaGrantSerializer
-    filterset_fields = ["state"]
+    filterset_class = filters.QuotaGrantFilter
 
     def get_queryset(self):
         return only_visible(

@@ -1,4 +1,4 @@
-"""The GPU ledger: one owner per physical node, drift found and explained (issue 10).
+"""The GPU ledger: one owner per physical node, drift found and explained.
 
 Pure functions over what every source last reported. ``detect`` joins each orchestrator's view of a
 host to the fleet inventory (alias, then host name, then short host name, then GPU UUIDs), decides who

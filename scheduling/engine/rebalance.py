@@ -120,9 +120,6 @@ class RebalanceDecision:
     advice: tuple[ExpanderAdvice, ...] = ()
     reasons: tuple[str, ...] = field(default=())
 
-    def target_of(self, orchestrator: str) -> PoolTarget:
-        return next(t for t in self.targets if t.orchestrator == orchestrator)
-
 
 # ------------------------------------------------------------------------------------------ demand
 

@@ -9,7 +9,7 @@ from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
 from .reports import CapacityReport, ReportSubscription
-from .teams import Membership, Queue, Team
+from .teams import Membership, Queue, Team, TeamTree
 
 __all__ = [
     "CapacityLock",
@@ -36,6 +36,7 @@ __all__ = [
     "TableChange",
     "TaskStat",
     "Team",
+    "TeamTree",
     "UsageRollup",
     "UsageSample",
     "WhatIfScenario",

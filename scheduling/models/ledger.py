@@ -1,4 +1,4 @@
-"""The GPU ledger (issue 10): the fleet inventory, each source's view of it, ownership over time, findings.
+"""The GPU ledger: the fleet inventory, each source's view of it, ownership over time, findings.
 
 ``Node`` rows (models/fleet.py) keep one row per host name with its *recorded* owner, so when two
 orchestrators both list a host only one of them is remembered there. The ledger therefore keeps every

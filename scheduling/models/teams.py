@@ -1,9 +1,75 @@
 """Teams, their members, and their entitlements (queues)."""
 
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from simple_history.models import HistoricalRecords
+
+
+@dataclass(frozen=True)
+class TeamTree:
+    """The whole team tree read once (one query of id, parent_id, …): every walk over teams starts here.
+
+    ``children`` lists each parent's children ids ordered by slug (``None`` holds the top-level teams), so
+    ``walk`` visits the tree in the order the pages show it.
+    """
+
+    teams: dict[int, "Team"]
+    children: dict[int | None, list[int]]
+
+    @classmethod
+    def of(cls, teams: Iterable["Team"]) -> "TeamTree":
+        by_id = {team.pk: team for team in teams}
+        children: dict[int | None, list[int]] = defaultdict(list)
+        for team in sorted(by_id.values(), key=lambda t: t.slug):
+            children[team.parent_id].append(team.pk)
+        return cls(by_id, dict(children))
+
+    def subtree(self, team_id: int) -> list[int]:
+        """The team and every team below it."""
+        ids, stack = [], [team_id]
+        while stack:
+            current = stack.pop()
+            ids.append(current)
+            stack.extend(self.children.get(current, []))
+        return ids
+
+    def subtrees(self, roots: Iterable[int]) -> set[int]:
+        """The given teams and every team below any of them."""
+        return {tid for root in roots for tid in self.subtree(root)}
+
+    def ancestors(self, team_id: int) -> list[int]:
+        """The teams above, nearest first (the top-level team last)."""
+        chain, parent = [], self.parent_id(team_id)
+        while parent is not None and parent not in chain:
+            chain.append(parent)
+            parent = self.parent_id(parent)
+        return chain
+
+    def parent_id(self, team_id: int) -> int | None:
+        team = self.teams.get(team_id)
+        return team.parent_id if team is not None else None
+
+    def parent_slug(self, team_id: int) -> str | None:
+        parent_id = self.parent_id(team_id)
+        parent = self.teams.get(parent_id) if parent_id is not None else None
+        return parent.slug if parent is not None else None
+
+    def walk(self, parent: int | None = None, depth: int = 0) -> Iterator[tuple["Team", int]]:
+        """Every team below ``parent`` (all teams by default) with its depth, parents before children,
+        siblings by slug."""
+        for team_id in self.children.get(parent, []):
+            yield self.teams[team_id], depth
+            yield from self.walk(team_id, depth + 1)
+
+
+class TeamQuerySet(models.QuerySet):
+    def tree(self) -> TeamTree:
+        return TeamTree.of(self)
 
 
 class Team(models.Model):
@@ -15,6 +81,8 @@ class Team(models.Model):
     description = models.TextField(blank=True)
     history = HistoricalRecords()
 
+    objects = TeamQuerySet.as_manager()
+
     class Meta:
         ordering = ["slug"]
 
@@ -22,11 +90,11 @@ class Team(models.Model):
         return self.name
 
     def ancestors(self) -> list["Team"]:
-        chain, team = [], self.parent
-        while team is not None:
-            chain.append(team)
-            team = team.parent
-        return chain
+        """The teams above this one, nearest first (no query for a top-level team)."""
+        if self.parent_id is None:
+            return []
+        tree = Team.objects.tree()
+        return [tree.teams[tid] for tid in tree.ancestors(self.pk)]
 
 
 class Membership(models.Model):

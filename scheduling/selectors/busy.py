@@ -1,4 +1,4 @@
-"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated jobs (issue 11).
+"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated jobs.
 
 Busy time sits in the same samples and rollups as allocation (``gpus_busy``/``gpu_s_busy``, NULL where no
 metrics source measured it); per-job figures live in :class:`WorkloadUtilisation`. Every function issues a
@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
-from scheduling.models import Orchestrator, UsageRollup, UsageSample, WorkloadUtilisation
+from scheduling.models import UsageRollup, UsageSample, WorkloadUtilisation
 
 HOURLY_MAX_SPAN = timedelta(days=31)
 
@@ -140,18 +140,6 @@ def idle_jobs(since: datetime | None = None, team_ids: set[int] | None = None, l
         .order_by("-idle_allocated_gpu_s")[:limit]
     )
     return [_job(u) for u in rows]
-
-
-def job_utilisation(workload_id: int) -> JobUtilisation | None:
-    row = WorkloadUtilisation.objects.select_related("workload__orchestrator", "workload__team").filter(
-        workload_id=workload_id
-    )
-    return next((_job(u) for u in row), None)
-
-
-def metrics_sources() -> list[Orchestrator]:
-    """The Prometheus sources, for the orchestrators page (their staleness is the busy data's)."""
-    return list(Orchestrator.objects.filter(kind=Orchestrator.Kind.PROMETHEUS))
 
 
 def _utilisation_in(since: datetime, until: datetime, team_ids: set[int] | None):

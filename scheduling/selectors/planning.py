@@ -10,8 +10,7 @@ from datetime import datetime, timedelta
 from django.db.models import F, Sum
 
 from scheduling.engine.types import OrchestratorKind, Request, TopologyLevel, WorkloadKind
-from scheduling.models import Orchestrator, UsageRollup, Workload
-from scheduling.selectors.teams import subtree_ids, team_tree
+from scheduling.models import Orchestrator, Team, UsageRollup, Workload
 from scheduling.traces.records import TraceJob
 
 HOUR = timedelta(hours=1)
@@ -53,8 +52,9 @@ def hourly_demand(since: datetime, until: datetime, team_ids: set[int] | None = 
         if i is not None:
             observed[i] = True
             pools.setdefault(orchestrator, [None] * len(hours))[i] = value or 0.0
-    teams, children = team_tree()
-    wanted = set(teams) if team_ids is None else {t for root in team_ids for t in subtree_ids(root, children)}
+    tree = Team.objects.tree()
+    teams = tree.teams
+    wanted = set(teams) if team_ids is None else tree.subtrees(team_ids)
     own: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(hours))
     team_rows = rollups.filter(team_id__in=wanted).values("period_start", "team_id").annotate(gpus=gpus)
     for at, team_id, value in team_rows.values_list("period_start", "team_id", "gpus"):
@@ -63,7 +63,7 @@ def hourly_demand(since: datetime, until: datetime, team_ids: set[int] | None = 
             own[team_id][i] += value or 0.0
     by_team: dict[str, list[float | None]] = {}
     for team_id in sorted(team_ids if team_ids is not None else teams):
-        subtree = [own[t] for t in subtree_ids(team_id, children) if t in own]
+        subtree = [own[t] for t in tree.subtree(team_id) if t in own]
         by_team[teams[team_id].slug] = [
             sum(series[i] for series in subtree) if observed[i] else None for i in range(len(hours))
         ]

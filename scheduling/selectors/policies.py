@@ -10,10 +10,10 @@ from scheduling.engine.fairshare import entitlements
 from scheduling.engine.types import Entitlement, TeamSpec
 from scheduling.models import (
     Queue,
+    Team,
     Workload,
 )
 from scheduling.selectors.fleet import fleet_capacity
-from scheduling.selectors.teams import team_tree
 
 # --- fair share -----------------------------------------------------------------------------------
 
@@ -44,6 +44,18 @@ class EntitlementRow:
         return self.after - self.before
 
 
+def queues_in_tree_order() -> tuple[list[Queue], dict[int, int], dict[int, Team]]:
+    """Every queue in the order the team tree is shown (a team's queues by GPU model), each team's depth, and
+    the teams by id (each queue's ``team`` set from them: no query per row)."""
+    tree = Team.objects.tree()
+    depth = {team.pk: level for team, level in tree.walk()}
+    position = {tid: i for i, tid in enumerate(depth)}
+    queues = sorted(Queue.objects.all(), key=lambda q: (position.get(q.team_id, 0), q.gpu_model))
+    for queue in queues:
+        queue.team = tree.teams[queue.team_id]
+    return queues, depth, tree.teams
+
+
 def team_demand() -> tuple[dict[int, float], dict[int, float]]:
     """GPUs each team's own work holds (running) and wants (running + pending) now."""
     rows = (
@@ -63,7 +75,8 @@ def team_demand() -> tuple[dict[int, float], dict[int, float]]:
 
 def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
     """Entitlements per team (any-model queues) under today's policy and under ``after``, given demand now."""
-    teams, children = team_tree()
+    tree = Team.objects.tree()
+    teams = tree.teams
     before = [
         QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
         for q in Queue.objects.filter(gpu_model="")
@@ -78,7 +91,7 @@ def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
         specs = [
             TeamSpec(
                 name=t.slug,
-                parent=teams[t.parent_id].slug if t.parent_id in teams else None,
+                parent=tree.parent_slug(t.pk),
                 weight=by_team[t.pk].weight if t.pk in by_team else 0.0,
                 guaranteed=by_team[t.pk].guaranteed if t.pk in by_team else 0,
                 burst_limit=by_team[t.pk].burst_limit if t.pk in by_team else None,
@@ -90,26 +103,21 @@ def entitlement_preview(after: list[QueueValues]) -> list[EntitlementRow]:
     old, new = run(before), run(after)
     rows: list[EntitlementRow] = []
 
-    def walk(parent: int | None, depth: int) -> None:
-        for tid in children.get(parent, []):
-            slug = teams[tid].slug
-            o, n = old.get(slug), new.get(slug)
-            rows.append(
-                EntitlementRow(
-                    slug,
-                    teams[tid].name,
-                    depth,
-                    n.demand if n else 0.0,
-                    o.allocation if o else 0.0,
-                    n.allocation if n else 0.0,
-                    o.fair_share if o else 0.0,
-                    n.fair_share if n else 0.0,
-                    n.reasons if n else (),
-                )
+    for team, depth in tree.walk():
+        o, n = old.get(team.slug), new.get(team.slug)
+        rows.append(
+            EntitlementRow(
+                team.slug,
+                team.name,
+                depth,
+                n.demand if n else 0.0,
+                o.allocation if o else 0.0,
+                n.allocation if n else 0.0,
+                o.fair_share if o else 0.0,
+                n.fair_share if n else 0.0,
+                n.reasons if n else (),
             )
-            walk(tid, depth + 1)
-
-    walk(None, 0)
+        )
     return rows
 
 

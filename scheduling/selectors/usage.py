@@ -15,10 +15,10 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.selectors.fleet import GANG_SHAPES
-from scheduling.selectors.teams import TeamNow, subtree_ids, team_tree, teams_now
+from scheduling.selectors.teams import TeamNow, teams_now
 
 # --------------------------------------------------------------------------------------------------
-# Page reads (issue 6). Every function here issues a fixed number of queries, whatever the number of
+# Page reads. Every function here issues a fixed number of queries, whatever the number of
 # teams, nodes or workloads, so pages stay flat as the fleet grows.
 # --------------------------------------------------------------------------------------------------
 
@@ -174,28 +174,23 @@ def gpu_hours_by_team(since: datetime, until: datetime, visible: set[int] | None
         .values_list("team_id", "allocated", "busy")
     )
     own = {tid: (alloc or 0.0, busy) for tid, alloc, busy in rows}
-    teams, children = team_tree()
+    tree = Team.objects.tree()
     result: list[GpuHours] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for tid in children.get(parent, []):
-            subtree = subtree_ids(tid, children)
-            allocated = sum(own.get(i, (0.0, None))[0] for i in subtree)
-            busy_values = [own[i][1] for i in subtree if i in own and own[i][1] is not None]
-            if visible is None or tid in visible:
-                result.append(
-                    GpuHours(
-                        teams[tid].slug,
-                        teams[tid].name,
-                        depth,
-                        None,
-                        allocated / 3600,
-                        sum(busy_values) / 3600 if busy_values else None,
-                    )
+    for team, depth in tree.walk():
+        subtree = tree.subtree(team.pk)
+        allocated = sum(own.get(i, (0.0, None))[0] for i in subtree)
+        busy_values = [own[i][1] for i in subtree if i in own and own[i][1] is not None]
+        if visible is None or team.pk in visible:
+            result.append(
+                GpuHours(
+                    team.slug,
+                    team.name,
+                    depth,
+                    None,
+                    allocated / 3600,
+                    sum(busy_values) / 3600 if busy_values else None,
                 )
-            walk(tid, depth + 1)
-
-    walk(None, 0)
+            )
     return result
 
 
@@ -301,20 +296,17 @@ OWN_WORK = "(own work)"
 
 def team_detail(team: Team, since: datetime, until: datetime) -> TeamDetail:
     """A team's standing, its sub-teams' allocation over time and their target vs actual shares."""
-    teams, children = team_tree()
-    kids = [teams[i] for i in children.get(team.pk, [])]
+    tree = Team.objects.tree()
+    kids = [tree.teams[i] for i in tree.children.get(team.pk, [])]
     groups = {team.pk: OWN_WORK if kids else team.name}
     for kid in kids:
-        groups.update(dict.fromkeys(subtree_ids(kid.pk, children), kid.name))
+        groups.update(dict.fromkeys(tree.subtree(kid.pk), kid.name))
     if kids or until - since > USER_SERIES_MAX_SPAN:
         series, by = team_series(groups, since, until), "sub-team" if kids else "team"
     else:
         series, by = user_series(team.pk, since, until), "user"
     standings = {t.slug: t for t in teams_now()}
-    lineage, parent = [], teams.get(team.parent_id)
-    while parent is not None:
-        lineage.insert(0, parent)
-        parent = teams.get(parent.parent_id)
+    lineage = [tree.teams[tid] for tid in reversed(tree.ancestors(team.pk))]
     return TeamDetail(
         team=team,
         lineage=lineage,

@@ -25,10 +25,10 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
 from scheduling.engine.calendar import bounds_at
+from scheduling.models import Team, TeamTree
 from scheduling.selectors import busy as busy_reads
 from scheduling.selectors import fragmentation_trend, ledger, usage
 from scheduling.selectors import report as reads
-from scheduling.selectors import teams as teams_reads
 from scheduling.selectors.pool_policies import rule_of
 from scheduling.services import forecast
 
@@ -273,24 +273,20 @@ def _integrate_over(
 
 
 def teams_section(window: Window, done: dict) -> Teams:
-    teams, children = teams_reads.team_tree()
+    tree = Team.objects.tree()
+    teams = tree.teams
     segments = policy_segments(window)
     intervals = reads.held_intervals(window.start, window.end)
     by_team: dict[int | None, list[reads.Interval]] = defaultdict(list)
     for item in intervals:
         by_team[item.team_id].append(item)
     efficiency = {e.key: e for e in busy_reads.efficiency_by_team(window.start, window.end)}
+    used_of = {tid: _subtree_intervals(tid, tree, by_team) for tid in teams}
+    used_s = {tid: sum(i.gpus * (i.end - i.start).total_seconds() for i in v) for tid, v in used_of.items()}
     rows: list[TeamUse] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        kids = children.get(parent, [])
-        used_of = {tid: _subtree_intervals(tid, children, by_team) for tid in kids}
-        sibling_used = {tid: sum(i.gpus * (i.end - i.start).total_seconds() for i in v) for tid, v in used_of.items()}
-        for tid in kids:
-            rows.append(_team_row(teams, tid, depth, segments, used_of[tid], sibling_used, efficiency, children))
-            walk(tid, depth + 1)
-
-    walk(None, 0)
+    for team, depth in tree.walk():
+        siblings = {tid: used_s[tid] for tid in tree.children[team.parent_id]}  # actual % is of the siblings' use
+        rows.append(_team_row(tree, team.pk, depth, segments, used_of[team.pk], siblings, efficiency))
     described = [
         f"{a.isoformat()} – {b.isoformat()}: "
         + ", ".join(f"{teams[q.team_id].slug} {q.weight:g} %/{q.guaranteed}" for q in v.values() if q.team_id in teams)
@@ -305,12 +301,12 @@ def teams_section(window: Window, done: dict) -> Teams:
     )
 
 
-def _subtree_intervals(tid: int, children: dict, by_team: dict) -> list[reads.Interval]:
-    return [item for member in teams_reads.subtree_ids(tid, children) for item in by_team.get(member, [])]
+def _subtree_intervals(tid: int, tree: TeamTree, by_team: dict) -> list[reads.Interval]:
+    return [item for member in tree.subtree(tid) for item in by_team.get(member, [])]
 
 
-def _team_row(teams, tid, depth, segments, intervals, sibling_used, efficiency, children) -> TeamUse:
-    team = teams[tid]
+def _team_row(tree: TeamTree, tid, depth, segments, intervals, sibling_used, efficiency) -> TeamUse:
+    teams, team = tree.teams, tree.teams[tid]
     steps = [(a, b, float(v[tid].guaranteed) if tid in v else 0.0) for a, b, v in segments]
     period = sum((b - a).total_seconds() for a, b, _v in segments) or 1.0
 
@@ -319,7 +315,7 @@ def _team_row(teams, tid, depth, segments, intervals, sibling_used, efficiency, 
         return round(total / period, 4)
 
     used, burst = _integrate_over(intervals, steps)
-    subtree = teams_reads.subtree_ids(tid, children)
+    subtree = tree.subtree(tid)
     measured = [efficiency[teams[m].slug] for m in subtree if teams[m].slug in efficiency]
     allocated_m = sum(e.allocated_h for e in measured) if measured else None
     busy_m = sum(e.busy_h or 0.0 for e in measured) if measured else None
@@ -330,7 +326,7 @@ def _team_row(teams, tid, depth, segments, intervals, sibling_used, efficiency, 
     return TeamUse(
         slug=team.slug,
         name=team.name,
-        parent=teams[team.parent_id].slug if team.parent_id in teams else None,
+        parent=tree.parent_slug(tid),
         depth=depth,
         target_pct=averaged("weight"),
         actual_pct=_pct(used, sum(sibling_used.values())),

@@ -50,13 +50,18 @@ def check_request(
                 f"{capacity} unpromised): {refusal(check)}; approval would be refused.",
             )
         )
-    root = team.ancestors()[-1] if team.parent_id else team
+    tree = Team.objects.tree()
+    top = tree.ancestors(team.pk)
+    root = tree.teams[top[-1]] if top else team
     queue = Queue.objects.filter(team=root, gpu_model="").first()
     if queue is not None and capacity:
         share = float(queue.weight) / 100 * capacity
         granted = (
             QuotaGrant.objects.filter(
-                state__in=LIVE_GRANT_STATES, starts_at__lt=ends_at, ends_at__gt=starts_at, team__in=_subtree(root)
+                state__in=LIVE_GRANT_STATES,
+                starts_at__lt=ends_at,
+                ends_at__gt=starts_at,
+                team__in=tree.subtree(root.pk),
             ).aggregate(total=Sum("gpus"))["total"]
             or 0
         )
@@ -78,12 +83,3 @@ def check_request(
                 )
             )
     return Feasibility(fits, messages)
-
-
-def _subtree(root: Team) -> list[int]:
-    teams = list(Team.objects.values_list("pk", "parent_id"))
-    ids, frontier = {root.pk}, {root.pk}
-    while frontier:
-        frontier = {pk for pk, parent in teams if parent in frontier} - ids
-        ids |= frontier
-    return list(ids)

@@ -1,4 +1,4 @@
-"""The GPU ledger's writes: each source's view (per scrape), then one evaluation per round (issue 10).
+"""The GPU ledger's writes: each source's view (per scrape), then one evaluation per round.
 
 ``record_views`` runs inside ``ingest_snapshot``'s transaction, so a source's views change exactly when
 its nodes do. ``evaluate`` runs after every scrape and every demo round: under a row lock on the single

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
 from django.urls import reverse
 
-from scheduling.models import Membership, QuotaRequest
+from scheduling.models import Membership, QuotaRequest, Team
 
 
 def _link(request: QuotaRequest, base_url: str) -> str:
@@ -15,7 +15,7 @@ def _link(request: QuotaRequest, base_url: str) -> str:
 def deciders_of(request: QuotaRequest) -> list[str]:
     """Addresses of the leads of the request's team and the teams above it, or of the admins if none
     of those leads has an address; never the requester."""
-    lineage = [request.team_id, *(t.pk for t in request.team.ancestors())]
+    lineage = [request.team_id, *Team.objects.tree().ancestors(request.team_id)]
     leads = (
         Membership.objects.filter(team_id__in=lineage, role=Membership.Role.LEAD)
         .exclude(user_id=request.requester_id)
@@ -63,7 +63,7 @@ def admin_addresses() -> list[str]:
 
 
 def double_ownership_opened(findings) -> int:
-    """Issue 10: two orchestrators may schedule on the same GPUs. Every admin hears of it at once."""
+    """Two orchestrators may schedule on the same GPUs (jobs may collide on them): every admin hears of it at once."""
     recipients = admin_addresses()
     if not recipients or not findings:
         return 0

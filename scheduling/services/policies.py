@@ -1,15 +1,20 @@
-"""Fair-share policy edits from the portal: dry-run validation of a whole tree, and one-click revert.
+"""Fair-share policy edits from the portal: the diff of an edited tree, its dry-run validation and
+entitlement preview, and one-click revert.
 
-Both go through ``governance`` so its rules stay the only rules: ``check_proposed`` runs
-``check_tree`` on unsaved copies, ``revert_change`` saves through ``apply_queue_changes``.
+All go through ``governance`` so its rules stay the only rules: ``propose`` diffs the edited values against
+the queues and runs ``check_tree`` on unsaved copies, ``revert_change`` saves through ``apply_queue_changes``.
 """
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.utils.text import Truncator
 
 from scheduling.models import Queue
+from scheduling.selectors.policies import EntitlementRow, QueueValues, entitlement_preview
 
 from .governance import QueueChange, apply_queue_changes, check_tree
 
@@ -23,6 +28,44 @@ def proposed_tree(changes: list[QueueChange]) -> list[Queue]:
         copy.weight, copy.guaranteed, copy.burst_limit = change.weight, change.guaranteed, change.burst_limit
         current[(change.team.pk, change.gpu_model)] = copy
     return list(current.values())
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """An edit of the fair-share tree, not saved: what changes, the governance errors the tree would have
+    (by field), and the entitlements before and after (only for a valid tree)."""
+
+    changes: list[QueueChange] = field(default_factory=list)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    preview: list[EntitlementRow] = field(default_factory=list)
+
+
+def diff(queues: list[Queue], edited: Iterable[dict]) -> list[QueueChange]:
+    """The changes in ``edited`` (one dict per queue: its ``queue`` id, ``weight``, ``guaranteed`` and
+    ``burst_limit``) against ``queues``; rows for unknown queues and unchanged rows are left out."""
+    by_id = {q.pk: q for q in queues}
+    changes = []
+    for values in edited:
+        queue = by_id.get(values.get("queue"))
+        if queue is None:
+            continue
+        new = (Decimal(values["weight"]), values["guaranteed"], values["burst_limit"])
+        if new != (queue.weight, queue.guaranteed, queue.burst_limit):
+            changes.append(QueueChange(queue.team, queue.gpu_model, *new))
+    return changes
+
+
+def propose(queues: list[Queue], edited: Iterable[dict]) -> Proposal:
+    """Diff, check and preview an edited tree (nothing is saved)."""
+    changes = diff(queues, edited)
+    errors = check_proposed(changes)
+    if errors:
+        return Proposal(changes, errors)
+    after = [
+        QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
+        for q in proposed_tree(changes)
+    ]
+    return Proposal(changes, errors, entitlement_preview(after))
 
 
 def check_proposed(changes: list[QueueChange]) -> dict[str, list[str]]:

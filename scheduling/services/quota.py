@@ -1,7 +1,14 @@
-"""Quota requests: submit, decide, activate and expire, with the capacity check under a lock."""
+"""Quota requests: submit, decide, activate and expire, with the capacity check under a lock.
 
+Whoever calls (a page, the API), the people concerned hear of it: deciders when a request is submitted,
+the requester when it is decided or revoked, by mail sent once the transaction commits (a rolled-back
+decision mails nobody).
+"""
+
+from collections.abc import Callable
 from datetime import datetime
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -10,6 +17,7 @@ from scheduling.limits import JUSTIFICATION_MAX_CHARS
 from scheduling.models import QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
+from . import notifications
 from .audit import stamp_author
 from .capacity import check_new_promise, lock_capacity, refusal
 
@@ -19,6 +27,16 @@ State = QuotaRequest.State
 def _audited_save(obj, *, by, reason: str) -> None:
     stamp_author(obj, by=by, reason=reason)
     obj.save()
+
+
+def _notify_on_commit(send: Callable[..., int], request_id: int) -> None:
+    """``send`` (a ``notifications`` function) the request as committed, after the commit."""
+
+    def deliver() -> None:
+        committed = QuotaRequest.objects.select_related("team", "requester", "decided_by").get(pk=request_id)
+        send(committed, base_url=settings.GPUPORTAL_BASE_URL)
+
+    transaction.on_commit(deliver)
 
 
 def _move(request: QuotaRequest, state: str) -> None:
@@ -76,6 +94,7 @@ def validate_request_fields(request: QuotaRequest) -> None:
 def submit_request(request: QuotaRequest, *, by) -> QuotaRequest:
     _move(request, State.SUBMITTED)
     _audited_save(request, by=by, reason="submitted")
+    _notify_on_commit(notifications.request_submitted, request.pk)
     return request
 
 
@@ -102,6 +121,7 @@ def approve_request(request_id: int, *, by, comment: str = "", now: datetime | N
     )
     _audited_save(grant, by=by, reason=comment or "approved")
     sync_grant_states(now=now)
+    _notify_on_commit(notifications.request_decided, request.pk)
     return grant
 
 
@@ -114,6 +134,7 @@ def deny_request(request_id: int, *, by, comment: str) -> QuotaRequest:
     _move(request, State.DENIED)
     request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
     _audited_save(request, by=by, reason=comment)
+    _notify_on_commit(notifications.request_decided, request.pk)
     return request
 
 
@@ -128,6 +149,7 @@ def revoke_grant(grant_id: int, *, by, reason: str) -> QuotaGrant:
     _audited_save(grant, by=by, reason=reason)
     _move(grant.request, State.REVOKED)
     _audited_save(grant.request, by=by, reason=reason)
+    _notify_on_commit(notifications.request_decided, grant.request_id)
     return grant
 
 

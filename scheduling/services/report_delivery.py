@@ -28,8 +28,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduling import reports
-from scheduling.models import CapacityReport, ReportSubscription
-from scheduling.selectors import teams as teams_reads
+from scheduling.models import CapacityReport, ReportSubscription, Team
+from scheduling.selectors import access
 
 from .capacity_report import Window, build_report, week_before
 from .dispatch import EnqueueFailed, enqueue_after_commit
@@ -262,19 +262,6 @@ def build_again(report_id: int, *, worker: str | None = None) -> int:
     return send_report(report.pk, worker=worker) if report.status == CapacityReport.Status.READY else 0
 
 
-# --- who sees which top-users rows ------------------------------------------------------------------
-
-
-def top_user_scope(user, tree=None) -> frozenset[str] | None:
-    """Team slugs whose per-user rows ``user`` may read: all (None) for admins, else the teams they lead
-    and everything below them (Open XDMoD's rule: a PI sees their group's users, staff see everyone).
-    ``tree`` is ``teams_reads.team_tree()`` when the caller asks for many users."""
-    if user.is_active and user.is_staff:
-        return None
-    teams, children = tree or teams_reads.team_tree()
-    return frozenset(teams[tid].slug for tid in teams_reads.lead_team_ids(user, children) if tid in teams)
-
-
 # --- email ----------------------------------------------------------------------------------------
 
 
@@ -306,9 +293,9 @@ def deliver(report: CapacityReport, base_url: str) -> int:
     )
     rendered: dict[tuple[frozenset[str] | None, str], tuple[str, str, bytes | str | None]] = {}
     messages = []
-    tree = teams_reads.team_tree()
+    tree = Team.objects.tree()
     for subscription in subscriptions.order_by("user__username"):
-        scope = top_user_scope(subscription.user, tree)
+        scope = access.report_scope(subscription.user, tree)
         key = (scope, subscription.format)
         if key not in rendered:
             rendered[key] = _render_for(report.content, scope, subscription.format, links)

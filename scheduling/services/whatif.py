@@ -41,11 +41,11 @@ from django.utils import timezone
 from scheduling.engine.calendar import PolicyRule, check_rules
 from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import TeamSpec
-from scheduling.models import Membership, Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
+from scheduling.models import Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
+from scheduling.selectors import access
 from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.planning import history_trace_jobs
 from scheduling.selectors.pool_policies import local_moment, rule_of
-from scheduling.selectors.teams import lead_team_ids, subtree_ids, team_tree, visible_team_ids
 from scheduling.simulation.whatif import WhatIfInputs, run_whatif
 
 from .dispatch import EnqueueFailed, enqueue_after_commit
@@ -245,35 +245,16 @@ def can_run(user) -> bool:
     return bool(user.has_perm("scheduling.run_whatif"))
 
 
-def readable(user):
-    """Scenarios the user may open: admins all; others their own, fleet-wide ones (no team) if they are in
-    a team, and those run for a team in their branch (their teams, the teams above and below them)."""
-    scenarios = WhatIfScenario.objects.select_related("created_by", "team")
-    if user.is_staff:
-        return scenarios
-    mine = set(Membership.objects.filter(user=user).values_list("team_id", flat=True))
-    if not mine:
-        return scenarios.filter(created_by=user)
-    teams, children = team_tree()
-    branch = {t for root in mine for t in subtree_ids(root, children)}
-    for team_id in mine:
-        parent = teams[team_id].parent_id
-        while parent is not None:
-            branch.add(parent)
-            parent = teams[parent].parent_id
-    return scenarios.filter(Q(created_by=user) | Q(team__isnull=True) | Q(team_id__in=branch))
-
-
 def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = None, enqueue=None) -> WhatIfScenario:
     """Validate and store a scenario; ``enqueue(pk)`` (the Celery task) runs after the commit. When the
     broker refuses it the row is failed with the reason and ``EnqueueFailed`` is raised (the view's 503)."""
     if not can_run(by):
         raise ValidationError({"team": "only portal admins and team leads run what-if scenarios"})
-    if not by.is_staff and (team is None or team.pk not in lead_team_ids(by)):
+    if not access.sees_everything(by) and (team is None or team.pk not in access.lead_team_ids(by)):
         raise ValidationError({"team": "choose a team you lead: the result is shared with that team"})
     if not name.strip():
         raise ValidationError({"name": "give the scenario a name"})
-    inputs = clean_inputs(raw_inputs, None if by.is_staff else visible_team_ids(by, False))
+    inputs = clean_inputs(raw_inputs, access.team_ids_visible_to(by))
     with transaction.atomic():
         scenario = WhatIfScenario.objects.create(
             name=name.strip()[:120], created_by=by, team=team, inputs=inputs, heartbeat_at=timezone.now()
@@ -328,17 +309,17 @@ def changed_nodes(nodes: list[EngineNode], changes: list[dict[str, Any]]) -> lis
 
 
 def current_teams() -> list[TeamSpec]:
-    teams, _children = team_tree()
+    tree = Team.objects.tree()
     queues = {q.team_id: q for q in Queue.objects.filter(gpu_model="")}
     return [
         TeamSpec(
             name=t.slug,
-            parent=teams[t.parent_id].slug if t.parent_id in teams else None,
+            parent=tree.parent_slug(t.pk),
             weight=float(queues[t.pk].weight) if t.pk in queues else 0.0,
             guaranteed=queues[t.pk].guaranteed if t.pk in queues else 0,
             burst_limit=queues[t.pk].burst_limit if t.pk in queues else None,
         )
-        for t in teams.values()
+        for t in tree.teams.values()
     ]
 
 

@@ -38,10 +38,6 @@ class VcMinute:
     running_gpus: int
     pending_gpus: int
 
-    @property
-    def idle_gpus(self) -> int:
-        return max(0, self.capacity_gpus - self.running_gpus)
-
 
 def read_helios_vc_sizes(
     path: str | Path, *, on_error: OnError = "raise"

@@ -11,8 +11,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django_tables2 import RequestConfig
 
-from scheduling.models import Membership
-
 # A page of a table shows at most this many rows: more is a download (the API, the CSV reports), not a page.
 MAX_PER_PAGE = 500
 EARLIEST_END = datetime(2000, 1, 1, tzinfo=UTC)  # before any GPU this portal watches; older dates overflow windows
@@ -99,12 +97,8 @@ def paginate(request: HttpRequest, table, per_page: int) -> None:
     RequestConfig(request, paginate={"per_page": per_page}).configure(table)
 
 
-def base_url(request: HttpRequest) -> str:
-    return request.build_absolute_uri("/")
-
-
-def require_team_member(request: HttpRequest, page: str) -> None:
-    """Pages about the whole fleet's plans are for members of some team and for portal admins."""
-    user = request.user
-    if not (user.is_staff or Membership.objects.filter(user=user).exists()):
+def require_fleet_plans(request: HttpRequest, page: str) -> None:
+    """Pages about the whole fleet's plans are for members of some team and for portal admins
+    (``scheduling.see_fleet_plans``)."""
+    if not request.user.has_perm("scheduling.see_fleet_plans"):
         raise PermissionDenied(f"{page} is shown to members of a team and to portal admins.")

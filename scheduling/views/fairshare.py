@@ -6,7 +6,6 @@ after. Saving goes through ``governance.apply_queue_changes`` with the required 
 """
 
 from dataclasses import dataclass
-from decimal import Decimal
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -21,9 +20,8 @@ from scheduling.forms import QueueFormSet, ReasonForm, queue_initial
 from scheduling.models import Queue, Team
 from scheduling.selectors import fleet
 from scheduling.selectors import policies as policies_reads
-from scheduling.selectors import teams as teams_reads
 from scheduling.services import policies
-from scheduling.services.governance import QueueChange, apply_queue_changes
+from scheduling.services.governance import apply_queue_changes
 
 
 @dataclass
@@ -40,39 +38,6 @@ class Row:
 def _require_admin(request: HttpRequest) -> None:
     if not request.user.has_perm("scheduling.edit_entitlements"):
         raise PermissionDenied("Only portal admins edit fair-share policy.")
-
-
-def _queues_in_tree_order() -> tuple[list[Queue], dict[int, int], dict[int, Team]]:
-    teams, children = teams_reads.team_tree()
-    depth: dict[int, int] = {}
-    order: list[int] = []
-
-    def walk(parent: int | None, level: int) -> None:
-        for tid in children.get(parent, []):
-            depth[tid] = level
-            order.append(tid)
-            walk(tid, level + 1)
-
-    walk(None, 0)
-    position = {tid: i for i, tid in enumerate(order)}
-    queues = sorted(Queue.objects.all(), key=lambda q: (position.get(q.team_id, 0), q.gpu_model))
-    for queue in queues:
-        queue.team = teams[queue.team_id]
-    return queues, depth, teams
-
-
-def _changes(queues: list[Queue], formset) -> list[QueueChange]:
-    by_id = {q.pk: q for q in queues}
-    changes = []
-    for form in formset.forms:
-        data = form.cleaned_data
-        queue = by_id.get(data.get("queue"))
-        if queue is None:
-            continue
-        values = (Decimal(data["weight"]), data["guaranteed"], data["burst_limit"])
-        if values != (queue.weight, queue.guaranteed, queue.burst_limit):
-            changes.append(QueueChange(queue.team, queue.gpu_model, *values))
-    return changes
 
 
 def _rows(queues, depth, teams, formset, tree_errors: dict[str, list[str]], changes) -> list[Row]:
@@ -107,22 +72,13 @@ def _rows(queues, depth, teams, formset, tree_errors: dict[str, list[str]], chan
 
 def _evaluate(request: HttpRequest):
     """Bind the posted form and work out its errors, diff and entitlement preview (nothing is saved)."""
-    queues, depth, teams = _queues_in_tree_order()
+    queues, depth, teams = policies_reads.queues_in_tree_order()
     formset = QueueFormSet(request.POST, initial=queue_initial(queues), prefix="q")
-    changes: list[QueueChange] = []
-    tree_errors: dict[str, list[str]] = {}
-    preview = []
+    proposal = policies.Proposal()
     if formset.is_valid():
-        changes = _changes(queues, formset)
-        tree_errors = policies.check_proposed(changes)
-        if not tree_errors:
-            after = [
-                policies_reads.QueueValues(q.team_id, q.gpu_model, float(q.weight), q.guaranteed, q.burst_limit)
-                for q in policies.proposed_tree(changes)
-            ]
-            preview = policies_reads.entitlement_preview(after)
-    rows = _rows(queues, depth, teams, formset, tree_errors, changes)
-    return formset, rows, changes, tree_errors, preview
+        proposal = policies.propose(queues, [form.cleaned_data for form in formset.forms])
+    rows = _rows(queues, depth, teams, formset, proposal.errors, proposal.changes)
+    return formset, rows, proposal.changes, proposal.errors, proposal.preview
 
 
 @login_required
@@ -147,7 +103,7 @@ def fairshare(request: HttpRequest) -> HttpResponse:
         if request.POST.get("action") != "save":
             reason = ReasonForm(initial={"reason": request.POST.get("reason", "")})
     else:
-        queues, depth, teams = _queues_in_tree_order()
+        queues, depth, teams = policies_reads.queues_in_tree_order()
         formset = QueueFormSet(initial=queue_initial(queues), prefix="q")
         rows, changes, tree_errors, preview, reason = (
             _rows(queues, depth, teams, formset, {}, []),

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from scheduling import charts
-from scheduling.selectors import fleet, fragmentation_trend, teams, usage
+from scheduling.selectors import access, fleet, fragmentation_trend, usage
 from scheduling.selectors import fragmentation as fragmentation_reads
 
 from .common import time_range
@@ -44,8 +44,7 @@ def fragmentation(request: HttpRequest) -> HttpResponse:
 @login_required
 def utilisation(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="7d")
-    see_all = request.user.has_perm("scheduling.see_team")
-    visible = None if see_all else teams.visible_team_ids(request.user, False)
+    visible = access.team_ids_visible_to(request.user)
     by_orchestrator = usage.gpu_hours_by_orchestrator(window.since, window.until)
     by_team = usage.gpu_hours_by_team(window.since, window.until, visible)
     # Percentiles need every job's wait; over a long window the latest month stands for it (a year of

@@ -1,4 +1,4 @@
-"""The GPU ledger page (issue 10): who could schedule on each node over time, open drift, its history."""
+"""The GPU ledger page: who could schedule on each node over time, open drift, its history."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse

@@ -1,30 +1,27 @@
-"""Capacity planning pages: the demand forecast and what-if scenarios (issue 8).
+"""Capacity planning pages: the demand forecast and what-if scenarios.
 
 Who: the forecast shows each user the teams they may see (admins all) and the orchestrator pools to team
 members and admins. What-ifs are run by admins and team leads (``scheduling.run_whatif``); a result is
-read by admins, its author, and members of the branch of the team it was run for (``whatif.readable``);
+read by admins, its author, and members of the branch of the team it was run for
+(``access.whatifs_readable_by``);
 others get 404, as for a team they may not see. Signed-in users in no team get 403.
 """
 
 from dataclasses import replace
 
-from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling import charts
-from scheduling.models import Orchestrator, QuotaRequest, Team, WhatIfScenario
-from scheduling.selectors import teams
+from scheduling.forms import WhatIfForm
+from scheduling.models import WhatIfScenario
+from scheduling.selectors import access
 from scheduling.services import forecast, whatif
 from scheduling.services.dispatch import EnqueueFailed
 
-from .common import require_team_member
-
-WEEKDAY_CHOICES = [(str(d), name) for d, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), 1)]
-FIELD_OF = {"fleet": "fleet_nodes", "weights": "weight_value", "policies": "policy_floor"}
-
+from .common import require_fleet_plans
 
 CHART_HISTORY_HOURS = 14 * 24  # the fit reads every recorded week; the chart shows the recent ones
 
@@ -36,9 +33,9 @@ def _recent(series: forecast.SeriesForecast) -> forecast.SeriesForecast:
 
 @login_required
 def forecast_page(request: HttpRequest) -> HttpResponse:
-    require_team_member(request, "Capacity planning")
-    visible = teams.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
-    shown = Team.objects.filter(pk__in=visible)
+    require_fleet_plans(request, "Capacity planning")
+    shown = access.teams_visible_to(request.user)
+    visible = {t.pk for t in shown}
     result = forecast.demand_forecasts(teams={t.slug for t in shown})
     guaranteed = forecast.guarantees(result.as_of)
     # The table covers every visible team; charts (heavy: ~80 kB each) the chosen team or the top of the tree.
@@ -58,75 +55,6 @@ def forecast_page(request: HttpRequest) -> HttpResponse:
     return render(request, "scheduling/forecast.html", context)
 
 
-class WhatIfForm(forms.Form):
-    name = forms.CharField(max_length=120)
-    team = forms.ModelChoiceField(Team.objects.none(), required=False, help_text="Shared with this team's branch.")
-    weeks = forms.IntegerField(min_value=1, max_value=whatif.MAX_WEEKS, initial=4, help_text="Weeks of history")
-    seed = forms.IntegerField(min_value=0, initial=0)
-    fleet_model = forms.CharField(required=False, label="GPU model to add or remove")
-    fleet_nodes = forms.IntegerField(required=False, label="Nodes (+ add, − remove)")
-    fleet_gpus_per_node = forms.IntegerField(required=False, label="GPUs per added node", min_value=1)
-    weight_team = forms.ModelChoiceField(Team.objects.all(), required=False, to_field_name="slug", label="Team weight")
-    weight_value = forms.DecimalField(required=False, label="New weight (%)", max_digits=5, decimal_places=2)
-    policy_orchestrator = forms.ModelChoiceField(
-        Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
-        required=False,
-        to_field_name="name",
-        label="Pool policy for",
-        help_text="Replaces that pool's rules in the scenario",
-    )
-    policy_weekdays = forms.MultipleChoiceField(choices=WEEKDAY_CHOICES, required=False, label="Days")
-    policy_start = forms.TimeField(required=False, label="From (HH:MM)")
-    policy_end = forms.TimeField(required=False, label="To (HH:MM)")
-    policy_floor = forms.IntegerField(required=False, min_value=0, label="Floor GPUs")
-    quota_request = forms.ModelChoiceField(
-        QuotaRequest.objects.filter(state=QuotaRequest.State.APPROVED).select_related("team"),
-        required=False,
-        label="Approved request, as if active",
-    )
-
-    def __init__(self, *args, user, **kwargs):
-        super().__init__(*args, **kwargs)
-        leads = teams.lead_team_ids(user)
-        self.fields["team"].queryset = Team.objects.all() if user.is_staff else Team.objects.filter(pk__in=leads)
-        self.fields["team"].required = not user.is_staff
-        visible = teams.visible_team_ids(user, user.is_staff)
-        self.fields["quota_request"].queryset = self.fields["quota_request"].queryset.filter(team_id__in=visible)
-
-    def raw_inputs(self) -> dict:
-        data = self.cleaned_data
-        raw: dict = {"weeks": data["weeks"], "seed": data["seed"]}
-        if data.get("fleet_model") or data.get("fleet_nodes") is not None:
-            raw["fleet"] = [
-                {
-                    "gpu_model": data.get("fleet_model") or "",
-                    "nodes": data.get("fleet_nodes"),
-                    "gpus_per_node": data.get("fleet_gpus_per_node"),
-                }
-            ]
-        if data.get("weight_team") is not None:
-            value = data.get("weight_value")
-            raw["weights"] = {data["weight_team"].slug: "" if value is None else str(value)}
-        if data.get("policy_orchestrator") is not None:
-            raw["policies"] = [
-                {
-                    "orchestrator": data["policy_orchestrator"].name,
-                    "weekdays": [int(d) for d in data.get("policy_weekdays") or []],
-                    "start": data["policy_start"].strftime("%H:%M") if data.get("policy_start") else "",
-                    "end": data["policy_end"].strftime("%H:%M") if data.get("policy_end") else "",
-                    "floor_gpus": data.get("policy_floor") if data.get("policy_floor") is not None else 0,
-                }
-            ]
-        if data.get("quota_request") is not None:
-            raw["quota_request"] = data["quota_request"].pk
-        return raw
-
-    def add_service_errors(self, error: ValidationError) -> None:
-        for field, messages in error.message_dict.items():
-            target = FIELD_OF.get(field, field)
-            self.add_error(target if target in self.fields else None, messages)
-
-
 def _enqueue(pk: int) -> None:
     from scheduling.tasks import run_whatif
 
@@ -135,7 +63,7 @@ def _enqueue(pk: int) -> None:
 
 @login_required
 def whatif_list(request: HttpRequest) -> HttpResponse:
-    require_team_member(request, "Capacity planning")
+    require_fleet_plans(request, "Capacity planning")
     can_run = whatif.can_run(request.user)
     form = WhatIfForm(request.POST or None, user=request.user) if can_run else None
     if request.method == "POST":
@@ -160,13 +88,13 @@ def whatif_list(request: HttpRequest) -> HttpResponse:
 
 
 def _whatif_page(request: HttpRequest, form, can_run: bool, *, status: int, unavailable: str = "") -> HttpResponse:
-    scenarios = list(whatif.readable(request.user)[:50])
+    scenarios = list(access.whatifs_readable_by(request.user)[:50])
     context = {"form": form, "scenarios": scenarios, "can_run": can_run, "unavailable": unavailable}
     return render(request, "scheduling/whatif.html", context, status=status)
 
 
 def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:
-    return get_object_or_404(whatif.readable(request.user), pk=pk)
+    return get_object_or_404(access.whatifs_readable_by(request.user), pk=pk)
 
 
 @login_required

@@ -5,44 +5,31 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
-from scheduling.selectors import teams as teams_reads
-from scheduling.services import feasibility, idempotency, notifications, quota
+from scheduling.selectors import access
+from scheduling.services import feasibility, idempotency, quota
 from scheduling.tables import QuotaRequestTable
 
-from .common import base_url, paginate
+from .common import paginate
 
 # Every showing of the request form asks the same thing of its key: to file one request. (The API's key also
 # covers the body: there a key sent again with another body is a client error.)
 FORM_FINGERPRINT = "quota-request-form"
 
 
-def _visible_requests(user):
-    qs = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
-    if user.has_perm("scheduling.see_team"):
-        return qs
-    return qs.filter(Q(requester=user) | Q(team_id__in=teams_reads.visible_team_ids(user, False)))
-
-
-def _awaiting(user):
-    qs = QuotaRequest.objects.filter(state=QuotaRequest.State.SUBMITTED).select_related("team", "requester")
-    if not user.has_perm("scheduling.see_team"):
-        qs = qs.filter(team_id__in=teams_reads.lead_team_ids(user)).exclude(requester=user)
-    return qs
-
-
 @login_required
 def quota_list(request: HttpRequest) -> HttpResponse:
-    request_filter = QuotaRequestFilter(request.GET, queryset=_visible_requests(request.user))
+    requests = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
+    request_filter = QuotaRequestFilter(request.GET, queryset=access.quota_requests_visible_to(request.user, requests))
     table = QuotaRequestTable(request_filter.qs)
     paginate(request, table, 25)
-    awaiting = QuotaRequestTable(_awaiting(request.user), prefix="a-")
+    decidable = access.quota_requests_decidable_by(request.user).select_related("team", "requester")
+    awaiting = QuotaRequestTable(decidable, prefix="a-")
     paginate(request, awaiting, 10)
     return render(
         request,
@@ -52,7 +39,7 @@ def quota_list(request: HttpRequest) -> HttpResponse:
 
 
 def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
-    teams = teams_reads.submittable_teams(request.user, request.user.has_perm("scheduling.see_team"))
+    teams = access.teams_visible_to(request.user)
     models = sorted(set(Node.objects.values_list("gpu_model", flat=True)))
     initial = {"team": request.GET.get("team"), "idempotency_key": uuid.uuid4().hex} if data is None else None
     if initial and initial["team"]:
@@ -114,7 +101,6 @@ def _submitted(request: HttpRequest, outcome: idempotency.Outcome) -> HttpRespon
     if outcome.replayed:
         messages.info(request, f"Request #{created.pk} was already sent from this form; here it is.")
     else:
-        notifications.request_submitted(created, base_url=base_url(request))
         messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
     return redirect("quota-detail", pk=created.pk)
 
@@ -166,6 +152,5 @@ def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> boo
             form.add_error(None, text)
         return False
     item.refresh_from_db()
-    notifications.request_decided(item, base_url=base_url(request))
     messages.success(request, f"Request #{item.pk} {item.get_state_display().lower()}; the requester was notified.")
     return True

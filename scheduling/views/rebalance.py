@@ -1,4 +1,4 @@
-"""Rebalance (issue 7): the pool split now and over the last 24 h, plans waiting for a decision, history.
+"""Rebalance: the pool split now and over the last 24 h, plans waiting for a decision, history.
 
 Everyone in a team (and admins) reads; only admins (``edit_pool_policies``) approve or reject, always with
 a reason; signed-in users in no team get 403, like the governance pages. Reads go through the rebalance
@@ -7,19 +7,18 @@ service (it recomputes targets from the engine), decisions through ``approve_pla
 
 from collections import defaultdict
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from scheduling.limits import COMMENT_MAX_CHARS
+from scheduling.forms import PoolPolicyForm
 from scheduling.models import PoolPolicy, RebalancePlan
 from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
 
-from .common import require_team_member, time_range
+from .common import require_fleet_plans, time_range
 
 
 def _split_rows(points) -> tuple[list[str], list[tuple]]:
@@ -34,7 +33,7 @@ def _split_rows(points) -> tuple[list[str], list[tuple]]:
 
 @login_required
 def rebalance_overview(request: HttpRequest) -> HttpResponse:
-    require_team_member(request, "The rebalancer")
+    require_fleet_plans(request, "The rebalancer")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
     decision = rebalance.decide_now(window.until)
     names, rows = _split_rows(rebalance_reads.split_history(window.since, window.until))
@@ -56,7 +55,7 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
-    require_team_member(request, "The rebalancer")
+    require_fleet_plans(request, "The rebalancer")
     plan = get_object_or_404(RebalancePlan.objects.select_related("decided_by"), pk=pk)
     if request.method == "POST":
         return _decide(request, plan)
@@ -91,21 +90,6 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
 
 
 # --- pool policies (admins): the calendar the rebalancer follows; every edit validated and audited ---
-
-
-class PoolPolicyForm(forms.ModelForm):
-    weekdays = forms.TypedMultipleChoiceField(
-        choices=[(1, "Mon"), (2, "Tue"), (3, "Wed"), (4, "Thu"), (5, "Fri"), (6, "Sat"), (7, "Sun")],
-        coerce=int, widget=forms.CheckboxSelectMultiple,
-    )
-    reason = forms.CharField(max_length=COMMENT_MAX_CHARS, help_text="Why: stored with the change (audited).")
-
-    class Meta:
-        model = PoolPolicy
-        fields = ["orchestrator", "name", "weekdays", "start_time", "end_time", "floor_gpus", "ceiling_gpus",
-                  "lendable", "precedence", "enabled"]
-        widgets = {"start_time": forms.TimeInput(attrs={"type": "time"}),
-                   "end_time": forms.TimeInput(attrs={"type": "time"})}
 
 
 def _require_policy_admin(request: HttpRequest) -> None:

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from scheduling import reports, tasks
 from scheduling.forms import ReportWeekForm
 from scheduling.models import ReportSubscription
+from scheduling.selectors import access
 from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery
 from scheduling.tables import CapacityReportTable
@@ -76,7 +77,7 @@ def download_links(report) -> dict[str, str]:
 @login_required
 def report_detail(request: HttpRequest, pk: int) -> HttpResponse:
     report = _report_or_404(pk)
-    scope = report_delivery.top_user_scope(request.user)
+    scope = access.report_scope(request.user)
     body = reports.render_body(report.content, scope)
     return render(
         request, "scheduling/report_detail.html", {"report": report, "body": body, "links": download_links(report)}
@@ -104,7 +105,7 @@ def report_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     if fmt not in CONTENT_TYPES:
         raise Http404("Formats: html, pdf, csv.")
     report = _report_or_404(pk)
-    return rendered(report, fmt, report_delivery.top_user_scope(request.user))
+    return rendered(report, fmt, access.report_scope(request.user))
 
 
 @login_required

@@ -7,8 +7,8 @@ from django.shortcuts import get_object_or_404, render
 from scheduling import charts
 from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
 from scheduling.models import QuotaGrant, QuotaRequest, Team, Workload
+from scheduling.selectors import access, usage
 from scheduling.selectors import teams as teams_reads
-from scheduling.selectors import usage
 from scheduling.services import forecast
 from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
 
@@ -17,11 +17,10 @@ from .common import paginate, time_range
 
 @login_required
 def team_list(request: HttpRequest) -> HttpResponse:
-    visible = teams_reads.visible_team_ids(request.user, request.user.has_perm("scheduling.see_team"))
-    team_filter = TeamFilter(request.GET, queryset=Team.objects.filter(pk__in=visible))
+    team_filter = TeamFilter(request.GET, queryset=access.only_visible(Team.objects.all(), request.user, "pk"))
     chosen = set(team_filter.qs.values_list("slug", flat=True)) if team_filter.is_valid() else set()
-    teams, _children = teams_reads.team_tree()
-    parents = {t.slug: teams[t.parent_id].slug if t.parent_id in teams else "" for t in teams.values()}
+    tree = Team.objects.tree()
+    parents = {t.slug: tree.parent_slug(t.pk) or "" for t in tree.teams.values()}
     rows = [
         {**row.__dict__, "parent": parents.get(row.slug, "")} for row in teams_reads.teams_now() if row.slug in chosen
     ]
@@ -31,7 +30,7 @@ def team_list(request: HttpRequest) -> HttpResponse:
 
 
 def _forecast_chart(team: Team) -> str:
-    """The team's demand forecast (issue 8): one team's rollups, a few milliseconds of fitting."""
+    """The team's demand forecast: one team's rollups, a few milliseconds of fitting, so it is drawn on every view."""
     forecasts = forecast.demand_forecasts(teams={team.slug}, orchestrators=False)
     if not forecasts.teams:
         return ""

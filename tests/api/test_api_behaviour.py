@@ -92,6 +92,29 @@ def test_a_lead_approves_and_the_grant_is_returned(api, nlp_request):
     assert response.status_code == 201 and response.json()["gpus"] == 4
 
 
+def test_an_api_approval_mails_the_requester_once_committed(api, cast, nlp_request, django_capture_on_commit_callbacks):
+    from django.core import mail
+
+    cast["researcher"].email = "rita@example.org"
+    cast["researcher"].save()
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = api("lead").post(
+            f"/api/v1/quota-requests/{nlp_request.pk}/approve/", {"comment": "go"}, format="json"
+        )
+    assert response.status_code == 201 and len(callbacks) == 1
+    assert mail.outbox[-1].to == ["rita@example.org"] and "approved" in mail.outbox[-1].subject
+    assert f"/quota/{nlp_request.pk}/" in mail.outbox[-1].body and "go" in mail.outbox[-1].body
+
+
+def test_a_refused_api_approval_mails_nobody(api, teams, queues, iso_period, django_capture_on_commit_callbacks):
+    start, end, _ = iso_period
+    body = {"team": "nlp", "gpus": 30, "starts_at": start, "ends_at": end, "justification": "big run"}
+    created = api("researcher").post("/api/v1/quota-requests/", body, format="json").json()
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        api("admin").post(f"/api/v1/quota-requests/{created['id']}/approve/", {}, format="json")
+    assert callbacks == []
+
+
 def test_credentials_are_write_only_and_must_be_a_reference(api):
     bad = api("admin").post(
         "/api/v1/orchestrators/",
@@ -158,3 +181,20 @@ def test_the_openapi_schema_and_offline_docs_are_served(client, cast):
     assert schema.status_code == 200 and "/api/v1/quota-requests/{id}/approve/" in schema.json()["paths"]
     docs = client.get("/api/docs/").content.decode()
     assert "swagger-ui" in docs and "cdn" not in docs.lower()
+
+
+def test_list_filters_name_teams_and_orchestrators_and_an_unknown_name_is_a_400(api, orchestrator, nlp_request):
+    client = api("admin")
+    found = client.get("/api/v1/quota-requests/?team=nlp").json()["results"]
+    assert [row["id"] for row in found] == [nlp_request.pk]
+    assert client.get("/api/v1/workloads/?team=nlp&orchestrator=slurm-a").status_code == 200
+    unknown = client.get("/api/v1/quota-requests/?team=nope")
+    assert unknown.status_code == 400 and "nope" in unknown.json()["team"][0]
+    assert "orchestrator" in client.get("/api/v1/nodes/?orchestrator=nope").json()
+
+
+def test_the_quota_page_filters_with_the_same_filterset(client, cast, nlp_request):
+    client.force_login(cast["admin"])
+    shown = client.get("/quota/?team=nlp").context["table"].rows
+    assert [row.record.pk for row in shown] == [nlp_request.pk]
+    assert "no team is called nope" in client.get("/quota/?team=nope").content.decode()

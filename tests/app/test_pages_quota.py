@@ -74,9 +74,12 @@ def test_a_researcher_cannot_request_for_a_team_they_are_not_in(client, people, 
     assert "Select a valid choice" in body and not QuotaRequest.objects.exists()
 
 
-def test_sending_a_request_mails_the_leads_and_a_lead_approves_it(client, people, teams, queues, period):
+def test_sending_a_request_mails_the_leads_and_a_lead_approves_it(
+    client, people, teams, queues, period, django_capture_on_commit_callbacks
+):
     client.force_login(people["researcher"])
-    response = client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    with django_capture_on_commit_callbacks(execute=True):  # the mail leaves once the request is committed
+        response = client.post(reverse("quota-new"), _form(teams, period, action="submit"))
     request = QuotaRequest.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("quota-detail", args=[request.pk])
     assert request.state == QuotaRequest.State.SUBMITTED
@@ -87,7 +90,8 @@ def test_sending_a_request_mails_the_leads_and_a_lead_approves_it(client, people
     client.force_login(people["lead"])
     page = unescape(client.get(reverse("quota-detail", args=[request.pk])).content.decode())
     assert 'id="approve"' in page and "Fits inside research's 40 %" in page
-    response = client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "go"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "go"})
     assert response.status_code == 302
     request.refresh_from_db()
     assert request.state == QuotaRequest.State.APPROVED and request.decided_by == people["lead"]
@@ -99,7 +103,7 @@ def test_sending_a_request_mails_the_leads_and_a_lead_approves_it(client, people
     assert "Approved by leo" in page and "go" in page and 'id="approve"' not in page
 
 
-def test_denying_needs_a_comment(client, people, teams, queues, period):
+def test_denying_needs_a_comment(client, people, teams, queues, period, django_capture_on_commit_callbacks):
     client.force_login(people["researcher"])
     client.post(reverse("quota-new"), _form(teams, period, action="submit"))
     request = QuotaRequest.objects.get()
@@ -108,7 +112,8 @@ def test_denying_needs_a_comment(client, people, teams, queues, period):
         client.post(reverse("quota-detail", args=[request.pk]), {"decision": "deny", "comment": ""}).content.decode()
     )
     assert "Comment: Say why" in body
-    client.post(reverse("quota-detail", args=[request.pk]), {"decision": "deny", "comment": "use the spot pool"})
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("quota-detail", args=[request.pk]), {"decision": "deny", "comment": "use the spot pool"})
     request.refresh_from_db()
     assert request.state == QuotaRequest.State.DENIED and "denied" in mail.outbox[-1].subject
 
