@@ -86,6 +86,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "scheduling.views.context.openable_teams",  # pages link only the team pages one may open
             ],
         },
     },
