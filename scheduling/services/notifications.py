@@ -44,6 +44,14 @@ def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
     return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
 
 
+def who_hears_of_decision(request: QuotaRequest) -> str:
+    """What to tell the decider about the mail ``request_decided`` sends: to whom, or that nobody gets one."""
+    requester = request.requester
+    if requester.email:
+        return f"an email goes to {requester} at {requester.email}"
+    return f"{requester} has no email address, so nobody was emailed: they see the decision on the request's page"
+
+
 def request_decided(request: QuotaRequest, *, base_url: str) -> int:
     address = request.requester.email
     if not address:

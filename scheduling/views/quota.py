@@ -12,7 +12,7 @@ from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access
-from scheduling.services import feasibility, idempotency, quota
+from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
 from .common import paginate
@@ -152,5 +152,6 @@ def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> boo
             form.add_error(None, text)
         return False
     item.refresh_from_db()
-    messages.success(request, f"Request #{item.pk} {item.get_state_display().lower()}; the requester was notified.")
+    told = notifications.who_hears_of_decision(item)
+    messages.success(request, f"Request #{item.pk} {item.get_state_display().lower()}; {told}.")
     return True

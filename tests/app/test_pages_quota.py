@@ -151,3 +151,33 @@ def test_a_lead_revokes_a_grant_with_a_reason(client, people, teams, queues, per
     client.post(reverse("quota-detail", args=[request.pk]), {"decision": "revoke", "comment": "project cancelled"})
     request.refresh_from_db()
     assert request.state == QuotaRequest.State.REVOKED
+
+
+@pytest.mark.parametrize("email", ["researcher@example.org", ""])
+def test_the_decider_is_told_exactly_who_gets_an_email_or_that_nobody_does(
+    client, people, teams, queues, period, email, django_capture_on_commit_callbacks
+):
+    type(people["researcher"]).objects.filter(pk=people["researcher"].pk).update(email=email)
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    client.force_login(people["lead"])
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "go"}, follow=True
+        )
+    said = " ".join(str(m) for m in response.context["messages"])
+    if email:
+        assert f"an email goes to {people['researcher'].username} at {email}" in said and len(mail.outbox) == 1
+    else:
+        assert "has no email address, so nobody was emailed" in said and mail.outbox == []
+    assert "was notified" not in said
+
+
+def test_a_subscriber_without_an_email_address_is_told_nothing_is_sent(client, people):
+    type(people["researcher"]).objects.filter(pk=people["researcher"].pk).update(email="")
+    client.force_login(people["researcher"])
+    client.post(reverse("report-subscription"), {"action": "subscribe", "format": "link"})
+    body = unescape(client.get(reverse("report-list")).content.decode())
+    assert "no email address, so nothing is sent" in body and "You are subscribed (" in body
