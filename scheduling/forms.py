@@ -71,15 +71,43 @@ class DecisionForm(forms.Form):
         return data
 
 
+class _TypedAsText:
+    """A number field whose input is text: a browser's number input turns what is not a number ("6e",
+    "abc") into an empty value, so the editor said "required", or dropped the keystroke, instead of
+    telling the admin what was wrong with what they typed."""
+
+    kind = "a number"
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("widget", forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off", "size": 7}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        try:
+            return super().to_python(value)
+        except ValidationError as error:
+            if error.code == "invalid":
+                raise ValidationError(f"{value!r} is not {self.kind}.", code="invalid") from None
+            raise
+
+
+class PercentField(_TypedAsText, forms.DecimalField):
+    kind = "a percentage (a number such as 40 or 12.5)"
+
+
+class GpuCountField(_TypedAsText, forms.IntegerField):
+    kind = "a whole number of GPUs"
+
+
 class QueueRowForm(forms.Form):
     """One entitlement row of the fair-share editor; tree-wide rules come from governance.check_tree."""
 
     queue = forms.IntegerField(widget=forms.HiddenInput)
-    weight = forms.DecimalField(
+    weight = PercentField(
         label="Weight %", min_value=Decimal(0), max_value=Decimal(100), max_digits=5, decimal_places=2
     )
-    guaranteed = forms.IntegerField(label="Guaranteed GPUs", min_value=0)
-    burst_limit = forms.IntegerField(label="Burst limit GPUs", min_value=0)
+    guaranteed = GpuCountField(label="Guaranteed GPUs", min_value=0)
+    burst_limit = GpuCountField(label="Burst limit GPUs", min_value=0)
 
     def clean(self):
         data = super().clean()

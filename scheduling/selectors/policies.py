@@ -43,6 +43,18 @@ class EntitlementRow:
     def delta(self) -> float:
         return self.after - self.before
 
+    @property
+    def fair_delta(self) -> float:
+        return self.fair_after - self.fair_before
+
+    @property
+    def delta_text(self) -> str:
+        return f"{self.delta:+.1f}"
+
+    @property
+    def fair_delta_text(self) -> str:
+        return f"{self.fair_delta:+.1f}"
+
 
 def queues_in_tree_order() -> tuple[list[Queue], dict[int, int], dict[int, Team]]:
     """Every queue in the order the team tree is shown (a team's queues by GPU model), each team's depth, and

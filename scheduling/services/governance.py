@@ -46,8 +46,10 @@ def check_queue(queue: Queue) -> None:
         )
 
 
-def check_tree(queues: list[Queue]) -> None:
-    """Check the whole tree as it would be after a change (``queues`` = every queue, edited or not)."""
+def check_tree(queues: list[Queue], edited: frozenset[tuple[int, str]] = frozenset()) -> None:
+    """Check the whole tree as it would be after a change (``queues`` = every queue, edited or not). A rule
+    broken by a group of siblings is reported on the one the admin edited (``edited``: team id and GPU
+    model), not on a sibling they left alone."""
     for queue in queues:
         check_queue(queue)
     by_parent: dict[tuple[int | None, str], list[Queue]] = defaultdict(list)
@@ -55,11 +57,12 @@ def check_tree(queues: list[Queue]) -> None:
     for queue in queues:
         by_parent[(queue.team.parent_id, queue.gpu_model)].append(queue)
     for (parent_id, model), siblings in by_parent.items():
+        blamed = next((q for q in reversed(siblings) if (q.team_id, q.gpu_model) in edited), siblings[-1])
         total_weight = sum((q.weight for q in siblings), Decimal(0))
         if total_weight > 100:
             names = ", ".join(f"{q.team.slug} {q.weight}%" for q in siblings)
             raise _field_error(
-                siblings[-1],
+                blamed,
                 "weight",
                 f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%.",
             )
@@ -67,7 +70,7 @@ def check_tree(queues: list[Queue]) -> None:
         parent = by_team.get((parent_id, model))  # None for top-level teams: their guarantees are promises
         if parent is not None and guaranteed > parent.guaranteed:
             raise _field_error(
-                siblings[-1],
+                blamed,
                 "guaranteed",
                 f"sub-teams' guarantees sum to {guaranteed} GPUs, more than their parent's {parent.guaranteed}.",
             )
@@ -96,7 +99,7 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
         queue.weight, queue.guaranteed, queue.burst_limit = change.weight, change.guaranteed, change.burst_limit
         existing[(change.team.pk, change.gpu_model)] = queue
         touched.append(queue)
-    check_tree(list(existing.values()))
+    check_tree(list(existing.values()), edited=frozenset((c.team.pk, c.gpu_model) for c in changes))
     for queue in touched:
         stamp_author(queue, by=by, reason=reason)
         queue.save()

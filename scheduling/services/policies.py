@@ -71,7 +71,7 @@ def propose(queues: list[Queue], edited: Iterable[dict]) -> Proposal:
 def check_proposed(changes: list[QueueChange]) -> dict[str, list[str]]:
     """The governance errors the tree would have after ``changes``, by field ({} when it is valid)."""
     try:
-        check_tree(proposed_tree(changes))
+        check_tree(proposed_tree(changes), edited=frozenset((c.team.pk, c.gpu_model) for c in changes))
     except ValidationError as error:
         return error.message_dict
     return {}

@@ -108,3 +108,36 @@ def test_non_admins_cannot_post_to_the_editor(client, orchestrator, fleet, teams
     client.force_login(cast["lead"])
     assert client.post(reverse("fairshare-check"), _rows()).status_code == 403
     assert client.post(reverse("fairshare"), {**_rows(), "action": "save", "reason": "x"}).status_code == 403
+
+
+@pytest.mark.parametrize("edited, other", [("research", "production"), ("production", "research")])
+def test_a_split_over_100_percent_is_pinned_on_the_row_that_was_edited(editor, edited, other):
+    weights = {"research": (70, 16, 48), "production": (80, 24, 64)}
+    body = unescape(editor.post(reverse("fairshare"), _rows(**{edited: weights[edited]})).content.decode())
+
+    def row_tag(slug: str) -> str:  # the <tr ...> that opens a team's row
+        return body.split(f'data-team="{slug}"', 1)[0].rsplit("<tr", 1)[1]
+
+    assert "weights of one parent's children sum to" in body
+    assert "invalid" in row_tag(edited) and "invalid" not in row_tag(other)
+
+
+@pytest.mark.parametrize(
+    "typed, said",
+    [
+        ("6e", "'6e' is not a percentage (a number such as 40 or 12.5)."),
+        ("abc", "'abc' is not a percentage (a number such as 40 or 12.5)."),
+        ("", "This field is required."),
+    ],
+)
+def test_what_was_typed_in_a_weight_is_named_when_it_is_not_a_number(editor, typed, said):
+    body = unescape(editor.post(reverse("fairshare-check"), _rows(nlp=(typed, 8, 32))).content.decode())
+    assert 'data-valid="false"' in body and f"nlp Weight %</strong>: {said}" in body
+
+
+def test_the_preview_shows_fair_share_before_and_after_and_why_an_entitlement_stays(editor):
+    body = unescape(
+        editor.post(reverse("fairshare-check"), _rows(research=(30, 16, 48), production=(70, 24, 64))).content.decode()
+    )
+    assert "Fair share before" in body and "Fair share after" in body and "Entitled before" in body
+    assert "(+" in body or "(-" in body  # a signed change where the fair share moved
