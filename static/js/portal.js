@@ -75,7 +75,7 @@
   form.addEventListener("input", function () {
     showLocalError(checkSums());
     rows.forEach(function (row) {
-      var changed = Array.prototype.some.call(row.querySelectorAll("input[type=number]"), function (input) {
+      var changed = Array.prototype.some.call(row.querySelectorAll("input[inputmode]"), function (input) {
         return input.value !== input.defaultValue;
       });
       row.classList.toggle("changed", changed);
