@@ -58,7 +58,13 @@ def orchestrator_filter(**kwargs) -> NamedFilter:
 class TeamFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Name or slug contains")
     parent = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), label="Parent team")
-    top_level = django_filters.BooleanFilter(field_name="parent", lookup_expr="isnull", label="Top-level only")
+    top_level = django_filters.BooleanFilter(
+        field_name="parent",
+        lookup_expr="isnull",
+        label="Level",
+        # Django's null-boolean select offered "Unknown" for "don't filter": say what each choice shows.
+        widget=forms.Select(choices=[("", "All teams"), ("true", "Top-level teams"), ("false", "Sub-teams")]),
+    )
 
     class Meta:
         model = Team

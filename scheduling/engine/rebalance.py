@@ -178,7 +178,10 @@ def target_split(
     asked = sum(extra.values())
     if asked > rest:
         share = {n: rest * extra[n] / asked for n in names}
-        reason = "demand exceeds the pool: the rest shared by weighted demand"
+        reason = (
+            f"demand above the floors ({asked:.0f} GPUs) exceeds what the floors leave ({rest:.0f} of {total} "
+            "GPUs): that rest is shared by weighted demand"
+        )
     else:
         share = dict(extra)
         leftover = rest - asked
@@ -186,7 +189,7 @@ def target_split(
             back = min(leftover, max(0.0, min(current.get(n, 0), ceiling[n]) - keep[n] - share[n]))
             share[n] += back
             leftover -= back
-        reason = "floors plus demand"
+        reason = f"floors plus demand: {asked:.0f} GPUs wanted above the floors, {rest:.0f} free of them"
     raw = {n: keep[n] + share[n] for n in names}
     band = _dead_band(total, config)
     targets = []
