@@ -1,7 +1,5 @@
 """Rebalance plans as pages read them."""
 
-
-
 from scheduling.models import (
     NodeMove,
     RebalancePlan,

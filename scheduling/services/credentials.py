@@ -83,3 +83,15 @@ def endpoint_of(orchestrator: Orchestrator) -> str:
         return check_endpoint(orchestrator.endpoint)
     except ValidationError as error:
         raise RefusedEndpoint(f"endpoint: {' '.join(error.messages)}") from None
+
+
+def governance_options(orchestrator: Orchestrator) -> dict:
+    """What governance reads of an orchestrator's options (docs/governance.md): its ``governance`` object, plus
+    the top-level ``slurm_conf`` and ``volcano`` the collectors read too. Shapes checked on save
+    (scheduling/orchestrator_options.py)."""
+    options = orchestrator.options or {}
+    found = dict(options.get("governance") or {})
+    for key in ("slurm_conf", "volcano"):
+        if key in options:
+            found[key] = options[key]
+    return found
