@@ -11,6 +11,7 @@ from io import StringIO
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.urls import reverse
 from django.utils import timezone
 
 from scheduling.collectors import SourceUnavailable
@@ -294,3 +295,44 @@ def test_the_mode_is_an_option_the_schema_checks(db):
     bad = Orchestrator(name="x", kind="slurm", endpoint="https://x.example", options={"governance": {"mode": "yolo"}})
     with pytest.raises(ValidationError, match=r"options\.governance\.mode"):
         bad.full_clean()
+
+
+# ------------------------------------------------------------------------------------------------- pages
+
+
+@pytest.mark.parametrize("role", ["researcher", "lead", "outsider"])
+def test_only_admins_reach_the_governance_page(client, cast, role):
+    client.force_login(cast[role])
+    assert client.get(reverse("governance")).status_code == 403
+    assert reverse("governance") not in client.get(reverse("overview")).content.decode()
+
+
+def test_an_admin_approves_a_plan_and_adopts_a_drift_on_the_governance_page(client, queues, cast, hpc, clusters):
+    governed("hpc-review", mode="review")
+    enforcement.reconcile()
+    hand_edit(clusters["hpc"], "research", fairshare=1)
+    enforcement.reconcile()
+    client.force_login(cast["admin"])
+    page = client.get(reverse("governance")).content.decode()
+    assert "slurm_account:research" in page and "fairshare: applied 4000, found 1" in page
+    plan = EnforcementPlan.objects.get(state="pending", orchestrator__name="hpc-review")
+    refused = client.post(reverse("governance"), {"decision": "approve", "pk": plan.pk, "reason": ""}, follow=True)
+    assert "A reason is required" in refused.content.decode()
+    client.post(reverse("governance"), {"decision": "approve", "pk": plan.pk, "reason": "ok"})
+    finding = DriftFinding.objects.get(state="open")
+    client.post(reverse("governance"), {"decision": "adopt", "pk": finding.pk, "reason": "ops asked"})
+    plan.refresh_from_db()
+    finding.refresh_from_db()
+    assert plan.state == "approved" and finding.state == "adopted" and finding.decided_by == cast["admin"]
+
+
+def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(client, queues, cast, teams, clusters):
+    governed("hpc")
+    governed("ray-pool", kind="ray")
+    enforcement.reconcile()
+    hand_edit(clusters["hpc"], "research", fairshare=1)
+    enforcement.reconcile()
+    client.force_login(cast["lead"])
+    page = client.get(reverse("team-detail", args=["research"])).content.decode()
+    assert "Enforced on the clusters" in page and 'badge bad">drift' in page
+    assert "Ray: pool-level only" in page and "fairshare=4000" in page and "fairshare=1" in page
