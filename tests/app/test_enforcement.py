@@ -30,6 +30,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import enforcement as enforcement_reads
 from scheduling.services import enforcement
+from tests.support import active_grant
 
 
 class FakeCluster:
@@ -131,24 +132,7 @@ def test_an_auto_round_writes_fairshare_and_caps_and_records_each_write_with_its
 
 def test_an_approved_grant_raises_the_cap_in_the_next_round(queues, cast, teams, hpc, clusters):
     enforcement.reconcile()
-    now = timezone.now()
-    request = QuotaRequest.objects.create(
-        requester=cast["lead"],
-        team=teams["research"],
-        gpus=32,
-        starts_at=now - timedelta(minutes=1),
-        ends_at=now + timedelta(days=1),
-        justification="x",
-        state=QuotaRequest.State.APPROVED,
-    )
-    QuotaGrant.objects.create(
-        request=request,
-        team=teams["research"],
-        gpus=32,
-        starts_at=request.starts_at,
-        ends_at=request.ends_at,
-        state=QuotaGrant.State.ACTIVE,
-    )
+    active_grant(teams["research"], cast["lead"], 32)
     outcome = rounds()["hpc"]
     assert clusters["hpc"].account("research").grp_tres == (("gres/gpu", 48 + 32),)
     assert "slurm_account:research" in outcome.applied
