@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Max
+
 from scheduling.models import (
     AppliedObject,
     DriftFinding,
@@ -54,10 +56,11 @@ def _settings(data: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _latest_outcomes() -> dict[int, EnforcementOutcome]:
-    latest: dict[int, EnforcementOutcome] = {}
-    for outcome in EnforcementOutcome.objects.select_related("run").order_by("run__started_at", "pk"):
-        latest[outcome.orchestrator_id] = outcome
-    return latest
+    """Each orchestrator's outcome in the latest round that reached it (rows are added in round order)."""
+    latest = (
+        EnforcementOutcome.objects.values("orchestrator_id").annotate(last=Max("pk")).values_list("last", flat=True)
+    )
+    return {o.orchestrator_id: o for o in EnforcementOutcome.objects.filter(pk__in=list(latest)).select_related("run")}
 
 
 def team_enforcement(team: Team) -> list[OrchestratorEnforcement]:

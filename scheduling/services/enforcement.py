@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Max
 from django.utils import timezone
 from urllib3.exceptions import HTTPError as TransportError
@@ -437,10 +438,17 @@ def reconcile_orchestrator(
     _count(outcome, plan, results, dry_run)
     if dry_run:
         return outcome
-    with transaction.atomic():
-        _record_writes(orchestrator, plan, results, at)
-        _record_drift(orchestrator, plan, at)
-        _record_plans(orchestrator, plan, results, at)
+    try:
+        with transaction.atomic():
+            _record_writes(orchestrator, plan, results, at)
+            _record_drift(orchestrator, plan, at)
+            _record_plans(orchestrator, plan, results, at)
+            if run is not None:
+                _record_outcome(run, orchestrator, outcome)
+    except DatabaseError as error:
+        # e.g. a concurrent round recorded the same objects first: nothing of this one is kept, the writes were
+        # idempotent, and the next round finds them unchanged and records them.
+        outcome.error = f"bookkeeping rolled back: {type(error).__name__}: {error}"
         if run is not None:
             _record_outcome(run, orchestrator, outcome)
     return outcome
@@ -619,10 +627,18 @@ def reconcile(*, dry_run: bool = False, at: datetime | None = None) -> list[Orch
         data = governance_input(at)
         outcomes = [reconcile_orchestrator(o, data, at, run, dry_run=dry_run) for o in orchestrators]
     if run is not None:
+        prune_runs(at)
         run.finished_at = timezone.now()
         run.error = "; ".join(f"{o.orchestrator}: {o.error}" for o in outcomes if o.error)[:8000]
         run.save(update_fields=["finished_at", "error"])
     return outcomes
+
+
+def prune_runs(now: datetime) -> int:
+    """Rounds older than the sample retention go (one per round and orchestrator adds up); audit rows stay."""
+    cutoff = now - timedelta(days=settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    deleted, _ = EnforcementRun.objects.filter(started_at__lt=cutoff).delete()
+    return deleted
 
 
 # -------------------------------------------------------------------------------------- decisions

@@ -35,7 +35,8 @@ def _decide(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Choose approve, reject, revert or adopt.")
         return redirect("governance")
     model, act = DECISIONS[decision]
-    target = get_object_or_404(model, pk=request.POST.get("pk") or 0)
+    pk = request.POST.get("pk", "")
+    target = get_object_or_404(model, pk=int(pk) if pk.isascii() and pk.isdigit() else 0)
     try:
         act(target, by=request.user, reason=request.POST.get("reason", ""))
     except ValidationError as error:

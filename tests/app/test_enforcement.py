@@ -23,6 +23,7 @@ from scheduling.models import (
     DriftFinding,
     EnforcementOutcome,
     EnforcementPlan,
+    EnforcementRun,
     Orchestrator,
     Queue,
     QuotaGrant,
@@ -320,3 +321,16 @@ def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(clie
     page = client.get(reverse("team-detail", args=["research"])).content.decode()
     assert "Enforced on the clusters" in page and 'badge bad">drift' in page
     assert "Ray: pool-level only" in page and "fairshare=4000" in page and "fairshare=1" in page
+
+
+def test_a_decision_on_an_unknown_or_malformed_id_is_a_404(client, cast):
+    client.force_login(cast["admin"])
+    for pk in ("999", "abc", "²"):
+        assert client.post(reverse("governance"), {"decision": "adopt", "pk": pk, "reason": "x"}).status_code == 404
+
+
+def test_rounds_older_than_the_retention_are_pruned(queues, hpc, clusters, settings):
+    settings.GPUPORTAL_SAMPLE_RETENTION_DAYS = 1
+    enforcement.reconcile(at=timezone.now() - timedelta(days=3))
+    enforcement.reconcile()
+    assert EnforcementRun.objects.count() == 1 and AppliedObject.objects.exists()
