@@ -44,6 +44,7 @@ from scheduling.engine.governance_state import (
     GovOrchestrator,
     GovQueue,
     GovTeam,
+    InputProblem,
     desired_state,
     diff,
     object_id,
@@ -218,6 +219,15 @@ def with_namespaces(data: GovernanceInput, orchestrator: Orchestrator) -> Govern
     mapping = orchestrator_access.governance_options(orchestrator).get("namespaces") or {}
     if not mapping:
         return data
+    slugs = {t.slug for t in data.teams}
+    unknown = sorted(set(mapping) - slugs)
+    if unknown:
+        raise GovernanceInputError(
+            [
+                InputProblem("options.governance.namespaces", f"{orchestrator.name}: {name!r} is not a team")
+                for name in unknown
+            ]
+        )
     teams = tuple(dataclasses.replace(t, namespaces=tuple(mapping.get(t.slug, ()))) for t in data.teams)
     return dataclasses.replace(data, teams=teams)
 

@@ -334,3 +334,18 @@ def test_rounds_older_than_the_retention_are_pruned(queues, hpc, clusters, setti
     enforcement.reconcile(at=timezone.now() - timedelta(days=3))
     enforcement.reconcile()
     assert EnforcementRun.objects.count() == 1 and AppliedObject.objects.exists()
+
+
+def test_a_namespace_mapping_naming_an_unknown_team_fails_that_orchestrator_before_any_write(queues, clusters):
+    governed("k8s", kind="kubernetes", namespaces={"research": ["research-a"], "ghosts": ["ghosts"]})
+    outcome = rounds()["k8s"]
+    assert "options.governance.namespaces: k8s: 'ghosts' is not a team" in outcome.error
+    assert clusters["k8s"].writes == 0
+
+
+def test_the_beat_runs_a_governance_round_every_round(settings, queues, hpc, clusters):
+    from scheduling import tasks
+
+    entry = settings.CELERY_BEAT_SCHEDULE["reconcile-governance"]
+    assert entry == {"task": "scheduling.tasks.reconcile_governance", "schedule": settings.GPUPORTAL_ROUND_SECONDS}
+    assert tasks.reconcile_governance()["hpc"]["applied"] > 0
