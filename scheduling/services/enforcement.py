@@ -446,6 +446,7 @@ def reconcile_orchestrator(
         return outcome
     results = [] if dry_run else _apply(cluster, plan.to_apply)
     _count(outcome, plan, results, dry_run)
+    outcome.error = orchestrator_access.masked(outcome.error, orchestrator) if outcome.error else ""
     if dry_run:
         return outcome
     try:
