@@ -467,26 +467,10 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
         future = series.future_hours
         band = f"{fit.coverage:.0%} interval"
         data += [
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "x": future,
-                "y": list(fit.upper),
-                "name": band,
-                "line": {"width": 0},
-                "showlegend": False,
-                "hoverinfo": "skip",
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "x": future,
-                "y": list(fit.lower),
-                "name": band,
-                "fill": "tonexty",
-                "fillcolor": "rgba(230,159,0,0.25)",
-                "line": {"width": 0},
-            },
+            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.upper), "name": band,
+             "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
+            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.lower), "name": band,
+             "fill": "tonexty", "fillcolor": "rgba(230,159,0,0.25)", "line": {"width": 0}},
             _line(future, list(fit.mean), "forecast", PALETTE[1]),
         ]
     ends = [*series.history_hours[:1], *(series.future_hours[-1:] or series.history_hours[-1:])]
@@ -499,13 +483,8 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
         )
     else:
         summary = f"{series.label}: {fit.message}"
-    return render(
-        data,
-        {"yaxis": _axis("GPUs wanted (allocated + pending)", rangemode="tozero")},
-        title=f"{series.label}: demand and forecast",
-        summary=summary,
-        height=280,
-    )
+    return render(data, {"yaxis": _axis("GPUs wanted (allocated + pending)", rangemode="tozero")},
+                  title=f"{series.label}: demand and forecast", summary=summary, height=280)
 
 
 def whatif_allocation_chart(baseline: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
@@ -528,13 +507,8 @@ def whatif_wait_chart(team_rows: Sequence[Mapping[str, Any]]) -> str:
     """p95 queue wait per team, baseline vs scenario, as grouped bars."""
     teams = [row["team"] for row in team_rows]
     data = [
-        {
-            "type": "bar",
-            "x": teams,
-            "y": [row[side].get("p95") for row in team_rows],
-            "name": f"{side} p95 wait",
-            "marker": {"color": colour},
-        }
+        {"type": "bar", "x": teams, "y": [row[side].get("p95") for row in team_rows], "name": f"{side} p95 wait",
+         "marker": {"color": colour}}
         for side, colour in (("baseline", PALETTE[0]), ("scenario", PALETTE[1]))
     ]
     summary = "; ".join(

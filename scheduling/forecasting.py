@@ -107,7 +107,9 @@ def forecast_demand(
     residuals = np.where(usable, y - fitted, np.nan)
     phi, innovation_sd, residual_sd = _ar1(residuals)
     future = np.arange(len(y), len(y) + horizon, dtype=float)
-    future_design = fourier_design(future, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week)
+    future_design = fourier_design(
+        future, daily=DAILY_HARMONICS, weekly=weekly, start_hour_of_week=start_hour_of_week
+    )
     last_residual = residuals[usable][-1]
     steps = np.arange(1, horizon + 1, dtype=float)
     mean = future_design @ beta + last_residual * phi**steps

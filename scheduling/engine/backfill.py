@@ -115,14 +115,12 @@ def easy_backfill(
     ending = _ending_work(running, queue[:position], started, now)
     reservation = _reserve(work, head, ending, policy, seed)
     if reservation is None:
-        reasons.append(
-            f"{head.id}: head is blocked and no reservation is possible (the capacity it needs never "
-            "frees by known end times); later jobs start if they fit"
-        )
+        reasons.append(f"{head.id}: head is blocked and no reservation is possible (the capacity it needs never "
+                       "frees by known end times); later jobs start if they fit")
     else:
         at, placement, _shadow = reservation
         reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
-    for request in queue[position + 1 :]:
+    for request in queue[position + 1:]:
         placement = _try(work, request, policy, seed)
         if placement is None:
             continue
@@ -134,8 +132,7 @@ def easy_backfill(
         else:
             reasons.append(f"{request.id}: fits now but would delay the head {head.id}")
     return BackfillDecision(
-        tuple(started),
-        head.id,
+        tuple(started), head.id,
         reservation[0] if reservation else None,
         reservation[1].nodes if reservation else (),
         tuple(reasons),
@@ -151,10 +148,8 @@ def _try(work: ClusterState, request: Request, policy: str, seed: int) -> Placem
 
 
 def _ending_work(
-    running: Sequence[RunningWorkload] | EndingQueue,
-    started_requests: Sequence[Request],
-    started: Sequence[Placement],
-    now: float,
+    running: Sequence[RunningWorkload] | EndingQueue, started_requests: Sequence[Request],
+    started: Sequence[Placement], now: float,
 ) -> Iterable[_Ending]:
     """Everything that will free GPUs at a known time, soonest first (overdue work counts as now)."""
     fresh: list[_Ending] = [
@@ -195,10 +190,8 @@ def _reserve(
 
 
 def _may_backfill(
-    request: Request,
-    placement: Placement,
-    reservation: tuple[float, Placement, ClusterState] | None,
-    now: float,
+    request: Request, placement: Placement,
+    reservation: tuple[float, Placement, ClusterState] | None, now: float,
 ) -> str:
     """Why ``request`` may start now without delaying the head, or "" if it may not."""
     if reservation is None:

@@ -72,7 +72,9 @@ def bounds_at(rules: Iterable[PolicyRule], weekday: int, minute: int) -> dict[st
         best = winners.get(rule.orchestrator)
         if best is None or (rule.precedence, best.name) > (best.precedence, rule.name):
             winners[rule.orchestrator] = rule
-    return {name: Bounds(name, r.floor_gpus, r.ceiling_gpus, r.lendable, r.name) for name, r in sorted(winners.items())}
+    return {
+        name: Bounds(name, r.floor_gpus, r.ceiling_gpus, r.lendable, r.name) for name, r in sorted(winners.items())
+    }
 
 
 def _moments(rules: Sequence[PolicyRule]) -> list[tuple[int, int]]:
@@ -103,27 +105,18 @@ def check_rules(rules: Sequence[PolicyRule], capacity_gpus: Mapping[str, int] | 
 def _field_problems(rule: PolicyRule, total: int) -> list[RuleProblem]:
     found = []
     if not rule.weekdays or not rule.weekdays <= set(WEEKDAYS):
-        found.append(
-            RuleProblem("weekdays", f"{rule.name}: weekdays must be ISO numbers 1 (Mon) to 7 (Sun)", (rule.name,))
-        )
+        found.append(RuleProblem("weekdays", f"{rule.name}: weekdays must be ISO numbers 1 (Mon) to 7 (Sun)",
+                                 (rule.name,)))
     if not (0 <= rule.start_minute < MINUTES_PER_DAY and 0 <= rule.end_minute < MINUTES_PER_DAY):
         found.append(RuleProblem("start_time", f"{rule.name}: times must lie within one day", (rule.name,)))
     if rule.ceiling_gpus is not None and rule.ceiling_gpus < rule.floor_gpus:
-        found.append(
-            RuleProblem(
-                "ceiling_gpus",
-                f"{rule.name}: ceiling {rule.ceiling_gpus} is below floor {rule.floor_gpus}",
-                (rule.name,),
-            )
-        )
+        found.append(RuleProblem(
+            "ceiling_gpus", f"{rule.name}: ceiling {rule.ceiling_gpus} is below floor {rule.floor_gpus}", (rule.name,)
+        ))
     if rule.floor_gpus > total:
-        found.append(
-            RuleProblem(
-                "floor_gpus",
-                f"{rule.name}: floor {rule.floor_gpus} GPUs is more than the fleet's {total}",
-                (rule.name,),
-            )
-        )
+        found.append(RuleProblem(
+            "floor_gpus", f"{rule.name}: floor {rule.floor_gpus} GPUs is more than the fleet's {total}", (rule.name,)
+        ))
     return found
 
 
@@ -132,14 +125,11 @@ def _ambiguous_overlaps(rules: Sequence[PolicyRule]) -> list[RuleProblem]:
     for day, minute in _moments(rules):
         active = [r for r in rules if r.covers(day, minute)]
         for i, first in enumerate(active):
-            for second in active[i + 1 :]:
+            for second in active[i + 1:]:
                 same = first.orchestrator == second.orchestrator and first.precedence == second.precedence
                 key = tuple(sorted((first.name, second.name)))
-                if (
-                    same
-                    and key not in found
-                    and (first.floor_gpus, first.ceiling_gpus, first.lendable)
-                    != (second.floor_gpus, second.ceiling_gpus, second.lendable)
+                if same and key not in found and (first.floor_gpus, first.ceiling_gpus, first.lendable) != (
+                    second.floor_gpus, second.ceiling_gpus, second.lendable
                 ):
                     found[(key[0], key[1])] = RuleProblem(
                         "precedence",
@@ -160,14 +150,12 @@ def _floor_overcommit(rules: Sequence[PolicyRule], total: int) -> list[RuleProbl
         if floors > total and names not in seen:
             seen.add(names)
             detail = ", ".join(f"{b.rule} ({b.orchestrator} {b.floor_gpus})" for b in bounds.values() if b.floor_gpus)
-            found.append(
-                RuleProblem(
-                    "floor_gpus",
-                    f"floors cannot all be met at {describe_moment(day, minute)}: {detail} sum to {floors} GPUs, "
-                    f"more than the {total} the fleet has",
-                    names,
-                )
-            )
+            found.append(RuleProblem(
+                "floor_gpus",
+                f"floors cannot all be met at {describe_moment(day, minute)}: {detail} sum to {floors} GPUs, "
+                f"more than the {total} the fleet has",
+                names,
+            ))
     return found
 
 
@@ -186,11 +174,6 @@ def bounds_ahead(rules: Sequence[PolicyRule], weekday: int, minute: int, lead_mi
                 ceiling = current.ceiling_gpus
                 if ceiling is not None:
                     ceiling = max(ceiling, coming.floor_gpus)
-                now[name] = Bounds(
-                    name,
-                    coming.floor_gpus,
-                    ceiling,
-                    current.lendable and coming.lendable,
-                    f"{coming.rule} (from {describe_moment(day, total % MINUTES_PER_DAY)})",
-                )
+                now[name] = Bounds(name, coming.floor_gpus, ceiling, current.lendable and coming.lendable,
+                                   f"{coming.rule} (from {describe_moment(day, total % MINUTES_PER_DAY)})")
     return now

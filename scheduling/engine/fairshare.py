@@ -71,9 +71,8 @@ def _level(claims: Sequence[_Claim], amount: float, weight_of: Callable[[_Claim]
     def total_at(level: float) -> float:
         return sum(min(max(w * level, f), c) for w, f, c in zip(weights, floors, caps, strict=True))
 
-    points = sorted(
-        {f / w for f, w in zip(floors, weights, strict=True)} | {c / w for c, w in zip(caps, weights, strict=True)}
-    )
+    points = sorted({f / w for f, w in zip(floors, weights, strict=True)}
+                    | {c / w for c, w in zip(caps, weights, strict=True)})
     target = sum(floors) + amount
     level = points[-1]  # enough for everyone to reach their cap, unless a breakpoint below suffices
     previous = points[0]
@@ -165,12 +164,8 @@ class _Frame:
 
 
 def _distribute(
-    tree: _Tree,
-    parent: str | None,
-    amount: float,
-    frame: _Frame,
-    held: Mapping[str, float],
-    results: dict[str, Entitlement],
+    tree: _Tree, parent: str | None, amount: float, frame: _Frame,
+    held: Mapping[str, float], results: dict[str, Entitlement],
 ) -> None:
     names = tree.children.get(parent, [])
     if not names:
@@ -190,12 +185,8 @@ def _distribute(
         fraction = frame.fraction * (spec.weight / total_weight if total_weight > 0 else 1 / len(names))
         limit = min(frame.limit, spec.burst_limit) if spec.burst_limit is not None else frame.limit
         results[claim.name] = Entitlement(
-            team=claim.name,
-            guaranteed=float(spec.guaranteed),
-            fair_share=fraction * frame.capacity,
-            limit=float(limit),
-            demand=float(tree.demand[claim.name]),
-            allocation=float(claim.allocation),
+            team=claim.name, guaranteed=float(spec.guaranteed), fair_share=fraction * frame.capacity,
+            limit=float(limit), demand=float(tree.demand[claim.name]), allocation=float(claim.allocation),
             reasons=tuple(claim.notes + _explain(tree, claim, held)),
             in_use=float(held.get(claim.name, 0.0)),
         )
@@ -282,7 +273,9 @@ def jain_index(values: Sequence[float]) -> float:
     return sum(values) ** 2 / (len(values) * squares)
 
 
-def share_normalised(usage_by_team: Mapping[str, float], share_by_team: Mapping[str, float]) -> list[float]:
+def share_normalised(
+    usage_by_team: Mapping[str, float], share_by_team: Mapping[str, float]
+) -> list[float]:
     """usage / share for every team with a positive share (what Jain's index should see)."""
     shares = sorted(share_by_team.items())
     return [usage_by_team.get(team, 0.0) / share for team, share in shares if share > 0]

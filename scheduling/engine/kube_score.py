@@ -63,13 +63,8 @@ from dataclasses import dataclass
 from scheduling.engine.types import MILLI_PER_GPU, Request
 
 KUBE_POLICIES = ("k8s-random", "k8s-best-fit", "k8s-fgd", "fgd-cpu", "fgd-strand")
-GANG_FALLBACK = {
-    "k8s-random": "random",
-    "k8s-best-fit": "best-fit",
-    "k8s-fgd": "fgd",
-    "fgd-cpu": "fgd",
-    "fgd-strand": "fgd",
-}
+GANG_FALLBACK = {"k8s-random": "random", "k8s-best-fit": "best-fit", "k8s-fgd": "fgd", "fgd-cpu": "fgd",
+                 "fgd-strand": "fgd"}
 FGD_SCORED = frozenset({"k8s-fgd", "fgd-cpu", "fgd-strand"})
 MAX_SPEC_CPU_MILLI = 128_000  # the artifact's normalisation constants for best fit (128 cores, 8 GPUs)
 MAX_SPEC_GPU_MILLI = 8 * MILLI_PER_GPU

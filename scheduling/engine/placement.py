@@ -87,12 +87,8 @@ class Shape:
 
     @classmethod
     def of(cls, request: Request) -> Shape:
-        return cls(
-            request.gpus_per_member if not request.gpu_milli else 0,
-            member_milli(request),
-            request.cpu_milli,
-            request.memory_mib,
-        )
+        return cls(request.gpus_per_member if not request.gpu_milli else 0, member_milli(request),
+                   request.cpu_milli, request.memory_mib)
 
 
 def invalid_request(request: Request) -> str:
@@ -114,10 +110,7 @@ class ClusterState:
     """Mutable, indexed free capacity of a fleet. Decide with ``place``, then ``commit`` / ``release``."""
 
     def __init__(
-        self,
-        nodes: Iterable[Node],
-        size_mix: SizeMix | None = None,
-        *,
+        self, nodes: Iterable[Node], size_mix: SizeMix | None = None, *,
         typical_pods: Sequence[TypicalPod] | None = None,
     ) -> None:
         self._static: tuple[Node, ...] = tuple(nodes)
@@ -147,10 +140,7 @@ class ClusterState:
 
     @classmethod
     def from_nodes(
-        cls,
-        nodes: Iterable[Node],
-        size_mix: SizeMix | None = None,
-        *,
+        cls, nodes: Iterable[Node], size_mix: SizeMix | None = None, *,
         typical_pods: Sequence[TypicalPod] | None = None,
     ) -> ClusterState:
         return cls(nodes, size_mix, typical_pods=typical_pods)
@@ -165,17 +155,8 @@ class ClusterState:
     def copy(self) -> ClusterState:
         """An independent state to try decisions on (what-if, backfill shadows, preemption trials)."""
         clone = object.__new__(ClusterState)
-        for name in (
-            "_static",
-            "_index",
-            "_models",
-            "_model_ids",
-            "_model_of",
-            "_topology",
-            "_nvlink_is_node",
-            "_max_gpus",
-            "_typical",
-        ):
+        for name in ("_static", "_index", "_models", "_model_ids", "_model_of", "_topology",
+                     "_nvlink_is_node", "_max_gpus", "_typical"):
             setattr(clone, name, getattr(self, name))
         clone._kube = None  # rebuilt on first use (the k8s-* policies are not used on copies in hot loops)
         clone._free = [list(free) for free in self._free]
@@ -214,23 +195,15 @@ class ClusterState:
         """Frozen nodes carrying the current free GPUs, CPU and memory, in the order they were given
         (which is also the engine's node order: ``free_vector(i)`` is ``nodes()[i]``'s)."""
         return tuple(
-            replace(
-                node,
-                gpu_free_milli=tuple(self._free[i]),
-                cpu_milli_free=self._cpu_free[i],
-                memory_mib_free=self._mem_free[i],
-            )
+            replace(node, gpu_free_milli=tuple(self._free[i]), cpu_milli_free=self._cpu_free[i],
+                    memory_mib_free=self._mem_free[i])
             for i, node in enumerate(self._static)
         )
 
     def node(self, name: str) -> Node:
         i = self._index[name]
-        return replace(
-            self._static[i],
-            gpu_free_milli=tuple(self._free[i]),
-            cpu_milli_free=self._cpu_free[i],
-            memory_mib_free=self._mem_free[i],
-        )
+        return replace(self._static[i], gpu_free_milli=tuple(self._free[i]),
+                       cpu_milli_free=self._cpu_free[i], memory_mib_free=self._mem_free[i])
 
     @property
     def node_count(self) -> int:
@@ -339,11 +312,8 @@ class ClusterState:
         """The general path's decision for one member when every node is its own NVLink domain (one
         seeded draw among the nodes that fit, in node order), without computing slots fleet-wide."""
         needs_host = bool(shape.cpu or shape.memory)
-        eligible = [
-            i
-            for i in self._candidate_nodes(shape, allowed)
-            if self._gpu_slots(i, shape) and (not needs_host or self._host_slots(i, shape))
-        ]
+        eligible = [i for i in self._candidate_nodes(shape, allowed)
+                    if self._gpu_slots(i, shape) and (not needs_host or self._host_slots(i, shape))]
         if not eligible:
             return self._reject(request, shape, allowed)
         node = rng.choice(eligible)
@@ -372,9 +342,8 @@ class ClusterState:
         name = self._static[node].name
         gpus = tuple(g for g, milli in enumerate(self._free[node]) if milli >= MILLI_PER_GPU)[: shape.gpus]
         reason = self._reason_single(policy, name, self._whole[node] - shape.gpus, score)
-        return Placement(
-            request.id, (MemberAssignment(0, name, gpus, MILLI_PER_GPU),), TopologyLevel.NVLINK_DOMAIN, score, (reason,)
-        )
+        return Placement(request.id, (MemberAssignment(0, name, gpus, MILLI_PER_GPU),),
+                         TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
     def _place_single_shared(
         self, request: Request, shape: Shape, allowed: list[int], policy: str
@@ -404,13 +373,9 @@ class ClusterState:
             name = self._static[node].name
             gpu = self._pick_shared_gpu(self.free_vector(node), shape.milli, policy)
             reason = f"{policy}: GPU {gpu} of {name} ({value} milli free before)"
-            return Placement(
-                request.id,
-                (MemberAssignment(0, name, (gpu,), shape.milli),),
-                TopologyLevel.NVLINK_DOMAIN,
-                score / MILLI_PER_GPU if policy == "fgd" else score,
-                (reason,),
-            )
+            return Placement(request.id, (MemberAssignment(0, name, (gpu,), shape.milli),),
+                             TopologyLevel.NVLINK_DOMAIN, score / MILLI_PER_GPU if policy == "fgd" else score,
+                             (reason,))
         return self._reject(request, shape, allowed)
 
     # ----------------------------------------------------------------------------- k8s-*, fgd-cpu, fgd-strand
@@ -430,12 +395,9 @@ class ClusterState:
         node = self._static[i]
         if not node.schedulable:
             return None
-        return NodeView(
-            node.gpu_model,
-            tuple(sorted(self._free[i])),
-            self._cpu_free[i] if node.cpu_milli_total else math.inf,
-            self._mem_free[i] if node.memory_mib_total else math.inf,
-        )
+        return NodeView(node.gpu_model, tuple(sorted(self._free[i])),
+                        self._cpu_free[i] if node.cpu_milli_total else math.inf,
+                        self._mem_free[i] if node.memory_mib_total else math.inf)
 
     def _place_kube(self, request: Request, policy: str, seed: int) -> Placement | Rejection:
         """One pod, scored node class by node class (see ``kube_score``): the best score wins; ties go to the
@@ -456,9 +418,8 @@ class ClusterState:
                 tied.append(view)
         if not tied:
             if not spec[2]:
-                return Rejection(
-                    request.id, "cpu", "no schedulable node has the CPU and memory this CPU-only pod asks for"
-                )
+                return Rejection(request.id, "cpu", "no schedulable node has the CPU and memory this CPU-only pod "
+                                 "asks for")
             return self._reject(request, Shape.of(request), self._allowed_models(request))
         rng = random.Random(f"{seed}:{request.id}")
         if policy == "fgd-cpu":
@@ -466,9 +427,8 @@ class ClusterState:
             node = kube.first(view)
         elif policy == "fgd-strand":
             ratio = kube.fragments.cpu_per_gpu
-            view = min(
-                tied, key=lambda v: (stranding_growth(v, spec, ratio), best_fit_leftover(v, spec), kube.first(v))
-            )
+            view = min(tied, key=lambda v: (stranding_growth(v, spec, ratio), best_fit_leftover(v, spec),
+                                            kube.first(v)))
             node = kube.first(view)
         elif policy == "k8s-random":
             node = kube.draw(tied, rng)
@@ -477,13 +437,8 @@ class ClusterState:
         return self._kube_placement(request, spec, node, policy, float(best or 0.0), rng)
 
     def _kube_placement(
-        self,
-        request: Request,
-        spec: tuple[int, int, int, frozenset[str]],
-        node: int,
-        policy: str,
-        score: float,
-        rng: random.Random,
+        self, request: Request, spec: tuple[int, int, int, frozenset[str]], node: int, policy: str,
+        score: float, rng: random.Random,
     ) -> Placement:
         _cpu, milli, gpus, _models = spec
         free = self._free[node]
@@ -503,25 +458,22 @@ class ClusterState:
         else:
             indices = tuple(g for g, left in enumerate(free) if left >= MILLI_PER_GPU)[:gpus]
             assignment = MemberAssignment(0, name, indices, MILLI_PER_GPU)
-        ties = {
-            "k8s-random": " (ties drawn at random)",
-            "k8s-best-fit": " (ties: smallest name)",
-            "k8s-fgd": " (ties: smallest name)",
-        }
+        ties = {"k8s-random": " (ties drawn at random)", "k8s-best-fit": " (ties: smallest name)",
+                "k8s-fgd": " (ties: smallest name)"}
         reason = f"{policy}: {name} scores {score:g}" + ties.get(policy, "")
         return Placement(request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, score, (reason,))
 
     def _any_node_with_whole(self, gpus: int, allowed: list[int]) -> bool:
-        return any(
-            self._buckets.count((model, whole)) for whole in range(gpus, self._max_gpus + 1) for model in allowed
-        )
+        return any(self._buckets.count((model, whole))
+                   for whole in range(gpus, self._max_gpus + 1) for model in allowed)
 
     def _quick_capacity_rejection(self, request: Request, shape: Shape, allowed: list[int]) -> Rejection:
         """No node has enough whole GPUs: every free GPU of the allowed models is unusable to this request.
         Answered from the per-model counters, because a full fleet rejects most of what it sees."""
         free = sum(self._whole_by_model[model] for model in allowed)
         where = f"{free} GPUs free, none {shape.gpus} together" if free else "no GPU is free"
-        return Rejection(request.id, "capacity", f"needs {shape.gpus} whole GPU(s) on one node; {where}", free, free)
+        return Rejection(request.id, "capacity",
+                         f"needs {shape.gpus} whole GPU(s) on one node; {where}", free, free)
 
     @staticmethod
     def _reason_single(policy: str, name: str, whole_left: int, score: float) -> str:
@@ -549,7 +501,9 @@ class ClusterState:
                 found = node if found is None else min(found, node)
         return None if found is None else (found, float(found))
 
-    def _fgd_single_whole(self, shape: Shape, allowed: list[int], accept: _Accept | None) -> tuple[int, float] | None:
+    def _fgd_single_whole(
+        self, shape: Shape, allowed: list[int], accept: _Accept | None
+    ) -> tuple[int, float] | None:
         allowed_set = set(allowed)
         candidates: list[tuple[float, int, int, Signature]] = []
         for model, sig in self._sigs.keys():  # noqa: SIM118 (LazyBuckets is not a dict)
@@ -624,9 +578,8 @@ class ClusterState:
             if plan is not None:
                 return self._build_placement(request, shape, plan, LEVELS[rank], policy)
         level = request.topology.value.replace("_", " ")
-        return self._reject(
-            request, shape, allowed, topology=f"the gang fits the fleet but not inside one {level} (hard constraint)"
-        )
+        return self._reject(request, shape, allowed,
+                            topology=f"the gang fits the fleet but not inside one {level} (hard constraint)")
 
     def _plan_at_level(
         self, rank: int, slots: dict[int, int], members: int, shape: Shape, policy: str, rng: random.Random
@@ -720,10 +673,8 @@ class ClusterState:
             by_sig.setdefault(sig_of[node], []).append(node)
         taken: dict[int, int] = {}
         for _ in range(members):
-            sig = min(
-                (s for s, heap in by_sig.items() if heap),
-                key=lambda s: (self._fgd.choice(s, shape.milli)[0], sum(s), s),
-            )
+            sig = min((s for s, heap in by_sig.items() if heap),
+                      key=lambda s: (self._fgd.choice(s, shape.milli)[0], sum(s), s))
             node = heapq.heappop(by_sig[sig])
             taken[node] = taken.get(node, 0) + 1
             left[node] -= 1
@@ -767,50 +718,41 @@ class ClusterState:
         return min(fitting, key=lambda g: (free[g], g))  # fullest GPU that fits
 
     # ----------------------------------------------------------------------------- rejecting
-    def _reject(self, request: Request, shape: Shape, allowed: Sequence[int], topology: str = "") -> Rejection:
+    def _reject(
+        self, request: Request, shape: Shape, allowed: Sequence[int], topology: str = ""
+    ) -> Rejection:
         """Name the first constraint that fails, and how much free GPU capacity it left unusable."""
         allowed_set = set(allowed)
-        eligible = [i for i, node in enumerate(self._static) if node.schedulable and self._model_of[i] in allowed_set]
+        eligible = [i for i, node in enumerate(self._static)
+                    if node.schedulable and self._model_of[i] in allowed_set]
         if not eligible:
             wanted = ", ".join(sorted(request.gpu_models)) or "any"
             return Rejection(request.id, "gpu_model", f"no schedulable node offers GPU model {wanted}")
-        free_milli = sum(
-            self._whole[i] * MILLI_PER_GPU if not shape.fractional else sum(self._free[i]) for i in eligible
-        )
+        free_milli = sum(self._whole[i] * MILLI_PER_GPU if not shape.fractional else sum(self._free[i])
+                         for i in eligible)
         free = free_milli // MILLI_PER_GPU
         gpu_slots = [self._gpu_slots(i, shape) for i in eligible]
         members = request.members
         usable = min(sum(gpu_slots), members) * shape.milli // MILLI_PER_GPU
         if sum(gpu_slots) < members:
-            return Rejection(
-                request.id,
-                "capacity",
-                f"needs {members} member(s) of {shape.milli / MILLI_PER_GPU:g} GPU; only"
-                f" {sum(gpu_slots)} fit now ({free} GPUs free, {max(0, free - usable)} of them"
-                " unusable for this shape)",
-                free,
-                max(0, free - usable),
-            )
+            return Rejection(request.id, "capacity",
+                             f"needs {members} member(s) of {shape.milli / MILLI_PER_GPU:g} GPU; only"
+                             f" {sum(gpu_slots)} fit now ({free} GPUs free, {max(0, free - usable)} of them"
+                             " unusable for this shape)",
+                             free, max(0, free - usable))
         for constraint, cpu, memory in (("cpu", True, False), ("memory", False, True)):
-            fits = sum(
-                min(s, self._host_slots(i, shape, cpu=cpu, memory=memory))
-                for i, s in zip(eligible, gpu_slots, strict=True)
-            )
+            fits = sum(min(s, self._host_slots(i, shape, cpu=cpu, memory=memory))
+                       for i, s in zip(eligible, gpu_slots, strict=True))
             if fits < members:
                 per_member = shape.cpu if cpu else shape.memory
-                return Rejection(
-                    request.id,
-                    constraint,
-                    f"GPUs fit but {constraint} per member ({per_member})"
-                    f" leaves room for only {fits} of {members} member(s)",
-                    free,
-                    max(0, free - fits * shape.milli // MILLI_PER_GPU),
-                )
+                return Rejection(request.id, constraint,
+                                 f"GPUs fit but {constraint} per member ({per_member})"
+                                 f" leaves room for only {fits} of {members} member(s)",
+                                 free, max(0, free - fits * shape.milli // MILLI_PER_GPU))
         if topology:
             return Rejection(request.id, "topology", topology, free, max(0, free - usable))
-        return Rejection(
-            request.id, "capacity", "no node fits CPU, memory and GPUs together", free, max(0, free - usable)
-        )
+        return Rejection(request.id, "capacity", "no node fits CPU, memory and GPUs together",
+                         free, max(0, free - usable))
 
     # ----------------------------------------------------------------------------- reserving
     def commit(self, placement: Placement, request: Request) -> None:
@@ -876,7 +818,8 @@ class ClusterState:
         if placement.request_id != request.id:
             raise ValueError(f"placement is for {placement.request_id}, not {request.id}")
         if len(placement.assignments) != request.members:
-            raise ValueError(f"{request.id} has {request.members} members, placement has {len(placement.assignments)}")
+            raise ValueError(f"{request.id} has {request.members} members, placement has "
+                             f"{len(placement.assignments)}")
         gpu_need: dict[tuple[int, int], int] = {}
         host_need: dict[int, tuple[int, int]] = {}
         for assignment in placement.assignments:
@@ -891,7 +834,9 @@ class ClusterState:
             host_need[node] = (cpu + request.cpu_milli, memory + request.memory_mib)
         return gpu_need, host_need
 
-    def _apply(self, gpu_need: dict[tuple[int, int], int], host_need: dict[int, tuple[int, int]], sign: int) -> None:
+    def _apply(
+        self, gpu_need: dict[tuple[int, int], int], host_need: dict[int, tuple[int, int]], sign: int
+    ) -> None:
         touched: dict[int, int] = {}
         for (node, gpu), milli in gpu_need.items():
             touched.setdefault(node, self._whole[node])
@@ -1031,12 +976,9 @@ def _fewest_covering(capacity: dict[str, int], members: int) -> list[str]:
 
 
 def place(
-    nodes: Sequence[Node],
-    request: Request,
-    policy: str = "best-fit",
-    *,
-    seed: int = 0,
+    nodes: Sequence[Node], request: Request, policy: str = "best-fit", *, seed: int = 0,
     size_mix: SizeMix | None = None,
 ) -> Placement | Rejection:
     """One-shot placement on frozen nodes (builds a ``ClusterState``; use one directly for many)."""
     return ClusterState(nodes, size_mix).place(request, policy, seed=seed)
+

@@ -112,13 +112,8 @@ class RunningSet:
         key = workload.gang_id or workload.id
         gang = self._gangs.get(key)
         if gang is None:
-            gang = _Gang(
-                key,
-                workload.team,
-                priority=workload.priority,
-                started_at=workload.started_at,
-                youngest_start=workload.started_at,
-            )
+            gang = _Gang(key, workload.team, priority=workload.priority, started_at=workload.started_at,
+                         youngest_start=workload.started_at)
             self._gangs[key] = gang
         else:
             self._unlist(gang)
@@ -135,13 +130,8 @@ class RunningSet:
         self._unlist(gang)
         rest = [self._workloads[member] for member in gang.members if member != workload_id]
         if rest:  # rebuild the survivors' gang so its cached figures stay exact
-            rebuilt = _Gang(
-                key,
-                rest[0].team,
-                priority=rest[0].priority,
-                started_at=rest[0].started_at,
-                youngest_start=rest[0].started_at,
-            )
+            rebuilt = _Gang(key, rest[0].team, priority=rest[0].priority, started_at=rest[0].started_at,
+                            youngest_start=rest[0].started_at)
             for member in rest:
                 rebuilt.absorb(member)
             self._gangs[key] = rebuilt
@@ -227,16 +217,8 @@ BORROWED_LOWER_PRIORITY = "borrowed-lower-priority"
 class _Search:
     """One victim search: walk gangs cheapest first until some node (or the gang) can host the request."""
 
-    def __init__(
-        self,
-        state: ClusterState,
-        index: RunningSet,
-        request: Request,
-        ledger: _Ledger,
-        reclaiming: bool,
-        now: float,
-        min_runtime_s: float,
-    ) -> None:
+    def __init__(self, state: ClusterState, index: RunningSet, request: Request, ledger: _Ledger,
+                 reclaiming: bool, now: float, min_runtime_s: float) -> None:
         self.state = state
         self.index = index
         self.request = request
@@ -402,13 +384,8 @@ class _Search:
         for gang, _rule in victims:
             _release_into(free, gang, name)
         assignment = _member_on(free, self.shape, name)
-        placement = Placement(
-            self.request.id,
-            (assignment,),
-            TopologyLevel.NVLINK_DOMAIN,
-            float(len(victims)),
-            (f"preempt {len(victims)} gang(s) on {name}",),
-        )
+        placement = Placement(self.request.id, (assignment,), TopologyLevel.NVLINK_DOMAIN, float(len(victims)),
+                              (f"preempt {len(victims)} gang(s) on {name}",))
         return self._plan(victims, placement)
 
     def _prune(self, node: int, positions: list[int]) -> list[int]:
@@ -458,22 +435,14 @@ class _Search:
                 lost = member.gpus * max(0.0, self.now - member.started_at)
                 listed.append(Victim(member.id, member.team, member.gpus, member.priority, gang.key, lost, reason))
         mode = "reclaiming its entitlement" if self.reclaiming else "by priority"
-        return VictimPlan(
-            self.request.id,
-            tuple(listed),
-            placement,
-            (f"{self.request.team or 'request'} preempts {mode}: {len(victims)} gang(s)",),
-        )
+        return VictimPlan(self.request.id, tuple(listed), placement,
+                          (f"{self.request.team or 'request'} preempts {mode}: {len(victims)} gang(s)",))
 
     def _rejection(self) -> Rejection:
         why = "; ".join(f"{count} gang(s) {reason}" for reason, count in sorted(self.skipped.items()))
-        return Rejection(
-            self.request.id,
-            "preemption",
-            f"no eligible victims free enough room{': ' + why if why else ''}",
-            self.state.gpu_free,
-            self.state.gpu_free,
-        )
+        return Rejection(self.request.id, "preemption",
+                         f"no eligible victims free enough room{': ' + why if why else ''}",
+                         self.state.gpu_free, self.state.gpu_free)
 
 
 def _fits(free: list[int], shape: Shape) -> bool:
@@ -499,12 +468,9 @@ def running_placement(workload: RunningWorkload) -> tuple[Placement, Request]:
     """A running workload as the (placement, request) pair ``ClusterState.release`` understands."""
     first = workload.assignments[0] if workload.assignments else None
     fractional = first is not None and first.gpu_milli < MILLI_PER_GPU
-    request = Request(
-        workload.id,
-        members=max(1, len(workload.assignments)),
-        gpus_per_member=0 if fractional else (len(first.gpu_indices) if first else 1),
-        gpu_milli=first.gpu_milli if fractional and first else 0,
-    )
+    request = Request(workload.id, members=max(1, len(workload.assignments)),
+                      gpus_per_member=0 if fractional else (len(first.gpu_indices) if first else 1),
+                      gpu_milli=first.gpu_milli if fractional and first else 0)
     return Placement(workload.id, workload.assignments, TopologyLevel.ANY), request
 
 
@@ -518,14 +484,7 @@ def apply_victim_plan(
     for victim in plan.victims:
         state.release(*running_placement(running.remove(victim.workload_id)))
     state.commit(plan.placement, request)
-    started = RunningWorkload(
-        request.id,
-        request.team,
-        request.gpus,
-        plan.placement.assignments,
-        priority=request.priority,
-        started_at=now,
-        kind=request.kind,
-    )
+    started = RunningWorkload(request.id, request.team, request.gpus, plan.placement.assignments,
+                              priority=request.priority, started_at=now, kind=request.kind)
     running.add(started)
     return started

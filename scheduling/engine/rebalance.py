@@ -201,18 +201,10 @@ def target_split(
             target, why = owned, f"within the dead band ({band:g} GPUs) of what it owns"
         elif within and held_s is not None and held_s.get(n, math.inf) < config.hold_s:
             target, why = owned, f"held: it changed {held_s[n]:.0f} s ago (minimum hold {config.hold_s:g} s)"
-        targets.append(
-            PoolTarget(
-                n,
-                owned,
-                floor[n],
-                bounds[n].ceiling_gpus if n in bounds else None,
-                round(want[n], 1),
-                max(floor[n], min(ceiling[n], round(target))),
-                why,
-                not _frozen(bounds.get(n)),
-            )
-        )
+        targets.append(PoolTarget(
+            n, owned, floor[n], bounds[n].ceiling_gpus if n in bounds else None, round(want[n], 1),
+            max(floor[n], min(ceiling[n], round(target))), why, not _frozen(bounds.get(n)),
+        ))
     return tuple(targets)
 
 
@@ -340,23 +332,14 @@ def _next_move(
                 candidates[donor.orchestrator].remove(node)
                 cost = costs[node.name] or 0.0
                 return NodeMovePlan(
-                    node.name,
-                    donor.orchestrator,
-                    receiver.orchestrator,
-                    node.gpu_total,
-                    cost,
+                    node.name, donor.orchestrator, receiver.orchestrator, node.gpu_total, cost,
                     _move_reason(node, cost, receiver, donor, owned, demand),
                 )
     return None
 
 
 def _fits(
-    gpus: int,
-    deficit: int,
-    excess: int,
-    below_floor: bool,
-    receiver: PoolTarget,
-    donor: PoolTarget,
+    gpus: int, deficit: int, excess: int, below_floor: bool, receiver: PoolTarget, donor: PoolTarget,
     owned: Mapping[str, int],
 ) -> bool:
     """Half a node of need on both sides is enough to move it (no ping-pong: the dead band is wider)."""
@@ -369,11 +352,7 @@ def _fits(
 
 
 def _move_reason(
-    node: Node,
-    cost: float,
-    receiver: PoolTarget,
-    donor: PoolTarget,
-    owned: Mapping[str, int],
+    node: Node, cost: float, receiver: PoolTarget, donor: PoolTarget, owned: Mapping[str, int],
     demand: Mapping[str, PoolDemand],
 ) -> str:
     need = (
@@ -388,9 +367,7 @@ def _move_reason(
 
 
 def _effects(
-    targets: Sequence[PoolTarget],
-    before: Mapping[str, int],
-    after: Mapping[str, int],
+    targets: Sequence[PoolTarget], before: Mapping[str, int], after: Mapping[str, int],
     demand: Mapping[str, PoolDemand],
 ) -> tuple[PoolEffect, ...]:
     effects = []
@@ -398,18 +375,12 @@ def _effects(
         name = target.orchestrator
         load = demand.get(name, PoolDemand(name))
         gained = max(0, after[name] - before[name])
-        effects.append(
-            PoolEffect(
-                name,
-                before[name],
-                after[name],
-                load.allocated_gpus,
-                load.pending_gpus,
-                min(load.pending_gpus, float(gained)),
-                _utilisation(load.allocated_gpus, before[name]),
-                _utilisation(load.allocated_gpus + min(load.pending_gpus, float(gained)), after[name]),
-            )
-        )
+        effects.append(PoolEffect(
+            name, before[name], after[name], load.allocated_gpus, load.pending_gpus,
+            min(load.pending_gpus, float(gained)),
+            _utilisation(load.allocated_gpus, before[name]),
+            _utilisation(load.allocated_gpus + min(load.pending_gpus, float(gained)), after[name]),
+        ))
     return tuple(effects)
 
 
@@ -421,9 +392,7 @@ def _utilisation(allocated: float, capacity: int) -> float:
 
 
 def expander_advice(
-    nodes: Sequence[Node],
-    targets: Sequence[PoolTarget],
-    demand: Mapping[str, PoolDemand],
+    nodes: Sequence[Node], targets: Sequence[PoolTarget], demand: Mapping[str, PoolDemand],
     config: RebalanceConfig = RebalanceConfig(),
 ) -> tuple[ExpanderAdvice, ...]:
     """Which node group to grow when the pool cannot meet demand: the orchestrators whose weighted
@@ -445,15 +414,10 @@ def expander_advice(
         per_node = per_node or 8
         nodes_needed = math.ceil(short / per_node)
         weighted = sum(pending_weight(item, config) for item in load.pending)
-        advice.append(
-            ExpanderAdvice(
-                target.orchestrator,
-                f"{target.orchestrator}/{model or 'gpu'}x{per_node}",
-                math.ceil(short),
-                nodes_needed,
-                f"{load.pending_gpus:g} GPUs pending (weighted {weighted:.0f}) and the shared pool is exhausted: "
-                f"grow by {nodes_needed} node(s)",
-            )
-        )
+        advice.append(ExpanderAdvice(
+            target.orchestrator, f"{target.orchestrator}/{model or 'gpu'}x{per_node}", math.ceil(short), nodes_needed,
+            f"{load.pending_gpus:g} GPUs pending (weighted {weighted:.0f}) and the shared pool is exhausted: "
+            f"grow by {nodes_needed} node(s)",
+        ))
     advice.sort(key=lambda a: (-a.gpus_short, a.orchestrator))
     return tuple(advice)

@@ -34,9 +34,8 @@ def route(workload: Request, *, available: Set[str]) -> RoutingDecision:
     notes: list[str] = []
     if workload.orchestrator:
         if workload.orchestrator in available:
-            return RoutingDecision(
-                workload.orchestrator, (f"explicitly requested {workload.orchestrator}",), "explicit"
-            )
+            return RoutingDecision(workload.orchestrator,
+                                   (f"explicitly requested {workload.orchestrator}",), "explicit")
         notes.append(f"requested {workload.orchestrator} is not available; routing by rules")
     rule, why, preference = _rule_for(workload)
     return _first_available(rule, [*notes, why], preference, available)
@@ -49,25 +48,16 @@ def _rule_for(workload: Request) -> tuple[str, str, Sequence[str]]:
         sla = f" (latency SLA {workload.latency_sla_ms:g} ms)" if workload.latency_sla_ms is not None else ""
         return "serving", f"inference{sla} belongs on a service platform", (KUBERNETES, RAY, SLURM)
     if gpus > GPUS_PER_NODE or workload.gpus_per_member > GPUS_PER_NODE:
-        return (
-            "multi-node",
-            f"a {gpus:g}-GPU gang spans nodes: needs gang and topology scheduling",
-            (SLURM, KUBERNETES, RAY),
-        )
+        return "multi-node", f"a {gpus:g}-GPU gang spans nodes: needs gang and topology scheduling", (
+            SLURM, KUBERNETES, RAY)
     if duration > LONG_RUN_S:
-        return (
-            "long-run",
-            f"runs {duration / 3600:.1f} h (> {LONG_RUN_S / 3600:g} h): batch scheduler with backfill",
-            (SLURM, KUBERNETES, RAY),
-        )
+        return "long-run", f"runs {duration / 3600:.1f} h (> {LONG_RUN_S / 3600:g} h): batch scheduler with backfill", (
+            SLURM, KUBERNETES, RAY)
     if workload.kind is WorkloadKind.HPO:
         return "trials", "hyperparameter trials are many short elastic tasks", (RAY, KUBERNETES, SLURM)
     if gpus <= 1 and 0 < duration <= SHORT_TASK_S:
-        return (
-            "short-task",
-            f"a single-GPU task of {duration / 60:.0f} min suits Ray's task scheduling",
-            (RAY, KUBERNETES, SLURM),
-        )
+        return "short-task", f"a single-GPU task of {duration / 60:.0f} min suits Ray's task scheduling", (
+            RAY, KUBERNETES, SLURM)
     if workload.kind is WorkloadKind.TRAINING:
         return "training", "training that fits one node: batch scheduler first", (SLURM, KUBERNETES, RAY)
     return "batch", "batch work that fits one node: Kubernetes batch first", (KUBERNETES, SLURM, RAY)

@@ -1,5 +1,7 @@
 """Rebalance plans as pages read them."""
 
+
+
 from scheduling.models import (
     NodeMove,
     RebalancePlan,

@@ -27,12 +27,7 @@ class CapacitySearch:
 
 
 def smallest_capacity(
-    measure: Callable[[int], float],
-    *,
-    low: int,
-    high: int,
-    step: int = 32,
-    target: float = TARGET_P95_WAIT_H,
+    measure: Callable[[int], float], *, low: int, high: int, step: int = 32, target: float = TARGET_P95_WAIT_H,
 ) -> CapacitySearch:
     """Smallest multiple of ``step`` GPUs with ``measure(capacity) <= target`` (bracket ``low``..``high``)."""
     if step <= 0 or low <= 0 or high < low:

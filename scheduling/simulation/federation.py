@@ -96,12 +96,8 @@ class Federation:
         if pool.victim_index is None:
             return
         plan = select_victims(
-            pool.state,
-            pool.victim_index,
-            waiting.alloc,
-            self.entitled,
-            now=replay.now,
-            min_runtime_s=self.min_runtime_s,
+            pool.state, pool.victim_index, waiting.alloc, self.entitled,
+            now=replay.now, min_runtime_s=self.min_runtime_s,
         )
         if not isinstance(plan, VictimPlan) or not plan.victims:
             return

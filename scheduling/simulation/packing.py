@@ -191,7 +191,9 @@ class _Decider:
         outcome = self.random.place(pod, seed=run_seed)
         if self.verify:
             engine = self.state.place(pod, self.policy, seed=run_seed)
-            same = type(engine) is type(outcome) and (not isinstance(engine, Placement) or engine == outcome)
+            same = type(engine) is type(outcome) and (
+                not isinstance(engine, Placement) or engine == outcome
+            )
             if not same:
                 raise AssertionError(f"random fast path differs from the engine on {pod.id}: {outcome} != {engine}")
         return outcome

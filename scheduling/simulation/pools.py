@@ -108,7 +108,9 @@ class Pool:
         return any(size <= free for size in self._pending_sizes)
 
     # -- scheduling -------------------------------------------------------------------------------
-    def schedule(self, now: float, seed: int, order: Callable[[], list[JobRun]] | None = None) -> list[JobRun]:
+    def schedule(
+        self, now: float, seed: int, order: Callable[[], list[JobRun]] | None = None
+    ) -> list[JobRun]:
         """Start what the discipline allows now; returns the started jobs (already committed).
 
         ``order`` (called only when a pass happens) returns the queue in the order to serve it.

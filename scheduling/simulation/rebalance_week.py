@@ -223,11 +223,7 @@ def _finish_drains(nodes: list[SimNode], now: float, last_change: dict[str, floa
 
 
 def _rebalance(
-    nodes: list[SimNode],
-    queues: dict[str, list[Job]],
-    running: list[Job],
-    now: float,
-    config: RebalanceConfig,
+    nodes: list[SimNode], queues: dict[str, list[Job]], running: list[Job], now: float, config: RebalanceConfig,
     last_change: dict[str, float],
 ) -> None:
     engine_nodes = [
@@ -236,12 +232,9 @@ def _rebalance(
     ]
     work = [
         RunningWorkload(
-            str(j.id),
-            "",
-            float(j.gpus),
+            str(j.id), "", float(j.gpus),
             tuple(MemberAssignment(i, name, tuple(range(g))) for i, (name, g) in enumerate(j.placed)),
-            started_at=j.started_at or 0.0,
-            preemptible=len(j.placed) <= 1,
+            started_at=j.started_at or 0.0, preemptible=len(j.placed) <= 1,
             expected_end=(j.started_at or 0.0) + j.duration_s,
         )
         for j in running

@@ -75,7 +75,9 @@ class Row:
         try:
             return datetime.fromisoformat(raw)
         except ValueError:
-            raise self.error(column, f"expected a date and time like 2017-10-09 07:01:55, got {raw!r}") from None
+            raise self.error(
+                column, f"expected a date and time like 2017-10-09 07:01:55, got {raw!r}"
+            ) from None
 
     def _bounded(self, column: str, value: N, minimum: N | None, maximum: N | None) -> N:
         if minimum is not None and value < minimum:
@@ -92,7 +94,9 @@ class CsvFile:
     from the header raise an error naming the first missing (or the extra) column.
     """
 
-    def __init__(self, path: str | Path, required: Sequence[str], fieldnames: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, path: str | Path, required: Sequence[str], fieldnames: Sequence[str] | None = None
+    ) -> None:
         self.path = Path(path)
         self.required = tuple(required)
         self.fieldnames = tuple(fieldnames) if fieldnames is not None else None
@@ -117,10 +121,14 @@ class CsvFile:
             try:
                 self.columns = tuple(column.strip() for column in next(reader))
             except StopIteration:
-                raise TraceFormatError(self.path, 1, self.required[0] if self.required else "", "empty file") from None
+                raise TraceFormatError(
+                    self.path, 1, self.required[0] if self.required else "", "empty file"
+                ) from None
         for column in self.required:
             if column not in self.columns:
-                raise TraceFormatError(self.path, 1, column, f"missing column (header has {', '.join(self.columns)})")
+                raise TraceFormatError(
+                    self.path, 1, column, f"missing column (header has {', '.join(self.columns)})"
+                )
         return self.columns
 
     @staticmethod

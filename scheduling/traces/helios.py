@@ -56,7 +56,9 @@ def read_helios_vc_sizes(
             gpus = {vc: row.integer(vc, minimum=0) for vc in vcs}
             total = row.integer("total", minimum=0)
             if total != sum(gpus.values()):
-                raise row.error("total", f"{total} differs from the sum of the VC columns ({sum(gpus.values())})")
+                raise row.error(
+                    "total", f"{total} differs from the sum of the VC columns ({sum(gpus.values())})"
+                )
             day = row.timestamp("date").date()
         except TraceFormatError as error:
             report.malformed(error)
@@ -98,7 +100,9 @@ def read_helios_vc_occupancy(
     return tuple(minutes), report.build()
 
 
-def read_philly_vc_nodes(path: str | Path, *, on_error: OnError = "raise") -> tuple[dict[str, int], ReadReport]:
+def read_philly_vc_nodes(
+    path: str | Path, *, on_error: OnError = "raise"
+) -> tuple[dict[str, int], ReadReport]:
     """Nodes per Philly VC from HeliosArtifact's ``philly_vc.csv`` (11 VCs; GPUs per node unknown)."""
     report = ReportBuilder(path, on_error)
     nodes: dict[str, int] = {}

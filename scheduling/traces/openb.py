@@ -59,7 +59,9 @@ def _node(row: Row) -> Node:
     )
 
 
-def read_openb_pods(path: str | Path, *, on_error: OnError = "raise") -> tuple[tuple[TraceJob, ...], ReadReport]:
+def read_openb_pods(
+    path: str | Path, *, on_error: OnError = "raise"
+) -> tuple[tuple[TraceJob, ...], ReadReport]:
     """Pods of an openb pod list as jobs; times are seconds from the trace start.
 
     ``duration_s`` is ``deletion_time - scheduled_time`` when the pod was scheduled, else ``None``
@@ -82,7 +84,9 @@ def _pod(row: Row) -> TraceJob:
     num_gpu = row.integer("num_gpu", minimum=0, maximum=64)
     gpu_milli = row.integer("gpu_milli", minimum=0, maximum=MILLI_PER_GPU) if num_gpu else 0
     if num_gpu > 1 and gpu_milli != MILLI_PER_GPU:
-        raise row.error("gpu_milli", f"a pod with {num_gpu} GPUs must ask for whole GPUs (1000), got {gpu_milli}")
+        raise row.error(
+            "gpu_milli", f"a pod with {num_gpu} GPUs must ask for whole GPUs (1000), got {gpu_milli}"
+        )
     if num_gpu == 1 and gpu_milli == 0:
         raise row.error("gpu_milli", "a GPU pod must ask for 1..1000 milli-GPU")
     fractional = num_gpu == 1 and gpu_milli < MILLI_PER_GPU
@@ -129,5 +133,7 @@ def read_openb(
         jobs=jobs,
         nodes=nodes,
         reports=(node_report, pod_report),
-        notes={"license": "Alibaba clusterdata: research or study use only; read from path, not redistributed"},
+        notes={
+            "license": "Alibaba clusterdata: research or study use only; read from path, not redistributed"
+        },
     )

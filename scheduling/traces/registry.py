@@ -50,7 +50,9 @@ def load_trace(name_or_path: str, *, on_error: OnError = "raise", traces_dir: Pa
     if path is None:
         path = Path(name_or_path)
         if not path.is_file():
-            raise UnknownTrace(f"no trace named or at {name_or_path!r}; known names: {', '.join(trace_names())}")
+            raise UnknownTrace(
+                f"no trace named or at {name_or_path!r}; known names: {', '.join(trace_names())}"
+            )
     if not path.is_file():
         raise FileNotFoundError(f"trace {name_or_path!r} expected at {path}, which does not exist")
     return _read_by_header(path, on_error, root)

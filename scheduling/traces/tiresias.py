@@ -87,7 +87,9 @@ def read_tiresias_cluster(path: str | Path, *, prefix: str = "node") -> tuple[No
     raise TraceFormatError(path, 2, "num_switch", "no cluster row after the header")
 
 
-def read_gpu_time_samples(path: str | Path, *, on_error: OnError = "raise") -> tuple[tuple[float, ...], ReadReport]:
+def read_gpu_time_samples(
+    path: str | Path, *, on_error: OnError = "raise"
+) -> tuple[tuple[float, ...], ReadReport]:
     """GPU-seconds per job from a ``yarn-gput*.csv`` sample."""
     report = ReportBuilder(path, on_error)
     samples: list[float] = []

@@ -43,11 +43,9 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
         "decision": decision,
         "names": names,
         "rows": rows,
-        "waiting": list(
-            plans.filter(state=RebalancePlan.State.PROPOSED).prefetch_related(
-                "moves__node", "moves__source", "moves__target"
-            )
-        ),
+        "waiting": list(plans.filter(state=RebalancePlan.State.PROPOSED).prefetch_related("moves__node",
+                                                                                          "moves__source",
+                                                                                          "moves__target")),
         "open": list(plans.filter(state__in=(RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING))),
         "history": list(plans.exclude(state=RebalancePlan.State.PROPOSED)[:30]),
         "can_decide": request.user.has_perm("scheduling.edit_pool_policies"),
@@ -97,29 +95,16 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
 class PoolPolicyForm(forms.ModelForm):
     weekdays = forms.TypedMultipleChoiceField(
         choices=[(1, "Mon"), (2, "Tue"), (3, "Wed"), (4, "Thu"), (5, "Fri"), (6, "Sat"), (7, "Sun")],
-        coerce=int,
-        widget=forms.CheckboxSelectMultiple,
+        coerce=int, widget=forms.CheckboxSelectMultiple,
     )
     reason = forms.CharField(max_length=COMMENT_MAX_CHARS, help_text="Why: stored with the change (audited).")
 
     class Meta:
         model = PoolPolicy
-        fields = [
-            "orchestrator",
-            "name",
-            "weekdays",
-            "start_time",
-            "end_time",
-            "floor_gpus",
-            "ceiling_gpus",
-            "lendable",
-            "precedence",
-            "enabled",
-        ]
-        widgets = {
-            "start_time": forms.TimeInput(attrs={"type": "time"}),
-            "end_time": forms.TimeInput(attrs={"type": "time"}),
-        }
+        fields = ["orchestrator", "name", "weekdays", "start_time", "end_time", "floor_gpus", "ceiling_gpus",
+                  "lendable", "precedence", "enabled"]
+        widgets = {"start_time": forms.TimeInput(attrs={"type": "time"}),
+                   "end_time": forms.TimeInput(attrs={"type": "time"})}
 
 
 def _require_policy_admin(request: HttpRequest) -> None:
@@ -142,9 +127,8 @@ def rebalance_policies(request: HttpRequest, pk: int | None = None) -> HttpRespo
         return redirect("rebalance-policies")
     if request.method == "POST" and form.is_valid():
         try:
-            saved = pool_policies.save_policy(
-                form.save(commit=False), by=request.user, reason=form.cleaned_data["reason"]
-            )
+            saved = pool_policies.save_policy(form.save(commit=False), by=request.user,
+                                              reason=form.cleaned_data["reason"])
         except ValidationError as error:
             for field, texts in error.message_dict.items():
                 for text in texts:
