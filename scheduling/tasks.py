@@ -9,16 +9,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling.services import (
-    collection,
-    demo,
-    enforcement,
-    fragmentation,
-    idempotency,
-    metrics,
-    quota,
-    table_changes,
-)
+from scheduling.services import collection, demo, enforcement, fragmentation, idempotency, metrics, quota, table_changes
 
 LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
 
