@@ -6,12 +6,20 @@ namespaces per team, quotas, Volcano Queues and Kueue queues) and Ray. The obser
 desired one with every 10th object hand-edited and 20 Slurm accounts made by hand; the last applied state is
 the desired one, so the diff finds updates, drift and unmanaged objects. Prints one JSON line; CPU time
 is process time (the machine is shared), the median of 5 rounds.
+
+Then ``orm``: the same 500 teams as rows (teams, 5,000 members, queues, 200 grants) and three auto-mode
+orchestrators, one whole round of ``services.enforcement.reconcile`` (intent from the ORM, read back, diff,
+apply, bookkeeping) against in-memory clusters: the first round (writes and records every object), then steady
+rounds with every 10th object hand-edited on the clusters (drift findings). On a throwaway SQLite file, or on
+$BENCH_DATABASE_URL (an empty database you own) when set.
 """
 
 import dataclasses
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -105,5 +113,133 @@ def main() -> None:
     )
 
 
+class MemoryCluster:
+    """An orchestrator that holds its objects in a dict (every write succeeds)."""
+
+    kueue = False
+
+    def __init__(self) -> None:
+        self.objects: dict[str, object] = {}
+
+    def read(self, desired):
+        return list(self.objects.values())
+
+    def apply(self, changes):
+        from scheduling.collectors.governance_apply import ApplyResult
+
+        for change in changes:
+            if change.action is Action.DELETE:
+                self.objects.pop(change.id, None)
+            else:
+                self.objects[change.id] = change.desired
+        return [ApplyResult(c.id, c.action, True) for c in changes]
+
+
+def _orm_federation(data: GovernanceInput) -> None:
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+
+    from scheduling.models import Membership, Orchestrator, Queue, QuotaGrant, QuotaRequest, Team
+
+    user_model = get_user_model()
+    by_slug: dict[str, Team] = {}
+    for team in data.teams:  # parents come first
+        by_slug[team.slug] = Team.objects.create(slug=team.slug, name=team.slug, parent=by_slug.get(team.parent or ""))
+    names = [m for t in data.teams for m in t.members]
+    user_model.objects.bulk_create([user_model(username=n) for n in names], batch_size=2000)
+    users = dict(user_model.objects.values_list("username", "pk"))
+    Membership.objects.bulk_create(
+        [Membership(user_id=users[m], team=by_slug[t.slug]) for t in data.teams for m in t.members], batch_size=2000
+    )
+    Queue.objects.bulk_create(
+        [
+            Queue(
+                team=by_slug[q.team],
+                weight=Decimal(f"{q.weight:.2f}"),
+                guaranteed=q.guaranteed,
+                burst_limit=q.burst_limit,
+            )
+            for q in data.queues
+        ],
+        batch_size=2000,
+    )
+    start, end = datetime(2020, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
+    requester = users[names[0]]
+    for g in data.grants:
+        request = QuotaRequest.objects.create(
+            requester_id=requester,
+            team=by_slug[g.team],
+            gpus=g.gpus,
+            starts_at=start,
+            ends_at=end,
+            justification="bench",
+            state="approved",
+        )
+        QuotaGrant.objects.create(
+            request=request, team=by_slug[g.team], gpus=g.gpus, starts_at=start, ends_at=end, state="active"
+        )
+    namespaces = {t.slug: list(t.namespaces) for t in data.teams if t.namespaces}
+    for name, kind, extra in (
+        ("hpc", "slurm", {"root_account": "portal"}),
+        ("k8s", "kubernetes", {"namespaces": namespaces}),
+        ("ray", "ray", {}),
+    ):
+        Orchestrator.objects.create(
+            name=name, kind=kind, endpoint=f"https://{name}.invalid", options={"governance": {"mode": "auto", **extra}}
+        )
+
+
+def orm() -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "gpuportal.settings_test"
+    os.environ["DATABASE_URL"] = os.environ.get(
+        "BENCH_DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='gpuportal-bench-')}/governance.sqlite3"
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from scheduling.services import enforcement
+
+    call_command("migrate", verbosity=0)
+    data, _ = federation()
+    _orm_federation(data)
+    clusters: dict[str, MemoryCluster] = {}
+    # Ray keeps its own reader (pool-level only, nothing written); the others are in memory.
+    real_cluster_for = enforcement.cluster_for
+    enforcement.cluster_for = lambda o: (  # type: ignore[assignment]
+        real_cluster_for(o) if o.kind == "ray" else clusters.setdefault(o.name, MemoryCluster())
+    )
+    wall, cpu = time.perf_counter(), time.process_time()
+    first = enforcement.reconcile()
+    first_wall, first_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    steady = []
+    for _ in range(3):
+        for cluster in clusters.values():  # fresh hand edits each round: every 10th object
+            edited = hand_edited(tuple(cluster.objects.values()), 0)
+            cluster.objects = {k: v for k, v in zip(cluster.objects, edited, strict=True)}
+        wall, cpu = time.perf_counter(), time.process_time()
+        outcomes = enforcement.reconcile()
+        steady.append((time.perf_counter() - wall, time.process_time() - cpu))
+    print(
+        json.dumps(
+            {
+                "bench": "governance_round_over_the_orm",
+                "database": django.db.connection.vendor,
+                "teams": len(data.teams),
+                "first_round": {o.orchestrator: len(o.applied) for o in first},
+                "first_round_wall_s": round(first_wall, 2),
+                "first_round_cpu_s": round(first_cpu, 2),
+                "steady_drifted": {o.orchestrator: len(o.drifted) for o in outcomes},
+                "steady_wall_s_median": round(statistics.median(s[0] for s in steady), 2),
+                "steady_cpu_s_median": round(statistics.median(s[1] for s in steady), 2),
+            }
+        )
+    )
+
+
 if __name__ == "__main__":
     main()
+    orm()

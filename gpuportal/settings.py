@@ -357,6 +357,8 @@ GPUPORTAL_LEDGER = {  # issue 10, docs/ledger.md
 CELERY_BEAT_SCHEDULE = {
     "collect-and-decide": {"task": "scheduling.tasks.run_round", "schedule": GPUPORTAL_ROUND_SECONDS},
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
+    # issue 18: governance read back, diffed and enforced (auto) or planned (review) every round
+    "reconcile-governance": {"task": "scheduling.tasks.reconcile_governance", "schedule": GPUPORTAL_ROUND_SECONDS},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
     "reap-stale-work": {"task": "scheduling.tasks.reap_stale_work", "schedule": 60},

@@ -28,14 +28,44 @@ REBALANCE_COMMON = {
     "preempt_gangs": FLAG,
     "target_utilization_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
 }
+# Governance enforced on the cluster (issue 18, docs/governance.md): auto applies each round's changes, review
+# (the default) stores them as a plan an admin approves; the rest is how the portal's teams map onto the kind.
+GOVERNANCE_COMMON = {"mode": {"enum": ["auto", "review"]}, "gpu_model": STRING}
+NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}  # a Slurm account/user name
+GOVERNANCE = {
+    "slurm": {
+        "cluster": NAME,
+        "root_account": NAME,
+        "typed_gres": FLAG,
+        "user_overrides": {"type": "object", "additionalProperties": NAME},
+        "sacctmgr": PATH,  # the fleet's own sacctmgr (a path, or a wrapper such as a chroot's)
+    },
+    "kubernetes": {
+        "namespaces": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 63}},
+        },
+        "kueue_cohort": STRING,
+        "kueue_flavor": STRING,
+    },
+    "ray": {},
+}
 COLLECTOR_COMMON = {
     "timeout_s": SECONDS,
     "team_aliases": {"type": "object", "additionalProperties": STRING},
 }
 
 
-def _source(properties: dict[str, Any], rebalance: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A scheduler's options: the collector's common keys, its own, and the rebalancer's ``rebalance`` object."""
+def _source(
+    properties: dict[str, Any], rebalance: dict[str, Any] | None = None, governance: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A scheduler's options: the collector's common keys, its own, the rebalancer's ``rebalance`` object and
+    the ``governance`` object."""
+    governance_object = {
+        "type": "object",
+        "properties": {**GOVERNANCE_COMMON, **(governance or {})},
+        "additionalProperties": False,
+    }
     rebalance_object = {
         "type": "object",
         "properties": {**REBALANCE_COMMON, **(rebalance or {})},
@@ -43,7 +73,12 @@ def _source(properties: dict[str, Any], rebalance: dict[str, Any] | None = None)
     }
     return {
         "type": "object",
-        "properties": {**COLLECTOR_COMMON, **properties, "rebalance": rebalance_object},
+        "properties": {
+            **COLLECTOR_COMMON,
+            **properties,
+            "rebalance": rebalance_object,
+            "governance": governance_object,
+        },
         "additionalProperties": False,
     }
 
@@ -57,9 +92,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "slurm_conf": PATH,
         },
         {"slurm_conf": PATH},
+        GOVERNANCE["slurm"],
     ),
     "kubernetes": _source(
         {"volcano": FLAG, "in_cluster": FLAG, "kubeconfig": PATH, "team_label": STRING},
+        None,
+        GOVERNANCE["kubernetes"],
     ),
     "ray": _source({}, {"ray_node_type": {"type": "string", "minLength": 1}, "autoscaler_config": PATH}),
     "prometheus": {

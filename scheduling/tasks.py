@@ -11,6 +11,7 @@ from django.conf import settings
 
 from scheduling.services import (
     collection,
+    enforcement,
     idempotency,
     quota,
     reaper,
@@ -134,3 +135,18 @@ def run_whatif(self, scenario_id: int) -> dict[str, object]:
         whatif.fail_run(scenario_id, reason, replace_error=True)
         raise
     return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}
+
+
+@shared_task(acks_late=True)
+def reconcile_governance() -> dict[str, dict[str, int]]:
+    """One governance round (docs/governance.md): counts per orchestrator."""
+    return {
+        o.orchestrator: {
+            "applied": len(o.applied),
+            "unchanged": o.unchanged,
+            "drifted": len(o.drifted),
+            "failed": len(o.failed),
+            "pending": len(o.pending),
+        }
+        for o in enforcement.reconcile()
+    }

@@ -17,6 +17,7 @@ urlpatterns = [
     path("fairshare/history/<int:history_id>/revert/", views.fairshare_revert, name="fairshare-revert"),
     path("orchestrators/", views.orchestrators, name="orchestrators"),
     path("ledger/", views.ledger, name="ledger"),
+    path("governance/", views.governance, name="governance"),
     path("rebalance/", views.rebalance_overview, name="rebalance"),
     path("rebalance/<int:pk>/", views.rebalance_plan, name="rebalance-plan"),
     path("rebalance/policies/", views.rebalance_policies, name="rebalance-policies"),

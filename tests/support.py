@@ -37,3 +37,31 @@ def redis_url() -> str:
 
 def require_redis() -> None:
     require(port_open("127.0.0.1", 6379), "needs Redis on 127.0.0.1:6379")
+
+
+def active_grant(team, requester, gpus: int):
+    """An approved request's grant for ``team``, active from a minute ago for a day (as approval leaves it)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduling.models import QuotaGrant, QuotaRequest
+
+    now = timezone.now()
+    request = QuotaRequest.objects.create(
+        requester=requester,
+        team=team,
+        gpus=gpus,
+        starts_at=now - timedelta(minutes=1),
+        ends_at=now + timedelta(days=1),
+        justification="ICML",
+        state=QuotaRequest.State.APPROVED,
+    )
+    return QuotaGrant.objects.create(
+        request=request,
+        team=team,
+        gpus=gpus,
+        starts_at=request.starts_at,
+        ends_at=request.ends_at,
+        state=QuotaGrant.State.ACTIVE,
+    )

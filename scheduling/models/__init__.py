@@ -1,4 +1,5 @@
 from .changes import TableChange
+from .enforcement import AppliedObject, DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
@@ -12,9 +13,14 @@ from .reports import CapacityReport, ReportSubscription
 from .teams import Membership, Queue, Team, TeamTree
 
 __all__ = [
+    "AppliedObject",
     "CapacityLock",
     "CapacityReport",
     "CollectorRun",
+    "DriftFinding",
+    "EnforcementOutcome",
+    "EnforcementPlan",
+    "EnforcementRun",
     "FleetHost",
     "FragmentationSample",
     "IdempotencyKey",

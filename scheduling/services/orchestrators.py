@@ -269,3 +269,15 @@ def configure(orchestrator: Orchestrator, *, kind: str, url: str, credentials_re
     if not isinstance(options, dict | None):  # a merge would fail; the schema names the rule
         raise ValidationError({"options": options_problems(kind, options) or ["must be a JSON object"]})
     orchestrator.options = {**_options(orchestrator), **(options or {})}
+
+
+def governance_options(orchestrator: Orchestrator) -> dict:
+    """What governance reads of an orchestrator's options (docs/governance.md): its ``governance`` object, plus
+    the top-level ``slurm_conf`` and ``volcano`` the collectors read too. Shapes checked on save
+    (scheduling/orchestrator_options.py)."""
+    options = orchestrator.options or {}
+    found = dict(options.get("governance") or {})
+    for key in ("slurm_conf", "volcano"):
+        if key in options:
+            found[key] = options[key]
+    return found

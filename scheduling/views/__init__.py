@@ -2,6 +2,7 @@
 
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .fleet import fragmentation, orchestrators, utilisation
+from .governance import governance
 from .ledger import ledger
 from .overview import overview
 from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
@@ -17,6 +18,7 @@ __all__ = [
     "fairshare_revert",
     "forecast_page",
     "fragmentation",
+    "governance",
     "ledger",
     "orchestrators",
     "overview",

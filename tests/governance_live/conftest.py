@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,11 +65,38 @@ def _require(version: str) -> None:
     require(version != "24.11" or built, f"no Slurm 24.11 root in {TRIXIE_CACHE}: run scripts/slurm/install-trixie.sh")
 
 
-@pytest.fixture(scope="session", params=sorted(FLEETS))
-def governed_fleet(request) -> Iterator[GovernedFleet]:
-    version = request.param
+# The enforcement round's live tests (test_enforcement_live.py): the defaults + 14000, with accounting databases
+# of their own, so they run beside the fleets above.
+ENFORCEMENT_FLEETS = {
+    "22.05": (
+        "start.sh",
+        {
+            "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-govsync",
+            "SLURM_ACCT_DB": "govsync_slurm_acct_2205",
+            "SLURMCTLD_PORT": "30817",
+            "SLURMDBD_PORT": "30819",
+            "SLURMRESTD_PORT": "30820",
+            "SLURMD_PORT_BASE": "31000",
+        },
+    ),
+    "24.11": (
+        "start-trixie.sh",
+        {
+            "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-trixie-govsync",
+            "SLURM_ACCT_DB": "govsync_slurm_acct_2411",
+            "SLURMCTLD_PORT": "30827",
+            "SLURMDBD_PORT": "30829",
+            "SLURMRESTD_PORT": "30830",
+            "SLURMD_PORT_BASE": "31200",
+        },
+    ),
+}
+
+
+@contextmanager
+def started_fleet(version: str, script: str, ports: dict[str, str]) -> Iterator[GovernedFleet]:
+    """A fleet of ``version`` started by ``script`` on ``ports`` and state dir, stopped afterwards."""
     _require(version)
-    script, ports = FLEETS[version]
     env = {**os.environ, **ports}
     started = time.monotonic()
     done = subprocess.run(
@@ -93,3 +121,15 @@ def governed_fleet(request) -> Iterator[GovernedFleet]:
         yield fleet
     finally:
         subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
+
+
+@pytest.fixture(scope="session", params=sorted(FLEETS))
+def governed_fleet(request) -> Iterator[GovernedFleet]:
+    with started_fleet(request.param, *FLEETS[request.param]) as fleet:
+        yield fleet
+
+
+@pytest.fixture(scope="session", params=sorted(ENFORCEMENT_FLEETS))
+def enforced_fleet(request) -> Iterator[GovernedFleet]:
+    with started_fleet(request.param, *ENFORCEMENT_FLEETS[request.param]) as fleet:
+        yield fleet

@@ -1,0 +1,46 @@
+"""Governance enforcement (issue 18), admins only: recent rounds per orchestrator, plans waiting in review mode
+(approve or reject, with a reason) and drift findings (revert or adopt, with a reason). Reads through
+selectors/enforcement.py, decisions through services/enforcement.py; every decision is in the rows' history."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from scheduling.models import DriftFinding, EnforcementPlan
+from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.services import enforcement
+
+DECISIONS = {
+    "approve": (EnforcementPlan, enforcement.approve_plan),
+    "reject": (EnforcementPlan, enforcement.reject_plan),
+    "revert": (DriftFinding, enforcement.revert_drift),
+    "adopt": (DriftFinding, enforcement.adopt_drift),
+}
+
+
+@login_required
+def governance(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("scheduling.enforce_governance"):
+        raise PermissionDenied("Only portal admins see and decide governance enforcement.")
+    if request.method == "POST":
+        return _decide(request)
+    return render(request, "scheduling/governance.html", {"page": enforcement_reads.governance_page()})
+
+
+def _decide(request: HttpRequest) -> HttpResponse:
+    decision = request.POST.get("decision", "")
+    if decision not in DECISIONS:
+        messages.error(request, "Choose approve, reject, revert or adopt.")
+        return redirect("governance")
+    model, act = DECISIONS[decision]
+    pk = request.POST.get("pk", "")
+    target = get_object_or_404(model, pk=int(pk) if pk.isascii() and pk.isdigit() else 0)
+    try:
+        act(target, by=request.user, reason=request.POST.get("reason", ""))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect("governance")
+    messages.success(request, f"{target}: {decision} recorded; the next round enforces it.")
+    return redirect("governance")
