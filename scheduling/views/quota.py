@@ -12,6 +12,7 @@ from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import DecisionForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access
+from scheduling.selectors import enforcement as enforcement_reads
 from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
@@ -133,7 +134,15 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "scheduling/quota_detail.html",
-        {"item": item, "form": form, "can_decide": can_decide, "check": check, "history": history, "grant": grant},
+        {
+            "item": item,
+            "form": form,
+            "can_decide": can_decide,
+            "check": check,
+            "history": history,
+            "grant": grant,
+            "enforcement": enforcement_reads.team_enforcement(item.team) if grant else [],
+        },
     )
 
 

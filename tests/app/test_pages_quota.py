@@ -181,3 +181,17 @@ def test_a_subscriber_without_an_email_address_is_told_nothing_is_sent(client, p
     client.post(reverse("report-subscription"), {"action": "subscribe", "format": "link"})
     body = unescape(client.get(reverse("report-list")).content.decode())
     assert "no email address, so nothing is sent" in body and "You are subscribed (" in body
+
+
+def test_an_approved_request_shows_what_is_enforced_on_the_clusters(
+    client, people, teams, queues, period, django_capture_on_commit_callbacks
+):
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    assert 'id="enforcement"' not in client.get(reverse("quota-detail", args=[request.pk])).content.decode()
+    client.force_login(people["lead"])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "go"})
+    page = client.get(reverse("quota-detail", args=[request.pk])).content.decode()
+    assert 'id="enforcement"' in page and "Enforced on the clusters" in page
