@@ -10,12 +10,20 @@
 
 Inference is tested before duration because a service runs "forever" and still belongs on Kubernetes.
 Every decision lists the rule and each fallback taken.
+
+``route_by_start`` goes one step further when policy lets several orchestrators run a workload: each
+candidate pool's snapshot predicts when the workload would start there (``startplan.estimate_start``:
+the team's cap, EASY backfill, the pool's calendar floor) and the earliest start wins; ties, and the
+case where no start can be predicted anywhere, go to the rule's preference. The reasons carry every
+candidate's predicted wait.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence, Set
 
+from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_start
 from scheduling.engine.types import OrchestratorKind, Request, RoutingDecision, WorkloadKind
 
 GPUS_PER_NODE = 8
@@ -73,3 +81,46 @@ def _first_available(rule: str, reasons: list[str], preference: Sequence[str], a
     other = sorted(available)[0]
     reasons.append(f"none of {', '.join(preference)} is available: using {other}")
     return RoutingDecision(other, tuple(reasons), rule)
+
+
+def preference(workload: Request) -> tuple[str, ...]:
+    """The rule's order of orchestrators for ``workload`` (most suitable first)."""
+    return tuple(_rule_for(workload)[2])
+
+
+def route_by_start(workload: Request, pools: Sequence[PoolSnapshot], *, now: float) -> RoutingDecision:
+    """The pool (among ``pools``: the ones policy allows) where ``workload`` is predicted to start first.
+
+    An explicit, allowed orchestrator still wins. The rule's preference breaks ties (within a minute)
+    and decides when no candidate has a predictable start.
+    """
+    by_name = {pool.orchestrator: pool for pool in pools}
+    ruled = route(workload, available=by_name.keys())
+    if ruled.rule in ("explicit", "none"):
+        return ruled
+    order = {name: rank for rank, name in enumerate(preference(workload))}
+    estimates = sorted((estimate_start(workload, pool, now) for pool in pools),
+                       key=lambda e: (_start_key(e, now), order.get(e.orchestrator, len(order)), e.orchestrator))
+    reasons = [*ruled.reasons, *(_candidate_reason(e, now) for e in estimates)]
+    best = estimates[0]
+    if best.start_at is None:
+        reasons.append(f"no candidate has a predictable start: keeping the rule's choice {ruled.orchestrator}")
+        return RoutingDecision(ruled.orchestrator, tuple(reasons), ruled.rule)
+    if best.orchestrator == ruled.orchestrator:
+        reasons.append(f"{best.orchestrator} is the rule's choice and predicted to start first")
+    else:
+        reasons.append(f"{best.orchestrator} predicted to start first (rule preferred {ruled.orchestrator})")
+    return RoutingDecision(best.orchestrator, tuple(reasons), "predicted-start")
+
+
+def _start_key(estimate: StartEstimate, now: float) -> float:
+    """Start time rounded to the minute, so near-ties fall to the rule's preference."""
+    wait = estimate.wait_s(now)
+    return math.inf if wait is None else float(wait // 60)
+
+
+def _candidate_reason(estimate: StartEstimate, now: float) -> str:
+    wait = describe_wait(estimate.wait_s(now))
+    starts = "starts now" if wait == "now" else f"starts in {wait}" if wait != "unknown" else "start unknown"
+    behind = f" behind {estimate.ahead} queued ({estimate.ahead_gpus:g} GPUs)" if estimate.ahead else ""
+    return f"{estimate.orchestrator}: {starts}{behind} [{estimate.basis}]"
