@@ -33,6 +33,7 @@ SHORT_TASK_S = 3600.0
 SLURM = OrchestratorKind.SLURM.value
 KUBERNETES = OrchestratorKind.KUBERNETES.value
 RAY = OrchestratorKind.RAY.value
+SERVING = frozenset({KUBERNETES, RAY})
 
 
 def route(workload: Request, *, available: Set[str]) -> RoutingDecision:
@@ -91,13 +92,16 @@ def preference(workload: Request) -> tuple[str, ...]:
 def route_by_start(workload: Request, pools: Sequence[PoolSnapshot], *, now: float) -> RoutingDecision:
     """The pool (among ``pools``: the ones policy allows) where ``workload`` is predicted to start first.
 
-    An explicit, allowed orchestrator still wins. The rule's preference breaks ties (within a minute)
-    and decides when no candidate has a predictable start.
+    An explicit, allowed orchestrator still wins; inference only weighs the service platforms (Kubernetes,
+    Ray) when one is offered. The rule's preference breaks ties (within a minute) and decides when no
+    candidate has a predictable start.
     """
     by_name = {pool.orchestrator: pool for pool in pools}
     ruled = route(workload, available=by_name.keys())
     if ruled.rule in ("explicit", "none"):
         return ruled
+    if ruled.rule == "serving" and by_name.keys() & SERVING:
+        pools = [pool for pool in pools if pool.orchestrator in SERVING]  # a service never goes to a batch queue
     order = {name: rank for rank, name in enumerate(preference(workload))}
     estimates = sorted((estimate_start(workload, pool, now) for pool in pools),
                        key=lambda e: (_start_key(e, now), order.get(e.orchestrator, len(order)), e.orchestrator))

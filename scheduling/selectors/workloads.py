@@ -25,7 +25,7 @@ from scheduling.engine.explain import WaitExplanation, explain_wait
 from scheduling.engine.startplan import PoolSnapshot, describe_wait
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import Queue, Team, Workload
+from scheduling.models import Orchestrator, Queue, Team, Workload
 from scheduling.selectors.fleet import engine_nodes
 from scheduling.selectors.teams import lead_team_ids
 
@@ -112,7 +112,7 @@ def pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolS
         Workload.objects.filter(state__in=Workload.ACTIVE_STATES, orchestrator_id__in=orchestrator_ids)
         .select_related("team", "orchestrator").order_by("-priority", "submitted_at", "pk")
     )
-    names = {w.orchestrator_id: w.orchestrator.name for w in active}
+    names = dict(Orchestrator.objects.filter(pk__in=orchestrator_ids).values_list("pk", "name"))
     nodes_by_pool: dict[str, list[EngineNode]] = defaultdict(list)
     for node in engine_nodes():
         nodes_by_pool[node.orchestrator].append(node)

@@ -101,3 +101,10 @@ def test_the_chosen_pool_never_has_a_later_predicted_start_than_another_candidat
     known = [start for start in starts.values() if start is not None]
     if known:
         assert chosen is not None and chosen // 60 <= min(known) // 60
+
+
+def test_inference_never_goes_to_a_batch_queue_even_when_it_would_start_sooner() -> None:
+    service = Request("svc", gpus_per_member=1, kind=WorkloadKind.INFERENCE)
+    decision = route_by_start(service, [free_pool("slurm"), full_pool("kubernetes", end=3_600)], now=NOW)
+    assert decision.orchestrator == "kubernetes"
+    assert not any(reason.startswith("slurm:") for reason in decision.reasons)
