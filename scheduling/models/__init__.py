@@ -1,3 +1,4 @@
+from .admission import AdmissionDecision
 from .changes import TableChange
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
@@ -12,6 +13,7 @@ from .reports import CapacityReport, ReportSubscription
 from .teams import Membership, Queue, Team
 
 __all__ = [
+    "AdmissionDecision",
     "CapacityLock",
     "CapacityReport",
     "CollectorRun",

@@ -203,6 +203,11 @@ def describe_manifest(text: str, name: str = "") -> WorkloadDescription:
         raise ValueError(f"not YAML: {error}") from error
     if not isinstance(document, dict) or "kind" not in document:
         raise ValueError("expected one Kubernetes object with a kind (Pod, Job or a Volcano Job)")
+    return describe_object(document, name)
+
+
+def describe_object(document: dict, name: str = "") -> WorkloadDescription:
+    """``describe_manifest`` for an object already decoded (the admission webhook's)."""
     meta = document.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     spec = document.get("spec") or {}
