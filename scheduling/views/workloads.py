@@ -11,6 +11,7 @@ from .common import BadQuery
 
 SCOPES = ("mine", "team")
 MAX_SEARCH = 200
+MAX_ROWS = 200  # each pending row is one backfill over its queue: a longer list is a search away
 
 
 @login_required
@@ -22,12 +23,15 @@ def my_workloads(request: HttpRequest) -> HttpResponse:
     led = workload_reads.teams_led(request.user)
     if scope == "team" and not led:
         scope = "mine"  # only leads have a team tab: others see their own work
-    rows = workload_reads.workload_rows(workload_reads.active_workloads(request.user, scope=scope, search=search))
+    active = workload_reads.active_workloads(request.user, scope=scope, search=search)
+    total = active.count()
+    rows = workload_reads.workload_rows(active[:MAX_ROWS])
     context = {
         "rows": rows,
         "scope": scope,
         "search": search,
         "led": led,
         "pending": sum(1 for row in rows if row.workload.state == "pending"),
+        "total": total,
     }
     return render(request, "scheduling/my_workloads.html", context)

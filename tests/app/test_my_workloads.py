@@ -132,3 +132,11 @@ def test_alices_demo_workloads_say_why_they_wait(client, django_user_model):
     assert f'id="workload-{job.pk}"' in body
     assert "your team is at its GPU limit of" in body
     assert f'href="{reverse("quota-new")}?team=nlp"' in body
+
+
+def test_a_long_list_is_cut_to_the_newest_with_a_pointer_to_search(client, cast, jobs, monkeypatch):
+    from scheduling.views import workloads as view
+
+    monkeypatch.setattr(view, "MAX_ROWS", 1)
+    body = page(client, cast["researcher"])
+    assert "2 workloads, the first 1 shown (pending first, newest first; search by job ID for the others)" in body
