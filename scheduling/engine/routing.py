@@ -89,12 +89,23 @@ def preference(workload: Request) -> tuple[str, ...]:
     return tuple(_rule_for(workload)[2])
 
 
-def route_by_start(workload: Request, pools: Sequence[PoolSnapshot], *, now: float) -> RoutingDecision:
+def route_by_start(
+    workload: Request, pools: Sequence[PoolSnapshot], *, now: float, home: str = "", min_gain_s: float = 0.0,
+    guest_max_s: float | None = None,
+) -> RoutingDecision:
     """The pool (among ``pools``: the ones policy allows) where ``workload`` is predicted to start first.
 
     An explicit, allowed orchestrator still wins; inference only weighs the service platforms (Kubernetes,
     Ray) when one is offered. The rule's preference breaks ties (within a minute) and decides when no
     candidate has a predictable start.
+
+    ``home`` is the caller's rule-only choice when it has its own (a team's usual orchestrator): it stands
+    for the rule, and another pool wins only by starting more than ``min_gain_s`` earlier.
+
+    ``guest_max_s``: only work expected to end within this many seconds may leave the rule's choice. A
+    start-first router is myopic: a week-long job that starts "now" in another pool holds it for a week and
+    everything routed there after it waits (on Philly, uncapped routing by start made the mean wait ten
+    times worse; capped at 4 h it cut the mean by a third and p95 by two thirds: docs/routing.md).
     """
     by_name = {pool.orchestrator: pool for pool in pools}
     ruled = route(workload, available=by_name.keys())
@@ -102,11 +113,23 @@ def route_by_start(workload: Request, pools: Sequence[PoolSnapshot], *, now: flo
         return ruled
     if ruled.rule == "serving" and by_name.keys() & SERVING:
         pools = [pool for pool in pools if pool.orchestrator in SERVING]  # a service never goes to a batch queue
+    if home in {pool.orchestrator for pool in pools}:
+        ruled = RoutingDecision(home, (f"{home} is the workload's home orchestrator",), "home")
+    if guest_max_s is not None and not 0 < workload.duration_estimate_s <= guest_max_s \
+            and ruled.orchestrator in {pool.orchestrator for pool in pools}:
+        length = f"runs {workload.duration_estimate_s / 3600:.1f} h" if workload.duration_estimate_s else "no run time"
+        ruled = RoutingDecision(ruled.orchestrator, (*ruled.reasons, f"{length}: only work ending within"
+                                f" {guest_max_s / 3600:g} h may go elsewhere"), ruled.rule)
+        pools = [pool for pool in pools if pool.orchestrator == ruled.orchestrator]
     order = {name: rank for rank, name in enumerate(preference(workload))}
     estimates = sorted((estimate_start(workload, pool, now) for pool in pools),
                        key=lambda e: (_start_key(e, now), order.get(e.orchestrator, len(order)), e.orchestrator))
     reasons = [*ruled.reasons, *(_candidate_reason(e, now) for e in estimates)]
     best = estimates[0]
+    stay = next((e for e in estimates if e.orchestrator == ruled.orchestrator), None)
+    if stay is not None and stay.start_at is not None and best.start_at is not None \
+            and stay.start_at - best.start_at <= min_gain_s:
+        best = stay  # not enough to gain by leaving the rule's choice
     if best.start_at is None:
         reasons.append(f"no candidate has a predictable start: keeping the rule's choice {ruled.orchestrator}")
         return RoutingDecision(ruled.orchestrator, tuple(reasons), ruled.rule)

@@ -33,6 +33,10 @@ TEAM_LABEL = "scheduler.gpuportal.io/team"
 KIND_ANNOTATION = "scheduler.gpuportal.io/kind"
 DURATION_ANNOTATION = "scheduler.gpuportal.io/duration"
 GPU_RESOURCE = "nvidia.com/gpu"
+# Leave the rule's choice only to start at least an hour sooner, and only for work that ends within 4 h:
+# uncapped start-first routing made Philly's waits ten times worse (docs/routing.md).
+MIN_GAIN_S = 3600.0
+GUEST_MAX_S = 4 * 3600.0
 # What a scheduler annotation may name, as the orchestrator kind that runs it.
 SCHEDULER_NAMES = {
     "slurm": "slurm", "kubernetes": "kubernetes", "k8s": "kubernetes", "volcano": "kubernetes",
@@ -88,7 +92,7 @@ def route_workload(description: WorkloadDescription, *, now: datetime | None = N
     by_kind = [replace(snapshots[pk], orchestrator=kind) for kind, pk in pools.items()]
     request = description.request()
     epoch = now.timestamp()
-    decision = route_by_start(request, by_kind, now=epoch)
+    decision = route_by_start(request, by_kind, now=epoch, min_gain_s=MIN_GAIN_S, guest_max_s=GUEST_MAX_S)
     candidates = []
     for snapshot in by_kind:
         estimate = estimate_start(request, snapshot, epoch)

@@ -55,7 +55,7 @@ def test_anonymous_callers_are_refused(api, pools):
 
 def test_the_command_routes_an_sbatch_script_with_every_candidates_wait(tmp_path, pools):
     script = tmp_path / "train.sbatch"
-    script.write_text(SBATCH.replace("-N 4", "-N 2"))
+    script.write_text(SBATCH.replace("-N 4", "-N 2").replace("--time=1-12:00:00", "--time=2:00:00"))
     out = StringIO()
     call_command("route", str(script), stdout=out)
     text = out.getvalue()
@@ -69,3 +69,11 @@ def test_the_command_refuses_a_file_without_gpus(tmp_path, pools):
     pod.write_text("kind: Pod\nmetadata: {namespace: nlp}\nspec: {containers: [{name: c}]}\n")
     with pytest.raises(CommandError, match="requests no GPUs"):
         call_command("route", str(pod))
+
+
+def test_a_long_job_stays_on_the_rules_choice_even_when_another_pool_is_free(api, pools):
+    response = api("researcher").post("/api/v1/route", {"gpus": 8, "gang_size": 2, "duration_s": 36 * 3600,
+                                                         "team": "nlp", "kind": "training"}, format="json")
+    body = response.json()
+    assert body["orchestrator"] == "slurm"
+    assert any("only work ending within 4 h may go elsewhere" in reason for reason in body["reasons"])

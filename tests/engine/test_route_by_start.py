@@ -108,3 +108,22 @@ def test_inference_never_goes_to_a_batch_queue_even_when_it_would_start_sooner()
     decision = route_by_start(service, [free_pool("slurm"), full_pool("kubernetes", end=3_600)], now=NOW)
     assert decision.orchestrator == "kubernetes"
     assert not any(reason.startswith("slurm:") for reason in decision.reasons)
+
+
+def test_a_home_orchestrator_is_left_only_for_a_real_gain() -> None:
+    job = Request("j", gpus_per_member=8, kind=WorkloadKind.TRAINING, duration_estimate_s=600)
+    pools = [full_pool("ray", end=1_800), free_pool("slurm")]
+    assert route_by_start(job, pools, now=NOW, home="ray", min_gain_s=3_600).orchestrator == "ray"
+    assert route_by_start(job, pools, now=NOW, home="ray", min_gain_s=600).orchestrator == "slurm"
+
+
+def test_long_or_unknown_work_never_leaves_the_rules_choice_under_a_guest_limit() -> None:
+    pools = [full_pool("slurm", end=86_400), free_pool("kubernetes")]
+    long = Request("long", gpus_per_member=8, kind=WorkloadKind.TRAINING, duration_estimate_s=86_400)
+    unknown = Request("unknown", gpus_per_member=8, kind=WorkloadKind.TRAINING)
+    short = Request("short", gpus_per_member=8, kind=WorkloadKind.TRAINING, duration_estimate_s=3_600)
+    for job in (long, unknown):
+        decision = route_by_start(job, pools, now=NOW, guest_max_s=4 * 3_600)
+        assert decision.orchestrator == "slurm"
+        assert any("may go elsewhere" in reason for reason in decision.reasons)
+    assert route_by_start(short, pools, now=NOW, guest_max_s=4 * 3_600).orchestrator == "kubernetes"
