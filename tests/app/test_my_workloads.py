@@ -140,3 +140,9 @@ def test_a_long_list_is_cut_to_the_newest_with_a_pointer_to_search(client, cast,
     monkeypatch.setattr(view, "MAX_ROWS", 1)
     body = page(client, cast["researcher"])
     assert "2 workloads, the first 1 shown (pending first, newest first; search by job ID for the others)" in body
+
+
+def test_the_team_page_links_to_the_explained_waits(client, cast, jobs, teams):
+    client.force_login(cast["lead"])
+    body = client.get(reverse("team-detail", args=["nlp"])).content.decode()
+    assert f'href="{PAGE}?scope=team"' in body
