@@ -93,6 +93,7 @@ def pages(prefix: str) -> list[tuple[str, str, str]]:
         ("forecast", "admin", reverse("forecast")),
         ("what-if", "admin", reverse("whatif")),
         ("reports", "researcher", reverse("report-list")),
+        ("my workloads", "researcher", reverse("my-workloads")),
     ]
 
 

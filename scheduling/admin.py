@@ -240,6 +240,19 @@ class LedgerFindingAdmin(ModelAdmin):
         return False
 
 
+@admin.register(models.AdmissionDecision)
+class AdmissionDecisionAdmin(ModelAdmin):
+    """Read-only: every answer of the admission webhook, written by services.admission."""
+
+    list_display = ("at", "namespace", "name", "kind", "user", "allowed", "patched", "scheduler", "pool")
+    list_filter = ("allowed", "patched", "scheduler", "kind")
+    search_fields = ("namespace", "name", "user", "uid")
+    readonly_fields = [f.name for f in models.AdmissionDecision._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
 admin.site.unregister(get_user_model())
 
 

@@ -28,7 +28,7 @@ REBALANCE_COMMON = {
     "preempt_gangs": FLAG,
     "target_utilization_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
 }
-# Governance enforced on the cluster (issue 18, docs/governance.md): auto applies each round's changes, review
+# Governance enforced on the cluster (docs/governance.md): auto applies each round's changes, review
 # (the default) stores them as a plan an admin approves; the rest is how the portal's teams map onto the kind.
 GOVERNANCE_COMMON = {"mode": {"enum": ["auto", "review"]}, "gpu_model": STRING}
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}  # a Slurm account/user name

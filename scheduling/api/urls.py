@@ -11,6 +11,7 @@ from rest_framework.routers import DefaultRouter
 from . import ledger, views
 from .planning import WhatIfViewSet
 from .reports import CapacityReportViewSet, ReportSubscriptionView
+from .routing import RouteView
 
 
 def docs_page(view):
@@ -49,6 +50,7 @@ urlpatterns = [
     path("v1/reports/subscription/", ReportSubscriptionView.as_view(), name="report-subscription-api"),
     path("v1/", include(router.urls)),
     path("v1/fragmentation/", views.FragmentationView.as_view(), name="fragmentation"),
+    path("v1/route", RouteView.as_view(), name="route"),
     path("v1/auth/tokens/", views.TokenCreateView.as_view(), name="token-create"),
     path("v1/auth/logout/", views.TokenLogoutView.as_view(), name="token-logout"),
     path("v1/auth/logout-all/", views.TokenLogoutAllView.as_view(), name="token-logout-all"),

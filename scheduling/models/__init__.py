@@ -1,3 +1,4 @@
+from .admission import AdmissionDecision
 from .changes import TableChange
 from .enforcement import AppliedObject, DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
@@ -13,6 +14,7 @@ from .reports import CapacityReport, ReportSubscription
 from .teams import Membership, Queue, Team, TeamTree
 
 __all__ = [
+    "AdmissionDecision",
     "AppliedObject",
     "CapacityLock",
     "CapacityReport",

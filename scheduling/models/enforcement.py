@@ -1,4 +1,4 @@
-"""Governance enforced on the clusters (issue 18): what the portal last wrote to each orchestrator, each
+"""Governance enforced on the clusters: what the portal last wrote to each orchestrator, each
 reconcile round and its outcome, hand edits found on a cluster (drift), and the plans a *review*-mode
 orchestrator waits on. The mode itself is ``Orchestrator.options["governance"]["mode"]`` (auto | review,
 default review); docs/governance.md says how a round uses these rows.

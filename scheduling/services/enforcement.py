@@ -1,4 +1,4 @@
-"""Governance enforced on the clusters (issue 18): each round builds the portal's intent from the ORM, reads
+"""Governance enforced on the clusters: each round builds the portal's intent from the ORM, reads
 each orchestrator's native objects back through the collectors, diffs them, and applies the changes (*auto*)
 or stores them as a plan an admin approves (*review*, the default). docs/governance.md says why.
 

@@ -10,6 +10,7 @@ from .quota import quota_detail, quota_list, quota_new
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
 from .reports import report_build, report_detail, report_download, report_list, report_subscription
 from .teams import team_detail, team_list
+from .workloads import my_workloads
 
 __all__ = [
     "fairshare",
@@ -20,6 +21,7 @@ __all__ = [
     "fragmentation",
     "governance",
     "ledger",
+    "my_workloads",
     "orchestrators",
     "overview",
     "quota_detail",

@@ -1,4 +1,4 @@
-"""Governance enforcement (issue 18), admins only: recent rounds per orchestrator, plans waiting in review mode
+"""Governance enforcement, admins only: recent rounds per orchestrator, plans waiting in review mode
 (approve or reject, with a reason) and drift findings (revert or adopt, with a reason). Reads through
 selectors/enforcement.py, decisions through services/enforcement.py; every decision is in the rows' history."""
 

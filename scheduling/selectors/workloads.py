@@ -1,0 +1,233 @@
+"""A researcher's (or a lead's team's) running and pending workloads, each wait explained.
+
+Who owns a workload: ingested workloads carry the orchestrator's submitter name in ``Workload.user`` (the
+Slurm user, the Kubernetes owner label or service account, the Ray job submitter), not a portal user. Until
+an identity map exists, the rule is: **a workload is a portal user's when ``Workload.user`` equals their
+username** (exactly, case-sensitive, as Slurm and Kubernetes spell users). A lead's "my team's" view is
+every active workload of the teams they lead and the teams below them.
+
+Pool snapshots (``pool_snapshots``) turn the database's current picture into the engine's: nodes with
+their free GPUs, each pool's queue in priority order, running work with its expected end (start + time
+limit) and GPU indices laid out the way ``selectors.fleet`` lays out allocated GPUs (lowest first), each
+team's running GPUs and its burst limit as the cap. A pool's snapshot reads every active workload of the
+pool as plain values (not models) and is cached for ``SNAPSHOT_TTL_S`` seconds: with 50,000 workloads
+(5,000 active) a researcher's page of 100 rows renders in ~90 ms warm on SQLite, ~200 ms without the cache.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from django.core.cache import cache
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from scheduling.engine.explain import WaitExplanation, explain_wait
+from scheduling.engine.startplan import PoolSnapshot, describe_wait
+from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
+from scheduling.engine.types import Node as EngineNode
+from scheduling.models import Orchestrator, Queue, Team, Workload
+from scheduling.selectors.access import lead_team_ids
+from scheduling.selectors.fleet import engine_nodes
+
+CAP_LABEL = "burst"
+SNAPSHOT_TTL_S = 20
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    """One active workload as "my workloads" shows it."""
+
+    workload: Workload
+    gpus: int
+    age_s: float
+    position: int | None
+    estimated_start: str
+    explanation: WaitExplanation | None
+
+    @property
+    def asks_for_quota(self) -> bool:
+        return self.explanation is not None and self.explanation.asks_for_quota
+
+    @property
+    def age(self) -> str:
+        if self.age_s < 3600:
+            return f"{max(0, round(self.age_s / 60))} min"
+        if self.age_s < 2 * 86400:
+            return f"{self.age_s / 3600:.1f} h"
+        return f"{self.age_s / 86400:.0f} d"
+
+
+def owned_by(username: str) -> Q:
+    """The ownership rule (see the module docstring): the orchestrator's user name is the portal username."""
+    return Q(user=username)
+
+
+def active_workloads(user, *, scope: str = "mine", search: str = "") -> QuerySet[Workload]:
+    """The user's own active workloads, or (``scope="team"``) those of the teams they lead."""
+    rows = Workload.objects.filter(state__in=Workload.ACTIVE_STATES).select_related("orchestrator", "team")
+    if scope == "team":
+        rows = rows.filter(team_id__in=lead_team_ids(user))
+    else:
+        rows = rows.filter(owned_by(user.get_username()))
+    if search:
+        rows = rows.filter(Q(external_id__icontains=search) | Q(name__icontains=search))
+    return rows.order_by("state", "-submitted_at")
+
+
+def workload_rows(workloads: QuerySet[Workload], now: datetime | None = None) -> list[WorkloadRow]:
+    """Each workload with GPUs, age, and, when pending, its queue position, estimated start and explanation."""
+    now = now or timezone.now()
+    listed = list(workloads)
+    pools = cached_pool_snapshots(now, {w.orchestrator_id for w in listed if w.state == Workload.State.PENDING})
+    epoch = now.timestamp()
+    rows = []
+    for workload in listed:
+        explanation = None
+        if workload.state == Workload.State.PENDING and workload.orchestrator_id in pools:
+            request = engine_request(workload, workload.team.slug if workload.team else "")
+            explanation = explain_wait(request, pools[workload.orchestrator_id], now=epoch,
+                                       raw_reason=workload.pending_reason, cap_label=CAP_LABEL)
+        estimate = explanation.estimate if explanation else None
+        rows.append(WorkloadRow(
+            workload, workload.gpus, (now - workload.submitted_at).total_seconds(),
+            estimate.position if estimate else None,
+            describe_wait(estimate.wait_s(epoch)) if estimate else "",
+            explanation,
+        ))
+    return rows
+
+
+class _Active(NamedTuple):
+    """An active workload as the snapshot reads it: a row of values, not a model (a pool holds thousands)."""
+
+    pk: int
+    orchestrator_id: int
+    state: str
+    team_slug: str | None
+    gang_size: int
+    gpus_per_member: int
+    priority: int
+    kind: str
+    duration_estimate_s: int
+    submitted_at: datetime
+    started_at: datetime | None
+    nodes: list
+
+    @property
+    def gpus(self) -> int:
+        return self.gang_size * self.gpus_per_member
+
+    @staticmethod
+    def _fields_in_db() -> tuple[str, ...]:
+        return tuple("team__slug" if name == "team_slug" else name for name in _Active._fields)
+
+
+def engine_request(workload: Workload | _Active, team: str) -> Request:
+    return Request(
+        str(workload.pk), members=workload.gang_size, gpus_per_member=workload.gpus_per_member,
+        team=team, priority=workload.priority,
+        kind=WorkloadKind(workload.kind), duration_estimate_s=float(workload.duration_estimate_s),
+        submitted_at=workload.submitted_at.timestamp(),
+    )
+
+
+def cached_pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolSnapshot]:
+    """``pool_snapshots``, each kept ``SNAPSHOT_TTL_S`` in the cache: a pool's snapshot reads all its active
+    work (thousands of rows), and collectors refresh it only every round anyway."""
+    keys = {pk: f"workloads:pool-snapshot:{pk}" for pk in orchestrator_ids}
+    found = cache.get_many(list(keys.values()))
+    snapshots = {pk: found[key] for pk, key in keys.items() if key in found}
+    missing = pool_snapshots(now, orchestrator_ids - snapshots.keys())
+    cache.set_many({keys[pk]: snapshot for pk, snapshot in missing.items()}, SNAPSHOT_TTL_S)
+    return {**snapshots, **missing}
+
+
+def pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolSnapshot]:
+    """The engine's picture of each of ``orchestrator_ids``' pools now (see the module docstring)."""
+    if not orchestrator_ids:
+        return {}
+    active = [
+        _Active(*row) for row in
+        Workload.objects.filter(state__in=Workload.ACTIVE_STATES, orchestrator_id__in=orchestrator_ids)
+        .order_by("-priority", "submitted_at", "pk").values_list(*_Active._fields_in_db())
+    ]
+    names = dict(Orchestrator.objects.filter(pk__in=orchestrator_ids).values_list("pk", "name"))
+    nodes_by_pool: dict[str, list[EngineNode]] = defaultdict(list)
+    for node in engine_nodes():
+        nodes_by_pool[node.orchestrator].append(node)
+    in_use, caps = team_use_and_caps()
+    snapshots = {}
+    for pool_id, name in names.items():
+        mine = [w for w in active if w.orchestrator_id == pool_id]
+        nodes = tuple(nodes_by_pool.get(name, ()))
+        snapshots[pool_id] = PoolSnapshot(
+            name, nodes,
+            queue=tuple(engine_request(w, w.team_slug or "") for w in mine if w.state == Workload.State.PENDING),
+            running=running_workloads([w for w in mine if w.state == Workload.State.RUNNING], nodes),
+            team_in_use=in_use, team_cap=caps,
+        )
+    return snapshots
+
+
+def team_use_and_caps() -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs each team runs now (fleet-wide) and its any-model burst limit (teams with none are uncapped)."""
+    in_use: dict[str, float] = defaultdict(float)
+    for slug, gang, per_member in Workload.objects.filter(
+        state=Workload.State.RUNNING, team__isnull=False
+    ).values_list("team__slug", "gang_size", "gpus_per_member"):
+        in_use[slug] += gang * per_member
+    limits = Queue.objects.filter(gpu_model="", burst_limit__gt=0).values_list("team__slug", "burst_limit")
+    caps = {slug: float(limit) for slug, limit in limits}
+    return dict(in_use), caps
+
+
+def running_workloads(running: list[_Active], nodes: tuple[EngineNode, ...]) -> tuple[RunningWorkload, ...]:
+    """Running work with GPU indices on its nodes, allocated GPUs handed out lowest first in start order.
+
+    A workload whose GPUs cannot be laid out (unknown nodes, more GPUs than the snapshot shows allocated)
+    keeps no assignments: backfill then treats it as never ending, which errs toward "unknown".
+    """
+    allocated = {node.name: node.gpu_allocated for node in nodes}
+    cursor: dict[str, int] = defaultdict(int)
+    result = []
+    for workload in sorted(running, key=lambda w: (w.started_at or w.submitted_at, w.pk)):
+        assignments = _lay_out(workload, allocated, cursor)
+        end = None
+        if workload.started_at and workload.duration_estimate_s:
+            end = workload.started_at.timestamp() + workload.duration_estimate_s
+        result.append(RunningWorkload(
+            str(workload.pk), workload.team_slug or "", float(workload.gpus), assignments,
+            priority=workload.priority, expected_end=end,
+        ))
+    return tuple(result)
+
+
+def _lay_out(workload: _Active, allocated: dict[str, int], cursor: dict[str, int]) -> tuple[MemberAssignment, ...]:
+    """Members on the workload's nodes: as recorded (the demo keeps ``{"node", "gpus"}`` per member), else
+    round-robin over the node names collectors record, taking the next allocated GPUs of each node."""
+    recorded = workload.nodes if isinstance(workload.nodes, list) else []
+    if recorded and all(isinstance(item, dict) for item in recorded):
+        return tuple(MemberAssignment(i, item["node"], tuple(item["gpus"]))
+                     for i, item in enumerate(recorded) if item.get("node") in allocated and item.get("gpus"))
+    hosts = [name for name in recorded if isinstance(name, str) and name in allocated]
+    if not hosts:
+        return ()
+    taken = dict(cursor)
+    assignments = []
+    for member in range(workload.gang_size):
+        host = hosts[member % len(hosts)]
+        first = taken.get(host, 0)
+        if first + workload.gpus_per_member > allocated[host]:
+            return ()
+        assignments.append(MemberAssignment(member, host, tuple(range(first, first + workload.gpus_per_member))))
+        taken[host] = first + workload.gpus_per_member
+    cursor.update(taken)
+    return tuple(assignments)
+
+
+def teams_led(user) -> list[Team]:
+    return list(Team.objects.filter(pk__in=lead_team_ids(user)).order_by("slug"))

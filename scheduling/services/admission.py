@@ -1,0 +1,181 @@
+"""The mutating admission webhook's decisions (AdmissionReview v1), every one recorded.
+
+For a Pod, a batch/v1 or Volcano Job, or a PodGroup that asks for GPUs in a namespace that names a team:
+
+* the scheduler: an explicit ``scheduler.gpuportal.io/scheduler`` annotation (volcano / default) wins;
+  otherwise the engine's rules (``engine/routing.route``): serving work (inference, a latency SLA) goes to
+  the default scheduler, everything else (gangs, training, batch) to Volcano;
+* the patch sets ``schedulerName``, the pool's nodeSelector (``gpuportal.io/pool``), a toleration for the
+  GPU taint, a priorityClass by queue (``gpuportal-serving`` / ``gpuportal-batch``) and annotations carrying
+  the decision and its reasons;
+* a team without GPU quota (no any-model queue with a burst limit) is denied, with what to request.
+
+Everything else is allowed unchanged, with the reason recorded: an unknown namespace, an object without
+GPUs, a kind the router does not handle. A body that is not an AdmissionReview v1 raises ``BadReview``
+(the view answers 400 with the reason). The webhook's failurePolicy and timeout belong to the
+MutatingWebhookConfiguration: ``Ignore`` and 2 s by default (a pod is never blocked by the portal being
+down; ``Fail`` when routing must be enforced).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field, replace
+
+from scheduling.engine.routing import route
+from scheduling.engine.types import OrchestratorKind
+from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
+
+from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
+
+API_VERSION = "admission.k8s.io/v1"
+MAX_BODY_BYTES = 1_048_576
+POOL_LABEL = "gpuportal.io/pool"
+DECISION_ANNOTATION = "scheduler.gpuportal.io/decision"
+REASONS_ANNOTATION = "scheduler.gpuportal.io/reasons"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+VOLCANO, DEFAULT = "volcano", "default-scheduler"
+EXPLICIT = {"volcano": VOLCANO, "default": DEFAULT, "default-scheduler": DEFAULT, "kubernetes": DEFAULT}
+PRIORITY_CLASSES = {VOLCANO: "gpuportal-batch", DEFAULT: "gpuportal-serving"}
+ROUTED_KINDS = ("Pod", "Job", "PodGroup")
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview v1 this webhook can answer; the message says why."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    allowed: bool
+    message: str = ""
+    scheduler: str = ""
+    pool: str = ""
+    patch: list[dict] = field(default_factory=list)
+    reasons: tuple[str, ...] = ()
+    team: Team | None = None
+
+
+def parse_review(body: bytes) -> dict:
+    """The review's ``request`` (with uid and object), or ``BadReview``."""
+    if len(body) > MAX_BODY_BYTES:
+        raise BadReview(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte limit")
+    try:
+        review = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadReview(f"not JSON: {error}") from error
+    if not isinstance(review, dict) or review.get("kind") != "AdmissionReview":
+        raise BadReview("expected an AdmissionReview object")
+    if review.get("apiVersion") != API_VERSION:
+        raise BadReview(f"apiVersion must be {API_VERSION}, got {review.get('apiVersion')!r}")
+    request = review.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise BadReview("request.uid is missing")
+    if not isinstance(request.get("object"), dict):
+        raise BadReview("request.object is missing")
+    return request
+
+
+def review_response(request: dict, outcome: Outcome) -> dict:
+    """The AdmissionReview v1 the API server expects back."""
+    response: dict = {"uid": request["uid"], "allowed": outcome.allowed}
+    if outcome.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(outcome.patch).encode()).decode()
+    if outcome.message:
+        response["status"] = {"code": 200 if outcome.allowed else 403, "message": outcome.message}
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def admit(request: dict) -> Outcome:
+    """Decide for one admission request and record the decision."""
+    outcome = decide(request)
+    obj = request["object"]
+    meta = obj.get("metadata") or {}
+    AdmissionDecision.objects.create(
+        uid=request["uid"][:64], user=str((request.get("userInfo") or {}).get("username", ""))[:253],
+        namespace=str(request.get("namespace") or meta.get("namespace") or "")[:253],
+        name=str(meta.get("name") or meta.get("generateName") or "")[:253], kind=str(obj.get("kind", ""))[:64],
+        team=outcome.team, allowed=outcome.allowed, patched=bool(outcome.patch), scheduler=outcome.scheduler,
+        pool=outcome.pool, message=outcome.message[:500], reasons=list(outcome.reasons),
+    )
+    return outcome
+
+
+def decide(request: dict) -> Outcome:
+    obj = request["object"]
+    kind = obj.get("kind") or (request.get("kind") or {}).get("kind", "")
+    if kind not in ROUTED_KINDS:
+        return Outcome(True, reasons=(f"{kind or 'an object without a kind'} is not routed",))
+    meta = obj.get("metadata") or {}
+    namespace = request.get("namespace") or meta.get("namespace") or ""
+    slug = (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
+    team = Team.objects.filter(slug=slug).first()
+    if team is None:
+        return Outcome(True, reasons=(f"namespace {namespace!r} maps to no team: allowed unchanged",))
+    try:
+        description = describe_object(obj if kind != "PodGroup" else {**obj, "kind": "Pod", "spec": {}})
+    except ValueError as error:
+        return Outcome(True, reasons=(f"not routed: {error}",), team=team)
+    if kind != "PodGroup" and description.gpus_per_member < 1:
+        return Outcome(True, reasons=("requests no GPUs: allowed unchanged",), team=team)
+    pool = _kubernetes_pool()
+    if not Queue.objects.filter(team=team, gpu_model="", burst_limit__gt=0).exists():
+        return Outcome(False, f"team {team.slug} has no GPU quota on {pool or 'Kubernetes'}: request quota for "
+                       f"{team.slug} in the portal (Quota requests → New) before submitting GPU work",
+                       pool=pool, reasons=("no GPU quota",), team=team)
+    scheduler, reasons = _scheduler_for(description, meta.get("annotations") or {})
+    return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,
+                   patch=_patch(kind, obj, scheduler, pool, reasons))
+
+
+def _scheduler_for(description, annotations: dict) -> tuple[str, tuple[str, ...]]:
+    explicit = annotations.get(SCHEDULER_ANNOTATION, "")
+    if explicit in EXPLICIT:
+        return EXPLICIT[explicit], (f"explicitly requested {explicit}",)
+    ruled = route(replace(description.request(), orchestrator=""), available={kind.value for kind in OrchestratorKind})
+    scheduler = DEFAULT if ruled.rule == "serving" else VOLCANO
+    reasons = [*ruled.reasons, f"{'service' if scheduler == DEFAULT else 'batch'} work: {scheduler}"]
+    if explicit:
+        reasons.insert(0, f"unknown scheduler annotation {explicit!r} ignored")
+    return scheduler, tuple(reasons)
+
+
+def _kubernetes_pool() -> str:
+    pool = (
+        Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
+        .values_list("name", flat=True).first()
+    )
+    return pool or ""
+
+
+def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, ...]) -> list[dict]:
+    """JSONPatch ops: annotations on the object; scheduling fields on the pod spec (a Job's template)."""
+    decision = {DECISION_ANNOTATION: f"{scheduler} on {pool or 'any pool'}", REASONS_ANNOTATION: json.dumps(reasons)}
+    ops = _merge_map("/metadata/annotations", (obj.get("metadata") or {}).get("annotations"), decision)
+    if kind == "PodGroup":
+        return ops
+    if kind == "Job" and "tasks" in (obj.get("spec") or {}):
+        ops.append({"op": "add", "path": "/spec/schedulerName", "value": scheduler})
+        return ops  # Volcano Job: its controller sets each task pod's scheduler from spec.schedulerName
+    base = "/spec" if kind == "Pod" else "/spec/template/spec"
+    spec = obj.get("spec") or {}
+    if kind == "Job":
+        spec = (spec.get("template") or {}).get("spec") or {}
+    ops.append({"op": "add", "path": f"{base}/schedulerName", "value": scheduler})
+    ops.append({"op": "add", "path": f"{base}/priorityClassName", "value": PRIORITY_CLASSES[scheduler]})
+    if pool:
+        ops += _merge_map(f"{base}/nodeSelector", spec.get("nodeSelector"), {POOL_LABEL: pool})
+    tolerations = spec.get("tolerations")
+    if not tolerations:
+        ops.append({"op": "add", "path": f"{base}/tolerations", "value": [GPU_TOLERATION]})
+    elif GPU_TOLERATION not in tolerations:
+        ops.append({"op": "add", "path": f"{base}/tolerations/-", "value": GPU_TOLERATION})
+    return ops
+
+
+def _merge_map(path: str, existing: dict | None, values: dict[str, str]) -> list[dict]:
+    if not existing:
+        return [{"op": "add", "path": path, "value": values}]
+    return [{"op": "add", "path": f"{path}/{key.replace('~', '~0').replace('/', '~1')}", "value": value}
+            for key, value in values.items()]

@@ -1,0 +1,37 @@
+"""My workloads: a researcher's running and pending work across the orchestrators, each wait explained;
+a lead's "my team's" tab. Reads go through ``selectors.workloads`` (where the ownership rule lives)."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from scheduling.selectors import workloads as workload_reads
+
+from .common import BadQuery
+
+SCOPES = ("mine", "team")
+MAX_SEARCH = 200
+MAX_ROWS = 200  # each pending row is one backfill over its queue: a longer list is a search away
+
+
+@login_required
+def my_workloads(request: HttpRequest) -> HttpResponse:
+    scope = request.GET.get("scope", "mine")
+    if scope not in SCOPES:
+        raise BadQuery("scope", "must be mine or team", scope)
+    search = request.GET.get("q", "").strip()[:MAX_SEARCH]
+    led = workload_reads.teams_led(request.user)
+    if scope == "team" and not led:
+        scope = "mine"  # only leads have a team tab: others see their own work
+    active = workload_reads.active_workloads(request.user, scope=scope, search=search)
+    total = active.count()
+    rows = workload_reads.workload_rows(active[:MAX_ROWS])
+    context = {
+        "rows": rows,
+        "scope": scope,
+        "search": search,
+        "led": led,
+        "pending": sum(1 for row in rows if row.workload.state == "pending"),
+        "total": total,
+    }
+    return render(request, "scheduling/my_workloads.html", context)

@@ -1,0 +1,130 @@
+"""The mutating admission webhook: AdmissionReview v1 in, a JSONPatch (or a denial) out, every decision kept."""
+
+import base64
+import json
+
+import pytest
+
+from scheduling.models import AdmissionDecision, Orchestrator, Team
+from scheduling.services.admission import MAX_BODY_BYTES
+
+pytestmark = pytest.mark.django_db
+
+URL = "/admission/v1/mutate"
+
+
+def pod(namespace="nlp", gpus=2, annotations=None, kind_annotation=""):
+    notes = dict(annotations or {})
+    if kind_annotation:
+        notes["scheduler.gpuportal.io/kind"] = kind_annotation
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p1", "namespace": namespace, **({"annotations": notes} if notes else {})},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
+    }
+
+
+def review(obj, namespace="nlp", api_version="admission.k8s.io/v1"):
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "request": {
+        "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": obj.get("kind", "")}, "namespace": namespace,
+        "operation": "CREATE", "userInfo": {"username": "alice"}, "object": obj,
+    }}
+
+
+@pytest.fixture
+def k8s(queues):
+    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
+
+
+def post(client, body):
+    data = body if isinstance(body, bytes | str) else json.dumps(body)
+    return client.post(URL, data=data, content_type="application/json")
+
+
+def patch_of(response):
+    answer = response.json()["response"]
+    return {op["path"]: op["value"] for op in json.loads(base64.b64decode(answer["patch"]))}
+
+
+def test_a_batch_pod_is_sent_to_volcano_on_the_pool_with_the_decision_annotated(client, k8s):
+    response = post(client, review(pod()))
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["response"]["uid"] == "u-1"
+    assert answer["response"]["allowed"] is True and answer["response"]["patchType"] == "JSONPatch"
+    ops = patch_of(response)
+    assert ops["/spec/schedulerName"] == "volcano"
+    assert ops["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}
+    assert ops["/spec/tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert ops["/spec/priorityClassName"] == "gpuportal-batch"
+    assert ops["/metadata/annotations"]["scheduler.gpuportal.io/decision"] == "volcano on k8s-a"
+    decision = AdmissionDecision.objects.get()
+    assert (decision.user, decision.namespace, decision.team.slug, decision.scheduler) == ("alice", "nlp", "nlp",
+                                                                                            "volcano")
+
+
+def test_inference_goes_to_the_default_scheduler_and_existing_annotations_are_kept(client, k8s):
+    response = post(client, review(pod(kind_annotation="inference", annotations={"a/b": "c"})))
+    ops = patch_of(response)
+    assert ops["/spec/schedulerName"] == "default-scheduler"
+    assert ops["/metadata/annotations/scheduler.gpuportal.io~1decision"] == "default-scheduler on k8s-a"
+    assert "/metadata/annotations" not in ops
+
+
+def test_an_explicit_scheduler_annotation_is_honoured(client, k8s):
+    response = post(client, review(pod(annotations={"scheduler.gpuportal.io/scheduler": "default"})))
+    assert patch_of(response)["/spec/schedulerName"] == "default-scheduler"
+
+
+def test_a_job_is_patched_in_its_pod_template(client, k8s):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "nlp"},
+           "spec": {"parallelism": 2, "template": pod()}}
+    ops = patch_of(post(client, review(job)))
+    assert ops["/spec/template/spec/schedulerName"] == "volcano"
+
+
+def test_a_team_without_gpu_quota_is_denied_with_what_to_request(client, k8s):
+    Team.objects.create(slug="newteam", name="New team")
+    answer = post(client, review(pod(namespace="newteam"), namespace="newteam")).json()["response"]
+    assert answer["allowed"] is False
+    assert "team newteam has no GPU quota on k8s-a: request quota for newteam" in answer["status"]["message"]
+    assert AdmissionDecision.objects.get().allowed is False
+
+
+def test_an_unknown_namespace_is_allowed_unchanged_with_the_reason_recorded(client, k8s):
+    answer = post(client, review(pod(namespace="kube-system"), namespace="kube-system")).json()["response"]
+    assert answer == {"uid": "u-1", "allowed": True}
+    assert "maps to no team" in AdmissionDecision.objects.get().reasons[0]
+
+
+def test_a_pod_without_gpus_is_allowed_unchanged(client, k8s):
+    assert "patch" not in post(client, review(pod(gpus=0))).json()["response"]
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b"{not json", "not JSON"),
+    (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}}),
+     "apiVersion must be admission.k8s.io/v1"),
+    (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "u"}}),
+     "request.object is missing"),
+    (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"object": {}}}),
+     "request.uid is missing"),
+    (json.dumps([1, 2]), "expected an AdmissionReview"),
+    (b"x" * (MAX_BODY_BYTES + 1), "over the"),
+])
+def test_bad_reviews_are_a_400_with_the_reason_and_never_recorded(client, k8s, body, reason):
+    response = post(client, body)
+    assert response.status_code == 400 and reason in response.json()["error"]
+    assert not AdmissionDecision.objects.exists()
+
+
+def test_only_post_is_answered(client):
+    assert client.get(URL).status_code == 405
+
+
+def test_with_a_token_configured_the_caller_must_present_it(client, k8s, settings):
+    settings.GPUPORTAL_ADMISSION_TOKEN = "s3cret"
+    assert post(client, review(pod())).status_code == 401
+    response = client.post(URL, data=json.dumps(review(pod())), content_type="application/json",
+                           HTTP_AUTHORIZATION="Bearer s3cret")
+    assert response.status_code == 200

@@ -1,0 +1,148 @@
+"""My workloads: each role sees its own work (a lead also their teams'), every wait explained."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from scheduling.models import Node, Workload
+from scheduling.services import demo
+
+pytestmark = pytest.mark.django_db
+
+PAGE = reverse("my-workloads")
+
+
+def workload(orchestrator, team, user, external_id, *, state="pending", gang=1, per=8, reason="", nodes=(), **extra):
+    now = timezone.now()
+    return Workload.objects.create(
+        orchestrator=orchestrator, team=team, user=user, external_id=external_id, gang_size=gang, gpus_per_member=per,
+        state=state, pending_reason=reason, submitted_at=now - timedelta(minutes=30),
+        started_at=now - timedelta(minutes=20) if state == "running" else None, duration_estimate_s=3_600,
+        nodes=list(nodes), **extra,
+    )
+
+
+@pytest.fixture
+def jobs(orchestrator, fleet, teams, queues, cast):
+    """nlp holds its burst limit (32) with rita's running gang; rita's next job waits at the cap."""
+    Node.objects.filter(name__in=["dgx00", "dgx01", "dgx02", "dgx03"]).update(gpu_allocated=8)
+    return {
+        "running": workload(orchestrator, teams["nlp"], "rita", "1001", state="running", gang=4,
+                            nodes=["dgx00", "dgx01", "dgx02", "dgx03"]),
+        "capped": workload(orchestrator, teams["nlp"], "rita", "1002", reason="AssocGrpGRES"),
+        "colleague": workload(orchestrator, teams["nlp"], "sam", "1003", reason="Priority"),
+        "outsider": workload(orchestrator, teams["production"], "otto", "2001", reason="Resources"),
+        "finished": workload(orchestrator, teams["nlp"], "rita", "0999", state="completed"),
+    }
+
+
+def page(client, user, **query):
+    client.force_login(user)
+    response = client.get(PAGE, query)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_researcher_sees_only_their_own_active_workloads(client, cast, jobs):
+    body = page(client, cast["researcher"])
+    assert "slurm-a:1001" in body and "slurm-a:1002" in body
+    for other in ("1003", "2001", "0999"):
+        assert f"slurm-a:{other}" not in body
+
+
+def test_a_wait_at_the_team_cap_is_explained_with_a_request_quota_link_for_the_team(client, cast, jobs):
+    body = page(client, cast["researcher"])
+    assert "your team is at its GPU limit of 32 (burst): 32 in use, this job needs 8 more; request quota" in body
+    assert f'href="{reverse("quota-new")}?team=nlp"' in body
+    assert "Slurm says: AssocGrpGRES" in body
+
+
+def test_a_lead_sees_the_teams_they_lead_and_below_on_the_team_tab(client, cast, jobs):
+    body = page(client, cast["lead"], scope="team")
+    assert "My team&#x27;s workloads" in body or "My team's workloads" in body
+    for mine in ("1001", "1002", "1003"):
+        assert f"slurm-a:{mine}" in body
+    assert "slurm-a:2001" not in body
+
+
+def test_a_lead_without_own_work_sees_an_empty_mine_tab(client, cast, jobs):
+    body = page(client, cast["lead"])
+    assert "slurm-a:" not in body
+    assert "No running or pending workloads" in body
+
+
+def test_an_outsider_sees_none_of_the_others_work_even_asking_for_the_team_tab(client, cast, jobs):
+    body = page(client, cast["outsider"], scope="team")
+    assert "slurm-a:2001" in body
+    for other in ("1001", "1002", "1003"):
+        assert f"slurm-a:{other}" not in body
+    assert "?scope=team" not in body  # no team tab for someone who leads nothing
+
+
+def test_the_job_id_search_box_narrows_the_list(client, cast, jobs):
+    body = page(client, cast["researcher"], q="1002")
+    assert "slurm-a:1002" in body and "slurm-a:1001" not in body
+    assert 'value="1002"' in body
+
+
+def test_a_pending_job_shows_its_queue_position_and_an_estimated_start(client, cast, jobs):
+    body = page(client, cast["outsider"])
+    row = body[body.index(f'id="workload-{jobs["outsider"].pk}"'):]
+    row = row[:row.index("</tr>")]
+    assert "<td>#3</td>" in row  # behind rita's and sam's jobs, submitted at the same moment but filed earlier
+    assert "the GPUs it needs are free, but 2 workload(s) ahead of it go first; #3 in the slurm-a queue" in row
+
+
+def test_an_unknown_scope_is_a_bad_query(client, cast, jobs):
+    client.force_login(cast["researcher"])
+    assert client.get(PAGE, {"scope": "everyone"}).status_code == 400
+
+
+def test_anonymous_visitors_are_sent_to_log_in(client):
+    response = client.get(PAGE)
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+
+
+def test_the_navigation_links_to_my_workloads(client, cast, jobs):
+    assert f'href="{PAGE}" aria-current="page"' in page(client, cast["researcher"])
+
+
+def test_the_page_reads_the_demo_federation_and_explains_alices_waits(client, django_user_model):
+    demo.create_demo_federation()
+    demo.fill_history(days=0.1, step_s=600)
+    client.force_login(django_user_model.objects.get(username="alice"))
+    pending = Workload.objects.filter(user="alice", state="pending")
+    body = client.get(PAGE).content.decode()
+    for job in pending:
+        assert f'id="workload-{job.pk}"' in body
+    assert 'data-code="' in body or not pending.exists()
+
+
+def test_alices_demo_workloads_say_why_they_wait(client, django_user_model):
+    demo.create_demo_federation()
+    demo.fill_history(days=0.1, step_s=600)
+    from scheduling.models import Orchestrator, Team
+
+    slurm = Orchestrator.objects.get(name="slurm-hpc")
+    job = workload(slurm, Team.objects.get(slug="nlp"), "alice", "alice-capped-1", reason="AssocGrpGRES")
+    client.force_login(django_user_model.objects.get(username="alice"))
+    body = client.get(PAGE, {"q": "alice-capped"}).content.decode()
+    assert f'id="workload-{job.pk}"' in body
+    assert "your team is at its GPU limit of" in body
+    assert f'href="{reverse("quota-new")}?team=nlp"' in body
+
+
+def test_a_long_list_is_cut_to_the_newest_with_a_pointer_to_search(client, cast, jobs, monkeypatch):
+    from scheduling.views import workloads as view
+
+    monkeypatch.setattr(view, "MAX_ROWS", 1)
+    body = page(client, cast["researcher"])
+    assert "2 workloads, the first 1 shown (pending first, newest first; search by job ID for the others)" in body
+
+
+def test_the_team_page_links_to_the_explained_waits(client, cast, jobs, teams):
+    client.force_login(cast["lead"])
+    body = client.get(reverse("team-detail", args=["nlp"])).content.decode()
+    assert f'href="{PAGE}?scope=team"' in body

@@ -1,0 +1,37 @@
+"""Real headless chromium on "my workloads": alice's Slurm job waits at her team's cap, and the page says
+what to do about it, with a link to the quota form for her team."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduling.models import Orchestrator, Team, Workload
+
+pytestmark = pytest.mark.browser
+
+
+def test_alice_sees_her_pending_job_explained_with_a_request_quota_link(session, federation):
+    job = Workload.objects.create(
+        orchestrator=Orchestrator.objects.get(name="slurm-hpc"), team=Team.objects.get(slug="nlp"), user="alice",
+        external_id="alice-capped-1", gpus_per_member=8, state=Workload.State.PENDING,
+        pending_reason="AssocGrpGRES", submitted_at=timezone.now() - timedelta(minutes=10),
+        duration_estimate_s=3_600,
+    )
+    alice = session()
+    alice.log_in("alice", "alice")
+    page = alice.go("/")
+    page.get_by_role("link", name="My workloads").click()
+    page.get_by_label("Job ID").fill("alice-capped")
+    page.get_by_role("button", name="Search").click()
+    row = page.locator(f"#workload-{job.pk}")
+    row.wait_for()
+    assert "slurm-hpc:alice-capped-1" in row.inner_text()
+    assert "your team is at its GPU limit of" in row.locator(".explanation").inner_text()
+    link = row.get_by_role("link", name="Request quota →")
+    assert link.get_attribute("href") == "/quota/new/?team=nlp"
+    link.click()
+    page.wait_for_url(re.compile(r".*/quota/new/\?team=nlp$"))
+    assert page.get_by_label("Team", exact=True).input_value() == str(job.team_id)
+    assert alice.errors == []
