@@ -53,7 +53,7 @@ rules.add_perm("scheduling.decide_quota_request", is_portal_admin | (is_lead & ~
 rules.add_perm("scheduling.edit_entitlements", is_portal_admin)
 rules.add_perm("scheduling.edit_pool_policies", is_portal_admin)
 rules.add_perm("scheduling.edit_orchestrators", is_portal_admin)
-rules.add_perm("scheduling.enforce_governance", is_portal_admin)  # issue 18: plans and drift on the clusters
+rules.add_perm("scheduling.enforce_governance", is_portal_admin)  # governance plans and drift on the clusters
 
 
 @rules.predicate
