@@ -82,3 +82,10 @@ def test_the_replayed_history_has_its_scrapes_so_a_report_over_it_finds_every_so
     section = completeness_section(Window(now - timedelta(hours=5), now, "UTC"), {})
     assert {s.name for s in section.sources} == {"slurm-hpc", "k8s-serving", "ray-sweeps"}
     assert all(s.stale_h == 0 and s.fresh_pct == 100 for s in section.sources), section.sources
+
+
+def test_the_demo_people_own_some_of_their_teams_jobs(federation):
+    """So "My workloads" shows alice and bob work of their own in the demo."""
+    assert Workload.objects.filter(user="alice").exclude(team__slug="nlp").count() == 0
+    assert Workload.objects.filter(user="alice", team__slug="nlp").exists()
+    assert Workload.objects.filter(user="bob", team__slug="inference").exists()
