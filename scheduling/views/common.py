@@ -1,14 +1,17 @@
 """Helpers shared by the page views: the time-range selector and its permalink, table pages, bad queries."""
 
+import csv
+import html
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.core.exceptions import BadRequest, PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.html import strip_tags
 from django_tables2 import RequestConfig
 
 # A page of a table shows at most this many rows: more is a download (the API, the CSV reports), not a page.
@@ -87,9 +90,54 @@ def _pinned_end(text: str) -> datetime | None:
     return end
 
 
+class TableCsv(Exception):
+    """A table's rows asked for as CSV (``?<prefix>export=csv``): raised by ``paginate`` wherever the table is
+    configured and answered by ``ErrorPageMiddleware``, so every paginated table downloads without each view
+    handling it."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__("table CSV")
+        self.response = response
+
+
+def export_field(table) -> str:
+    return f"{table.prefix}export"
+
+
+NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
+
+
+def _csv_cell(value: object) -> str:
+    # Columns that render links or badges give their HTML as their value: the sheet wants the words.
+    text = "" if value is None else html.unescape(strip_tags(str(value))).strip()
+    # A spreadsheet runs a cell starting with = + - @ as a formula: a team or job name must stay text.
+    formula = text[:1] in ("=", "+", "-", "@", "\t", "\r") and not NUMBER.fullmatch(text)
+    return "'" + text if formula else text
+
+
+def table_csv(request: HttpRequest, table) -> HttpResponse:
+    """Every row of the table (all pages, the current filters and order), as the columns show them."""
+    name = request.resolver_match.url_name if request.resolver_match else "table"
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{name}{"-" + table.prefix.rstrip("-") if table.prefix else ""}.csv"'
+    )
+    writer = csv.writer(response)
+    for row in table.as_values():
+        writer.writerow([_csv_cell(value) for value in row])
+    return response
+
+
 def paginate(request: HttpRequest, table, per_page: int) -> None:
     """django-tables2's RequestConfig with the page size checked first: a negative ``per_page`` made it ask
-    for page -1 (EmptyPage: a 500) and a huge one rendered every row."""
+    for page -1 (EmptyPage: a 500) and a huge one rendered every row. ``?<prefix>export=csv`` answers the
+    table's rows as CSV instead of the page (``TableCsv``)."""
+    asked_export = request.GET.get(export_field(table))
+    if asked_export is not None:
+        if asked_export != "csv":
+            raise BadQuery(export_field(table), "the only export is csv", asked_export)
+        RequestConfig(request, paginate=False).configure(table)
+        raise TableCsv(table_csv(request, table))
     name = table.prefixed_per_page_field
     asked = request.GET.get(name)
     if asked is not None and not (WHOLE_NUMBER.fullmatch(asked) and 1 <= int(asked) <= MAX_PER_PAGE):

@@ -10,7 +10,7 @@ renders templates/403.html with the reason; the API answers its own errors in JS
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from .common import BadQuery
+from .common import BadQuery, TableCsv
 
 
 class ErrorPageMiddleware:
@@ -21,6 +21,8 @@ class ErrorPageMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, TableCsv):
+            return exception.response
         if isinstance(exception, BadQuery):
             context = {"problem": str(exception), "without": _without(request, exception.parameter)}
             return render(request, "scheduling/bad_query.html", context, status=400)

@@ -33,3 +33,14 @@ def test_a_missing_page_is_the_layouts_404_in_the_browser(session, federation):
     assert bob.page.get_by_role("heading", name="Nothing here").is_visible()
     bob.page.get_by_role("link", name="Go to the overview").click()
     bob.page.wait_for_url(bob.base_url + "/")
+
+
+def test_a_table_downloads_as_csv_from_the_browser(session, federation):
+    admin = session()
+    admin.log_in("admin", "admin")
+    page = admin.go("/teams/")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download as CSV").first.click()
+    text = open(download.value.path(), encoding="utf-8").read()  # noqa: SIM115 - a throwaway file Playwright owns
+    assert download.value.suggested_filename == "team-list.csv"
+    assert text.splitlines()[0].startswith("Team,") and "NLP research" in text and "<a " not in text
