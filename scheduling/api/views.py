@@ -206,6 +206,13 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
         denied = quota.deny_request(self.get_object().pk, by=request.user, comment=self._comment(request))
         return Response(serializers.QuotaRequestSerializer(denied).data)
 
+    @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request, pk=None):
+        """The requester takes back a submitted request (``comment``: why, optional)."""
+        withdrawn = quota.withdraw_request(self.get_object().pk, by=request.user, reason=self._comment(request))
+        return Response(serializers.QuotaRequestSerializer(withdrawn).data)
+
     @staticmethod
     def _comment(request) -> str:
         decision = serializers.DecisionSerializer(data=request.data)

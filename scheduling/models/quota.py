@@ -43,15 +43,17 @@ class QuotaRequest(models.Model):
         ACTIVE = "active", "Active"
         EXPIRED = "expired", "Expired"
         REVOKED = "revoked", "Revoked"
+        WITHDRAWN = "withdrawn", "Withdrawn"
 
     TRANSITIONS: dict[str, tuple[str, ...]] = {
         State.DRAFT: (State.SUBMITTED,),
-        State.SUBMITTED: (State.APPROVED, State.DENIED),
+        State.SUBMITTED: (State.APPROVED, State.DENIED, State.WITHDRAWN),
         State.APPROVED: (State.ACTIVE, State.REVOKED, State.EXPIRED),
         State.ACTIVE: (State.EXPIRED, State.REVOKED),
         State.DENIED: (),
         State.EXPIRED: (),
         State.REVOKED: (),
+        State.WITHDRAWN: (),
     }
 
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests")

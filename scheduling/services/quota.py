@@ -18,7 +18,7 @@ from scheduling.models import QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
 from . import notifications
-from .audit import stamp_author
+from .audit import require_reason, stamp_author
 from .capacity import check_new_promise, lock_capacity, refusal
 
 State = QuotaRequest.State
@@ -135,6 +135,18 @@ def deny_request(request_id: int, *, by, comment: str) -> QuotaRequest:
     request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
     _audited_save(request, by=by, reason=comment)
     _notify_on_commit(notifications.request_decided, request.pk)
+    return request
+
+
+@transaction.atomic
+def withdraw_request(request_id: int, *, by, reason: str = "") -> QuotaRequest:
+    """The requester takes back a request nobody has decided yet (plans changed, or to file a corrected one);
+    it stays in the history as withdrawn, with who and why."""
+    request = QuotaRequest.objects.select_for_update().get(pk=request_id)
+    if request.requester_id != by.pk:
+        raise PermissionDenied("only the person who asked may withdraw a request; a lead or an admin denies it.")
+    _move(request, State.WITHDRAWN)
+    _audited_save(request, by=by, reason=require_reason(reason.strip() or "withdrawn by the requester"))
     return request
 
 

@@ -42,10 +42,13 @@ def quota_list(request: HttpRequest) -> HttpResponse:
 def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
     teams = access.teams_visible_to(request.user)
     models = sorted(set(Node.objects.values_list("gpu_model", flat=True)))
-    initial = {"team": request.GET.get("team"), "idempotency_key": uuid.uuid4().hex} if data is None else None
-    if initial and initial["team"]:
-        initial["team"] = next((t.pk for t in teams if t.slug == initial["team"]), None)
-    return QuotaRequestForm(data, teams=teams, gpu_models=models, initial=initial or {})
+    initial = {}
+    if data is None:
+        asked = request.GET.get("team")
+        # ?team=<slug> (links from a team page or a wait explanation), else the only team one can choose
+        chosen = next((t.pk for t in teams if t.slug == asked), None) if asked else None
+        initial = {"team": chosen or (teams[0].pk if len(teams) == 1 else None), "idempotency_key": uuid.uuid4().hex}
+    return QuotaRequestForm(data, teams=teams, gpu_models=models, initial=initial)
 
 
 @login_required
@@ -121,6 +124,8 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("No quota request matches the given query.")
     can_decide = request.user.has_perm("scheduling.decide_quota_request", item)
     form = DecisionForm(request.POST or None)
+    if request.method == "POST" and request.POST.get("action") == "withdraw":
+        return _withdraw(request, item)
     if request.method == "POST":
         if not can_decide:
             raise PermissionDenied("Only a lead of the team (not the requester) or an admin decides this request.")
@@ -144,6 +149,19 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "enforcement": enforcement_reads.team_enforcement(item.team) if grant else [],
         },
     )
+
+
+def _withdraw(request: HttpRequest, item: QuotaRequest) -> HttpResponse:
+    try:
+        quota.withdraw_request(item.pk, by=request.user, reason=request.POST.get("comment", ""))
+    except ValidationError as error:
+        for text in error.messages:
+            messages.error(request, f"Not withdrawn: {text}")
+    else:
+        messages.success(
+            request, f"Request #{item.pk} withdrawn: nobody will decide it now. File a new one if plans change again."
+        )
+    return redirect("quota-detail", pk=item.pk)
 
 
 def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> bool:

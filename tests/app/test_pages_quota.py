@@ -195,3 +195,31 @@ def test_an_approved_request_shows_what_is_enforced_on_the_clusters(
         client.post(reverse("quota-detail", args=[request.pk]), {"decision": "approve", "comment": "go"})
     page = client.get(reverse("quota-detail", args=[request.pk])).content.decode()
     assert 'id="enforcement"' in page and "Enforced on the clusters" in page
+
+
+def test_the_requester_withdraws_a_submitted_request_and_it_stays_in_the_history(client, people, teams, queues, period):
+    client.force_login(people["researcher"])
+    client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    request = QuotaRequest.objects.get()
+    page = client.get(reverse("quota-detail", args=[request.pk])).content.decode()
+    assert 'id="withdraw"' in page
+    client.force_login(people["lead"])  # a lead decides; only the requester withdraws
+    assert 'id="withdraw"' not in client.get(reverse("quota-detail", args=[request.pk])).content.decode()
+    response = client.post(reverse("quota-detail", args=[request.pk]), {"action": "withdraw"})
+    assert response.status_code == 403
+    client.force_login(people["researcher"])
+    response = client.post(
+        reverse("quota-detail", args=[request.pk]), {"action": "withdraw", "comment": "moved to spot"}, follow=True
+    )
+    request.refresh_from_db()
+    assert request.state == QuotaRequest.State.WITHDRAWN
+    body = unescape(response.content.decode())
+    assert "withdrawn: nobody will decide it now" in body and "Withdrawn by rita: moved to spot" in body
+    again = client.post(reverse("quota-detail", args=[request.pk]), {"action": "withdraw"}, follow=True)
+    assert "Not withdrawn: a withdrawn request cannot become withdrawn." in unescape(again.content.decode())
+
+
+def test_a_user_of_a_single_team_finds_it_chosen_on_the_request_form(client, cast, teams):
+    client.force_login(cast["outsider"])  # a researcher in production only
+    body = client.get(reverse("quota-new")).content.decode()
+    assert f'<option value="{teams["production"].pk}" selected>' in body
