@@ -101,6 +101,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    # A database that does not answer is a failed connection after this long, not a hung request (/health too).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT_S", default=5)
+    )
 # The same backends, counting queries, errors and connections for /metrics (django-prometheus).
 _INSTRUMENTED = {
     "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",

@@ -2,7 +2,11 @@
 and a real SIGSTOPped redis-server in test_faults_processes.py. No test times anything: each asserts
 that the answer is the bounded timeout, which only the configured timeouts can produce."""
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -73,3 +77,33 @@ def test_a_check_that_has_not_answered_by_the_deadline_is_reported_as_a_timeout_
         assert collect() == {"hung": "timeout: no answer within 0.2 s", "quick": "ok"}
     finally:
         hung.set()
+
+
+def _production_database_options() -> dict:
+    """The OPTIONS gpuportal/settings.py gives a PostgreSQL DATABASE_URL, read in a fresh interpreter."""
+    code = "import json; from gpuportal import settings; print(json.dumps(settings.DATABASES['default']['OPTIONS']))"
+    env = {**os.environ, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x", "SECRET_KEY": "x", "DEBUG": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_database_that_accepts_but_never_answers_fails_the_connection_instead_of_hanging(silent_redis_url):
+    """settings give PostgreSQL a connect_timeout (DATABASE_CONNECT_TIMEOUT_S): a stopped server is an error,
+    not a request (or /health) hanging on the kernel's TCP timeouts."""
+    import psycopg
+
+    options = _production_database_options()
+    assert options["connect_timeout"] > 0
+    port = int(silent_redis_url.rsplit(":", 1)[1].split("/")[0])  # the same silent listener
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="x", **options)
+        except BaseException as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive() and isinstance(outcome[0], psycopg.OperationalError)
