@@ -54,8 +54,11 @@ def check_request(
     top = tree.ancestors(team.pk)
     root = tree.teams[top[-1]] if top else team
     queue = Queue.objects.filter(team=root, gpu_model="").first()
-    if queue is not None and capacity:
-        share = float(queue.weight) / 100 * capacity
+    fleet = fleet_capacity("")
+    if queue is not None and fleet:
+        # A team's weight is a share of the whole fleet (its guarantee is any-model), so the share is counted
+        # against every GPU, whatever model this request names: the sum below then adds up as written.
+        share = float(queue.weight) / 100 * fleet
         granted = (
             QuotaGrant.objects.filter(
                 state__in=LIVE_GRANT_STATES,
@@ -66,20 +69,19 @@ def check_request(
             or 0
         )
         used = queue.guaranteed + granted + gpus
+        sum_text = (
+            f"{queue.guaranteed} guaranteed + {granted} granted {_period(starts_at, ends_at)} + {gpus} requested "
+            f"= {used}"
+        )
+        share_text = f"{root.slug}'s {float(queue.weight):g} % of the fleet's {fleet} GPUs ({share:.0f})"
         if used <= share:
-            messages.append(
-                (
-                    "ok",
-                    f"Fits inside {root.slug}'s {float(queue.weight):g} % ({share:.0f} {model} GPUs): "
-                    f"{queue.guaranteed} guaranteed + {granted} granted + {gpus} requested = {used}.",
-                )
-            )
+            messages.append(("ok", f"Fits inside {share_text}: {sum_text}."))
         else:
             messages.append(
                 (
                     "warn",
-                    f"Goes beyond {root.slug}'s {float(queue.weight):g} % ({share:.0f} {model} GPUs) by "
-                    f"{used - share:.0f} GPUs: it borrows from other teams' share.",
+                    f"Goes beyond {share_text} by {used - share:.0f} GPUs: {sum_text}. The part above the share is "
+                    "borrowed from other teams' fair share; it is still a promise of real GPUs, checked above.",
                 )
             )
     return Feasibility(fits, messages)

@@ -223,3 +223,20 @@ def test_a_user_of_a_single_team_finds_it_chosen_on_the_request_form(client, cas
     client.force_login(cast["outsider"])  # a researcher in production only
     body = client.get(reverse("quota-new")).content.decode()
     assert f'<option value="{teams["production"].pk}" selected>' in body
+
+
+def test_the_fair_share_line_of_the_check_adds_up_as_written(client, people, teams, queues, period):
+    """Each number on the check explains itself: the share is of the whole fleet and the sum is shown."""
+    import re
+
+    client.force_login(people["researcher"])
+    body = unescape(client.post(reverse("quota-new"), _form(teams, period, gpus=8)).content.decode())
+    line = re.search(r"(Fits inside|Goes beyond) research's (\d+) % of the fleet's (\d+) GPUs \((\d+)\)[^<]*", body)
+    assert line, body
+    weight, fleet, share = (int(g) for g in line.groups()[1:])
+    assert share == round(weight / 100 * fleet)
+    guaranteed, granted, requested, total = (
+        int(n)
+        for n in re.search(r"(\d+) guaranteed \+ (\d+) granted [^+]*\+ (\d+) requested = (\d+)", line[0]).groups()
+    )
+    assert guaranteed + granted + requested == total and requested == 8
