@@ -10,6 +10,7 @@ page draws several charts on every request. Each chart carries a text summary fo
 
 import itertools
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from html import escape
@@ -22,6 +23,11 @@ BURST_COLOUR = "#D55E00"
 CAPACITY_COLOUR = "#111827"
 _ids = itertools.count(1)
 CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+def _file_name(title: str) -> str:
+    """The chart's title as a file name for its PNG (the modebar's camera) and CSV downloads."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "chart"
 
 
 def _default(value: object) -> str:
@@ -45,7 +51,11 @@ def render(data: list[dict[str, Any]], layout: dict[str, Any], *, title: str, su
         "hovermode": "x unified",
         **layout,
     }
-    figure = {"data": data, "layout": layout, "config": CONFIG}
+    for name, axis in layout.items():  # long tick labels and axis titles get room instead of being clipped
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            axis.setdefault("automargin", True)
+    config = {**CONFIG, "toImageButtonOptions": {"format": "png", "filename": _file_name(title), "scale": 2}}
+    figure = {"data": data, "layout": layout, "config": config}
     return (
         f'<figure class="chart-figure"><figcaption>{escape(title)}</figcaption>'
         f'<div id="{div_id}" class="plot" data-figure="{div_id}-figure" role="img" '

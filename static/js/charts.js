@@ -12,6 +12,31 @@
     var figure = JSON.parse(block.textContent);
     holder.dataset.drawn = "1";
     window.Plotly.newPlot(holder, figure.data, figure.layout, figure.config);
+    addCsvLink(holder, figure);
+  }
+
+  // The chart's data as CSV, one row per point (trace, x, y), built in the browser: the PNG is the
+  // modebar's camera (its file name is set by scheduling/charts.py).
+  function csvCell(value) {
+    var text = value === null || value === undefined ? "" : String(value);
+    if (/^[=+\-@\t\r]/.test(text) && isNaN(Number(text))) { text = "'" + text; }
+    return /[",\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+
+  function addCsvLink(holder, figure) {
+    var rows = [["trace", "x", "y"]];
+    figure.data.forEach(function (trace, index) {
+      var xs = trace.x || [], ys = trace.y || [];
+      for (var i = 0; i < Math.max(xs.length, ys.length); i++) {
+        rows.push([trace.name || "trace " + (index + 1), xs[i], ys[i]]);
+      }
+    });
+    var link = document.createElement("a");
+    link.className = "chart-csv small";
+    link.textContent = "Data as CSV";
+    link.download = ((figure.config.toImageButtonOptions || {}).filename || "chart") + ".csv";
+    link.href = URL.createObjectURL(new Blob([rows.map(function (r) { return r.map(csvCell).join(","); }).join("\n") + "\n"], { type: "text/csv" }));
+    holder.parentNode.appendChild(link);
   }
 
   function drawAll() {

@@ -44,3 +44,21 @@ def test_a_table_downloads_as_csv_from_the_browser(session, federation):
     text = open(download.value.path(), encoding="utf-8").read()  # noqa: SIM115 - a throwaway file Playwright owns
     assert download.value.suggested_filename == "team-list.csv"
     assert text.splitlines()[0].startswith("Team,") and "NLP research" in text and "<a " not in text
+
+
+def test_a_chart_downloads_its_data_as_csv_and_names_its_png(session, federation):
+    admin = session()
+    admin.log_in("admin", "admin")
+    page = admin.go("/utilisation/")
+    page.wait_for_selector(".chart-csv")
+    with page.expect_download() as download:
+        page.locator(".chart-csv").first.click()
+    lines = open(download.value.path(), encoding="utf-8").read().splitlines()  # noqa: SIM115 - Playwright's file
+    assert lines[0] == "trace,x,y" and len(lines) > 1
+    assert download.value.suggested_filename.endswith(".csv") and download.value.suggested_filename != "chart.csv"
+    png_name = page.evaluate(
+        "JSON.parse(document.querySelector('script[type=\"application/json\"]').textContent)"
+        ".config.toImageButtonOptions.filename"
+    )
+    assert png_name and png_name != "chart"
+    assert admin.errors == []
