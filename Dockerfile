@@ -34,13 +34,15 @@ COPY --chown=root:root static static
 COPY --chown=root:root manage.py gunicorn.conf.py ./
 COPY --chown=root:root deploy/docker/healthcheck.py /usr/local/bin/gpuportal-healthcheck
 # The code is root-owned and read-only to the portal; only var/ (SQLite-free here, but settings create
-# var/staticfiles and the beat schedule lives there) is the portal's to write.
+# var/staticfiles and the beat schedule lives there) is the portal's to write, and /tmp (fontconfig's cache,
+# for WeasyPrint, goes to XDG_CACHE_HOME).
 RUN mkdir -p /app/var && chown gpuportal:gpuportal /app/var && chmod 0755 /usr/local/bin/gpuportal-healthcheck
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONPATH=/app \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    GPUPORTAL_VAR_DIR=/app/var
+    GPUPORTAL_VAR_DIR=/app/var \
+    XDG_CACHE_HOME=/tmp/cache
 USER 10001:10001
 EXPOSE 8000
 # The web command's probe; compose and Kubernetes give the worker and beat their own
