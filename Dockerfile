@@ -20,9 +20,10 @@ FROM python:3.11-slim-bookworm AS runtime
 # installs them (poppler-utils only reads PDFs back in tests: not here); Slurm 22.05's client tools
 # (`scontrol` drains) and munge (its authentication), as scripts/slurm/install.sh installs them.
 # tests/deploy/test_dockerfile.py keeps this list equal to the CI scripts'.
+# No munge key in the image: the worker talks to the host's munged through its socket (docs/deployment.md).
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core slurm-wlm munge \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* /etc/munge/munge.key
 RUN groupadd --system --gid 10001 gpuportal \
     && useradd --system --uid 10001 --gid gpuportal --home-dir /app --shell /usr/sbin/nologin gpuportal
 COPY --from=build /opt/venv /opt/venv
