@@ -1,0 +1,61 @@
+"""The Kubernetes workloads' promises, read from deploy/k8s: settings the portal reads, non-root pods,
+no migration outside the migrate Job, probes on every long-running container."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.k8s_manifests import K8S, documents, find
+
+SETTINGS = (Path(__file__).resolve().parents[2] / "gpuportal" / "settings.py").read_text()
+WORKLOADS = [d for d in documents() if d["kind"] in ("Deployment", "Job")]
+
+
+def pod(doc):
+    return doc["spec"]["template"]["spec"]
+
+
+def test_every_configured_name_is_a_setting_the_portal_reads():
+    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
+    names = set(find("ConfigMap", "gpuportal-config")["data"]) | set(secret["stringData"])
+    unread = {n for n in names if not re.search(rf"""["']{n}["']""", SETTINGS)}
+    assert not unread, f"not read by gpuportal/settings.py: {sorted(unread)}"
+
+
+@pytest.mark.parametrize("doc", WORKLOADS, ids=lambda d: d["metadata"]["name"])
+def test_pods_run_as_the_images_non_root_user_on_a_read_only_root(doc):
+    spec = pod(doc)
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 10001
+    for container in spec["containers"]:
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/app/var", "/tmp"}
+        assert {"configMapRef": {"name": "gpuportal-config"}} in container["envFrom"]
+        assert {"secretRef": {"name": "gpuportal-secrets"}} in container["envFrom"]
+
+
+@pytest.mark.parametrize("doc", WORKLOADS, ids=lambda d: d["metadata"]["name"])
+def test_only_the_migrate_job_migrates_and_long_runners_are_probed(doc):
+    (container,) = pod(doc)["containers"]
+    if doc["kind"] == "Job":
+        assert container["command"] == ["python", "manage.py", "migrate", "--noinput"]
+        assert pod(doc)["restartPolicy"] == "Never"
+    else:
+        assert "migrate" not in " ".join(container["command"])
+        assert "livenessProbe" in container
+
+
+def test_beat_is_a_single_replica_never_overlapping():
+    beat = find("Deployment", "gpuportal-beat")
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_the_webhook_service_reaches_the_portals_mutate_endpoint():
+    (hook,) = find("MutatingWebhookConfiguration", "gpuportal-admission")["webhooks"]
+    service = hook["clientConfig"]["service"]
+    assert service["path"] == "/admission/v1/mutate"
+    assert find("Service", service["name"])["metadata"]["namespace"] == service["namespace"]
+    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 2  # docs/routing.md's default
