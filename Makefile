@@ -6,10 +6,12 @@ PORT ?= 8000
 
 .PHONY: demo test lint bench install install-dev clean services-up
 
-$(VENV)/.installed: pyproject.toml
+# The hashed lock (uv pip compile, docs/deployment.md) is what CI and the image install: the same versions everywhere.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-dev.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 install: $(VENV)/.installed

@@ -88,8 +88,11 @@ def review_response(request: dict, outcome: Outcome) -> dict:
 
 
 def admit(request: dict) -> Outcome:
-    """Decide for one admission request and record the decision."""
+    """Decide for one admission request and record the decision; a dry run (``kubectl --dry-run=server``)
+    is answered the same and recorded nowhere, as the webhook's ``sideEffects: None`` promises."""
     outcome = decide(request)
+    if request.get("dryRun"):
+        return outcome
     obj = request["object"]
     meta = obj.get("metadata") or {}
     AdmissionDecision.objects.create(

@@ -128,3 +128,12 @@ def test_with_a_token_configured_the_caller_must_present_it(client, k8s, setting
     response = client.post(URL, data=json.dumps(review(pod())), content_type="application/json",
                            HTTP_AUTHORIZATION="Bearer s3cret")
     assert response.status_code == 200
+
+
+def test_a_dry_run_is_answered_the_same_and_recorded_nowhere(client, k8s):
+    """The webhook declares sideEffects: None, so a server-side dry run must leave no decision row."""
+    body = review(pod())
+    body["request"]["dryRun"] = True
+    response = post(client, body)
+    assert response.status_code == 200 and patch_of(response)["/spec/schedulerName"] == "volcano"
+    assert not AdmissionDecision.objects.exists()
