@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -31,6 +32,8 @@ from scheduling.models import Orchestrator
 from scheduling.orchestrator_options import options_problems
 from scheduling.redact import redact, remember
 from scheduling.validators import CredentialsRef, check_credentials_ref, check_endpoint
+
+from .audit import require_reason, stamp_author
 
 
 class CredentialError(CollectorError):
@@ -281,3 +284,23 @@ def governance_options(orchestrator: Orchestrator) -> dict:
         if key in options:
             found[key] = options[key]
     return found
+
+
+GOVERNANCE_MODES = ("auto", "review")
+
+
+@transaction.atomic
+def set_governance_mode(orchestrator_id: int, mode: str, *, by, reason: str) -> Orchestrator:
+    """Switch how governance rounds act on an orchestrator: ``auto`` applies each round's changes, ``review``
+    waits for an admin's approval of each plan. Audited with who and why, like every policy change."""
+    if mode not in GOVERNANCE_MODES:
+        raise ValidationError({"mode": f"one of {', '.join(GOVERNANCE_MODES)}, got {mode!r}"})
+    reason = require_reason(reason)
+    orchestrator = Orchestrator.objects.select_for_update().get(pk=orchestrator_id)
+    options = dict(_options(orchestrator))
+    options["governance"] = {**(options.get("governance") or {}), "mode": mode}
+    orchestrator.options = options
+    orchestrator.full_clean()
+    stamp_author(orchestrator, by=by, reason=reason)
+    orchestrator.save()
+    return orchestrator

@@ -8,9 +8,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from scheduling.models import DriftFinding, EnforcementPlan
+from scheduling.models import DriftFinding, EnforcementPlan, Orchestrator
 from scheduling.selectors import enforcement as enforcement_reads
-from scheduling.services import enforcement
+from scheduling.services import enforcement, orchestrators
 
 DECISIONS = {
     "approve": (EnforcementPlan, enforcement.approve_plan),
@@ -25,8 +25,25 @@ def governance(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm("scheduling.enforce_governance"):
         raise PermissionDenied("Only portal admins see and decide governance enforcement.")
     if request.method == "POST":
-        return _decide(request)
-    return render(request, "scheduling/governance.html", {"page": enforcement_reads.governance_page()})
+        return _set_mode(request) if request.POST.get("decision") == "mode" else _decide(request)
+    modes = [(o, enforcement.mode_of(o)) for o in enforcement.governed_orchestrators()]
+    return render(request, "scheduling/governance.html", {"page": enforcement_reads.governance_page(), "modes": modes})
+
+
+def _set_mode(request: HttpRequest) -> HttpResponse:
+    pk = request.POST.get("pk", "")
+    target = get_object_or_404(Orchestrator, pk=int(pk) if pk.isascii() and pk.isdigit() else 0)
+    try:
+        orchestrators.set_governance_mode(
+            target.pk, request.POST.get("mode", ""), by=request.user, reason=request.POST.get("reason", "")
+        )
+    except ValidationError as error:
+        messages.error(request, f"{target.name}: " + " ".join(error.messages))
+        return redirect("governance")
+    mode = request.POST["mode"]
+    then = "applies each round's changes" if mode == "auto" else "waits for your approval of each round's plan"
+    messages.success(request, f"{target.name} is in {mode} mode: governance {then}.")
+    return redirect("governance")
 
 
 def _decide(request: HttpRequest) -> HttpResponse:

@@ -349,3 +349,23 @@ def test_the_beat_runs_a_governance_round_every_round(settings, queues, hpc, clu
     entry = settings.CELERY_BEAT_SCHEDULE["reconcile-governance"]
     assert entry == {"task": "scheduling.tasks.reconcile_governance", "schedule": settings.GPUPORTAL_ROUND_SECONDS}
     assert tasks.reconcile_governance()["hpc"]["applied"] > 0
+
+
+def test_an_admin_switches_an_orchestrators_mode_with_a_reason_and_it_is_audited(client, cast, hpc):
+    before = enforcement.mode_of(hpc)
+    other = "review" if before == "auto" else "auto"
+    client.force_login(cast["admin"])
+    page = client.get(reverse("governance")).content.decode()
+    assert 'id="modes"' in page and hpc.name in page
+    form = {"decision": "mode", "pk": hpc.pk, "mode": other}
+    refused = client.post(reverse("governance"), {**form, "reason": ""}, follow=True)
+    assert "A reason is required" in refused.content.decode()
+    assert enforcement.mode_of(Orchestrator.objects.get(pk=hpc.pk)) == before
+    bad = client.post(reverse("governance"), {**form, "mode": "yolo", "reason": "x"}, follow=True)
+    assert "one of auto, review" in bad.content.decode()
+    done = client.post(reverse("governance"), {**form, "reason": "trusted now"}, follow=True)
+    assert f"is in {other} mode" in done.content.decode()
+    hpc.refresh_from_db()
+    latest = hpc.history.first()
+    assert enforcement.mode_of(hpc) == other
+    assert latest.history_change_reason == "trusted now" and latest.history_user == cast["admin"]
