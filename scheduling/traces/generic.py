@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scheduling.engine.types import MILLI_PER_GPU, OrchestratorKind, Request, TopologyLevel, WorkloadKind
-from scheduling.traces.csvrows import CsvFile, Row
-from scheduling.traces.errors import OnError, ReportBuilder, TraceFormatError
+from scheduling.traces.csvrows import CsvFile, Row, read_unique
+from scheduling.traces.errors import OnError, ReportBuilder
 from scheduling.traces.records import Trace, TraceJob
 
 REQUIRED_COLUMNS = ("submit_time", "duration", "gang_size", "gpus_per_member", "gpu_model", "team", "kind")
@@ -36,20 +36,7 @@ def read_generic_csv(path: str | Path, *, on_error: OnError = "raise", name: str
     report = ReportBuilder(path, on_error)
     rows = CsvFile(path, REQUIRED_COLUMNS)
     stem = Path(path).stem
-    jobs: list[TraceJob] = []
-    seen: set[str] = set()
-    for row in rows:
-        report.row()
-        try:
-            job = _job(stem, row)
-            if job.id in seen:
-                raise row.error("id", f"duplicate id {job.id!r}")
-        except TraceFormatError as error:
-            report.malformed(error)
-            continue
-        seen.add(job.id)
-        jobs.append(job)
-        report.kept()
+    jobs = read_unique(rows, report, lambda row: _job(stem, row), lambda job: job.id, column="id", what="id")
     report.ignored_columns = tuple(c for c in rows.columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     jobs.sort(key=lambda job: job.submit_s)
     return Trace(name=name or stem, jobs=tuple(jobs), reports=(report.build(),))

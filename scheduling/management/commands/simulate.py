@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling.simulation import MODES, POLICY_NAMES, simulate_packing, simulate_replay
+from scheduling.simulation.fleet import GPUS_PER_NODE
 from scheduling.simulation.progress import ProgressCallback
 from scheduling.traces import TraceFormatError, UnknownTrace, load_trace
 
@@ -30,18 +31,33 @@ class Command(BaseCommand):
         parser.add_argument("--policy", choices=POLICY_NAMES, required=True)
         parser.add_argument("--seed", type=int, default=None, help="default: 42 for packing, 0 for replay")
         parser.add_argument(
-            "--capacity", type=int, default=None, help="fleet GPUs for replay (default: 2x mean demand)"
+            "--capacity",
+            type=int,
+            default=None,
+            help=f"fleet GPUs for replay on synthetic {GPUS_PER_NODE}-GPU nodes; must be a multiple of "
+            f"{GPUS_PER_NODE} (default: 2x mean demand); not with --fleet",
+        )
+        parser.add_argument(
+            "--fleet",
+            default=None,
+            help="node list: a CSV with name,gpus,gpu_model[,cpu_milli,memory_mib,leaf_switch,nvlink_domain] "
+            "or an openb node list (any file name)",
         )
         parser.add_argument("--json", dest="json_out", default=None, help="write the figures to this file")
         parser.add_argument("--html", dest="html_out", default=None, help="write a self-contained Plotly report")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        _check_capacity(options)
         try:
-            trace = load_trace(options["trace"])
+            trace = load_trace(options["trace"], fleet=options.get("fleet"))
         except (UnknownTrace, FileNotFoundError, TraceFormatError) as error:
             raise CommandError(str(error)) from error
         with _Bar() as bar:
-            figures = self._run(trace, options, bar)
+            try:
+                figures = self._run(trace, options, bar)
+            except ValueError as error:  # impossible fleets or pools, packing without nodes: a message, no traceback
+                raise CommandError(str(error)) from error
+        figures["fleet"] = _fleet_figures(trace, options)
         figures["trace_reports"] = [report.as_dict() for report in trace.reports]
         text = json.dumps(figures, indent=2, default=str)
         if options["json_out"]:
@@ -65,6 +81,31 @@ class Command(BaseCommand):
         return simulate_replay(
             trace, options["policy"], seed=seed, capacity_gpus=options["capacity"], progress=progress
         ).as_dict()
+
+
+def _check_capacity(options: dict[str, Any]) -> None:
+    capacity = options.get("capacity")
+    if capacity is None:
+        return
+    if options.get("fleet"):
+        raise CommandError("--capacity and --fleet exclude each other: the node list fixes the fleet's GPUs")
+    if capacity <= 0 or capacity % GPUS_PER_NODE:
+        low = capacity // GPUS_PER_NODE * GPUS_PER_NODE
+        raise CommandError(
+            f"--capacity {capacity} is not a whole number of {GPUS_PER_NODE}-GPU nodes (the synthetic fleet); "
+            f"use {low or GPUS_PER_NODE} or {low + GPUS_PER_NODE}, or describe the nodes with --fleet FILE.csv"
+        )
+
+
+def _fleet_figures(trace: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Where the simulated nodes came from, so a reader of the JSON knows what was simulated."""
+    if options.get("fleet"):
+        source = options["fleet"]
+    elif trace.nodes and not options.get("capacity"):
+        source = "trace node list"
+    else:
+        source = f"synthetic {GPUS_PER_NODE}-GPU nodes"
+    return {"source": str(source)}
 
 
 class _Bar:
