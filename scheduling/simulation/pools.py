@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from scheduling.simulation.replay import JobRun
 
 DISCIPLINES = ("easy", "greedy", "fcfs")
+QUEUE_ORDERS = ("fifo", "fairshare", "priority")  # who goes first; the discipline says what may pass whom
 DEFAULT_MAX_TESTS = 200
 
 
@@ -55,10 +56,13 @@ class PoolSpec:
     exclusive: bool = False
     max_tests: int = DEFAULT_MAX_TESTS
     preemption: bool = False  # keep the engine's victim index (federated pools)
+    queue: str = "fifo"  # fairshare needs a Federation in the replay (it orders by the engine's entitlements)
 
     def __post_init__(self) -> None:
         if self.discipline not in DISCIPLINES:
             raise ValueError(f"unknown queue discipline {self.discipline!r}; expected one of {DISCIPLINES}")
+        if self.queue not in QUEUE_ORDERS:
+            raise ValueError(f"unknown queue order {self.queue!r}; expected one of {QUEUE_ORDERS}")
 
 
 class Pool:

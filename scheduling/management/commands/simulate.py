@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from scheduling.simulation import MODES, POLICY_NAMES, simulate_packing, simulate_replay
 from scheduling.simulation.fleet import GPUS_PER_NODE
 from scheduling.simulation.progress import ProgressCallback
+from scheduling.simulation.runner import simulate_pool_file
 from scheduling.traces import TraceFormatError, UnknownTrace, load_trace
 
 BAR_AFTER_S = 3.0  # no progress bar for runs that end before a bar would help
@@ -28,7 +29,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--trace", required=True, help="philly, philly-demo, openb-default, ... or a CSV path")
         parser.add_argument("--mode", choices=MODES, required=True)
-        parser.add_argument("--policy", choices=POLICY_NAMES, required=True)
+        parser.add_argument("--policy", choices=POLICY_NAMES, default=None, help="required unless --pools is given")
         parser.add_argument("--seed", type=int, default=None, help="default: 42 for packing, 0 for replay")
         parser.add_argument(
             "--capacity",
@@ -43,11 +44,18 @@ class Command(BaseCommand):
             help="node list: a CSV with name,gpus,gpu_model[,cpu_milli,memory_mib,leaf_switch,nvlink_domain] "
             "or an openb node list (any file name)",
         )
+        parser.add_argument(
+            "--pools",
+            default=None,
+            help="replay on partitions described in a TOML file ([[pool]] tables: nodes, teams/kinds, queue, "
+            "backfill, backfill_depth, nodes_shared, preemption); needs --fleet; replaces --policy",
+        )
         parser.add_argument("--json", dest="json_out", default=None, help="write the figures to this file")
         parser.add_argument("--html", dest="html_out", default=None, help="write a self-contained Plotly report")
 
     def handle(self, *args: Any, **options: Any) -> None:
         _check_capacity(options)
+        _check_policy(options)
         try:
             trace = load_trace(options["trace"], fleet=options.get("fleet"))
         except (UnknownTrace, FileNotFoundError, TraceFormatError) as error:
@@ -55,7 +63,7 @@ class Command(BaseCommand):
         with _Bar() as bar:
             try:
                 figures = self._run(trace, options, bar)
-            except ValueError as error:  # impossible fleets or pools, packing without nodes: a message, no traceback
+            except (ValueError, FileNotFoundError) as error:  # impossible fleets or pools: a message, no traceback
                 raise CommandError(str(error)) from error
         figures["fleet"] = _fleet_figures(trace, options)
         figures["trace_reports"] = [report.as_dict() for report in trace.reports]
@@ -72,6 +80,9 @@ class Command(BaseCommand):
 
     @staticmethod
     def _run(trace: Any, options: dict[str, Any], progress: ProgressCallback) -> dict[str, Any]:
+        if options.get("pools"):
+            seed = 0 if options["seed"] is None else options["seed"]
+            return simulate_pool_file(trace, options["pools"], seed=seed, progress=progress).as_dict()
         if options["mode"] == "packing":
             seed = 42 if options["seed"] is None else options["seed"]
             result = simulate_packing(trace, options["policy"], seed=seed, progress=progress).as_dict()
@@ -81,6 +92,19 @@ class Command(BaseCommand):
         return simulate_replay(
             trace, options["policy"], seed=seed, capacity_gpus=options["capacity"], progress=progress
         ).as_dict()
+
+
+def _check_policy(options: dict[str, Any]) -> None:
+    if options.get("pools"):
+        if options.get("policy"):
+            raise CommandError("--pools holds the queue and placement rules; drop --policy")
+        if options["mode"] != "replay":
+            raise CommandError("--pools describes partitions for --mode replay; packing takes --policy")
+        if options.get("capacity"):
+            raise CommandError("--pools selects nodes of a --fleet; --capacity does not apply")
+        options["policy"] = "pools"
+    elif not options.get("policy"):
+        raise CommandError(f"--policy is required (one of {', '.join(POLICY_NAMES)}) unless --pools is given")
 
 
 def _check_capacity(options: dict[str, Any]) -> None:
