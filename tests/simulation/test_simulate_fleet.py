@@ -78,3 +78,27 @@ def test_a_siloed_split_too_small_for_its_jobs_is_a_message(call_command, tmp_pa
 
     with pytest.raises(CommandError, match="cannot satisfy the pool minimums"):
         call_command("simulate", trace=str(GENERIC), mode="replay", policy="siloed", fleet=str(tiny))
+
+
+def test_on_error_skip_counts_what_it_left_out_per_reason(call_command, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "submit_time,duration,gang_size,gpus_per_member,gpu_model,team,kind\n"
+        "0,100,1,1,,a,training\n1,x,1,1,,a,training\n2,100,1,1,,zz,training\n3,100,1,1,,a,nope\n",
+        encoding="utf-8",
+    )
+    fleet = tmp_path / "f.csv"
+    fleet.write_text("name,gpus,gpu_model\ng1,8,H100\n", encoding="utf-8")
+    pools = tmp_path / "p.toml"
+    pools.write_text('[[pool]]\nname = "a"\nnodes = "g1"\nteams = ["a"]\n', encoding="utf-8")
+    out = tmp_path / "run.json"
+
+    call_command(
+        "simulate", trace=str(trace), mode="replay", fleet=str(fleet), pools=str(pools), on_error="skip",
+        json_out=str(out),
+    )  # fmt: skip
+
+    figures = json.loads(out.read_text())
+    assert figures["skipped"] == {"malformed": 2, "no pool takes the job": 1}
+    assert figures["trace_reports"][1]["malformed_by_column"] == {"duration": 1, "kind": 1}
+    assert figures["jobs"]["arrived"] == 1

@@ -45,6 +45,13 @@ class Command(BaseCommand):
             "or an openb node list (any file name)",
         )
         parser.add_argument(
+            "--on-error",
+            dest="on_error",
+            choices=("raise", "skip"),
+            default="raise",
+            help="skip: leave out malformed rows (and jobs no pool takes), counted per reason in the JSON",
+        )
+        parser.add_argument(
             "--pools",
             default=None,
             help="replay on partitions described in a TOML file ([[pool]] tables: nodes, teams/kinds, queue, "
@@ -57,7 +64,7 @@ class Command(BaseCommand):
         _check_capacity(options)
         _check_policy(options)
         try:
-            trace = load_trace(options["trace"], fleet=options.get("fleet"))
+            trace = load_trace(options["trace"], fleet=options.get("fleet"), on_error=options.get("on_error", "raise"))
         except (UnknownTrace, FileNotFoundError, TraceFormatError) as error:
             raise CommandError(str(error)) from error
         with _Bar() as bar:
@@ -67,6 +74,7 @@ class Command(BaseCommand):
                 raise CommandError(str(error)) from error
         figures["fleet"] = _fleet_figures(trace, options)
         figures["trace_reports"] = [report.as_dict() for report in trace.reports]
+        figures["skipped"] = _skipped(trace, figures)
         text = json.dumps(figures, indent=2, default=str)
         if options["json_out"]:
             Path(options["json_out"]).write_text(text, encoding="utf-8")
@@ -82,7 +90,10 @@ class Command(BaseCommand):
     def _run(trace: Any, options: dict[str, Any], progress: ProgressCallback) -> dict[str, Any]:
         if options.get("pools"):
             seed = 0 if options["seed"] is None else options["seed"]
-            return simulate_pool_file(trace, options["pools"], seed=seed, progress=progress).as_dict()
+            skip = options.get("on_error") == "skip"
+            return simulate_pool_file(
+                trace, options["pools"], seed=seed, skip_unrouted=skip, progress=progress
+            ).as_dict()
         if options["mode"] == "packing":
             seed = 42 if options["seed"] is None else options["seed"]
             result = simulate_packing(trace, options["policy"], seed=seed, progress=progress).as_dict()
@@ -92,6 +103,18 @@ class Command(BaseCommand):
         return simulate_replay(
             trace, options["policy"], seed=seed, capacity_gpus=options["capacity"], progress=progress
         ).as_dict()
+
+
+def _skipped(trace: Any, figures: dict[str, Any]) -> dict[str, int]:
+    """Rows and jobs left out, per reason, over every file read (``--on-error skip``)."""
+    reasons: dict[str, int] = {}
+    for report in trace.reports:
+        for reason, count in report.skipped.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    no_pool = figures.get("jobs", {}).get("skipped_no_pool", 0) if isinstance(figures.get("jobs"), dict) else 0
+    if no_pool:
+        reasons["no pool takes the job"] = no_pool
+    return reasons
 
 
 def _check_policy(options: dict[str, Any]) -> None:
