@@ -140,6 +140,12 @@ class Replay:
         run = self.runs[index]
         pool = self.pools[self.pool_for(run)]
         run.pool = pool.name
+        if is_cpu_only(run.job.request):
+            run.rejected = pool.cpu_only_never_fits(run.job.request)
+            if not run.rejected:
+                pool.cpu_waiting.append(run)
+                self.dirty.add(pool.name)
+            return
         reason = pool.never_fits(run.job.request)
         if reason:
             run.rejected = reason
@@ -190,15 +196,18 @@ class Replay:
     def schedule_dirty(self) -> None:
         for name in sorted(self.dirty):
             pool = self.pools[name]
+            for run in pool.start_cpu_only(self.now) if pool.cpu_waiting else ():
+                self.started(run, pool, queued=False)
             for run in pool.schedule(self.now, self.seed, self.order_for(pool)):
                 self.started(run, pool)
         self.dirty.clear()
 
-    def started(self, run: JobRun, pool: Pool) -> None:
+    def started(self, run: JobRun, pool: Pool, *, queued: bool = True) -> None:
         if run.first_start is None:
             run.first_start = self.now
         run.start = self.now
-        self.queued(run, -1)
+        if queued:
+            self.queued(run, -1)
         self.acct.start(run.team, run.allocated_gpus, run.gpus, pool=pool.name)
         if self.federation is not None:
             self.federation.on_start(self, run)
@@ -257,6 +266,10 @@ class Replay:
             if wanted > 1e-9:
                 demand[team] = wanted
         return demand, held
+
+
+def is_cpu_only(request: Request) -> bool:
+    return not request.gpus_per_member and not request.gpu_milli
 
 
 def priority_order(pool: Pool) -> list[JobRun]:
