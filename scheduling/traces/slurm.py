@@ -6,6 +6,9 @@
   ``time_limit`` (what backfill reserves by); ``UNLIMITED``/``Partition_Limit`` leave it empty.
   GPUs come from ``AllocTRES`` (``gres/gpu=N`` or ``gres/gpu:type=N``) split evenly over ``NNodes``
   members; team = ``Account`` (else ``User``); every job is ``slurm``/``training``.
+* ``sacct --json`` output is read the same way (``time.submission/start/end`` epochs, ``time.limit`` in
+  minutes, plain or ``{"set", "infinite", "number"}``; ``tres.allocated`` ``gres``/``gpu``, ``cpu``,
+  ``mem``; ``allocation_nodes``); its errors name the line of the job's ``job_id`` and the key.
 * ``read_slurm_conf``: ``NodeName`` lines (``DEFAULT`` values, hostlists, ``Gres=gpu[:type]:N``,
   ``CPUs``, ``RealMemory``, ``Feature``) to fleet nodes and ``PartitionName`` lines to partitions.
 
@@ -14,9 +17,12 @@ Every malformed row names file, line and column (or key).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from scheduling.collectors.hostlist import expand_hostlist
@@ -59,11 +65,23 @@ def parse_time_limit(text: str) -> float | None:
 
 
 def read_sacct(path: str | Path, *, on_error: OnError = "raise") -> Trace:
+    """``sacct -P`` or ``sacct --json`` output (recognised from the first character) as a trace."""
     report = ReportBuilder(path, on_error)
+    text = Path(path).read_text(encoding="utf-8")
+    parsed = _sacct_json(path, text, report) if text.lstrip().startswith("{") else _sacct_pipes(path, text, report)
+    origin = min((submitted for submitted, _ in parsed), default=None)
+    jobs = []
+    for submitted, job in sorted(parsed, key=lambda pair: pair[0]):
+        offset = (submitted - origin).total_seconds() if origin else 0.0
+        request = replace(job.request, submitted_at=offset)
+        jobs.append(TraceJob(request=request, submit_s=offset, duration_s=job.duration_s))
+    return Trace(name=Path(path).stem, jobs=tuple(jobs), reports=(report.build(),))
+
+
+def _sacct_pipes(path: str | Path, text: str, report: ReportBuilder) -> list[tuple[datetime, TraceJob]]:
     name = str(path)
     parsed: list[tuple[datetime, TraceJob]] = []
-    with Path(path).open(encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
+    lines = text.splitlines()
     if not lines:
         raise TraceFormatError(path, 1, SACCT_COLUMNS[0], "empty file")
     columns = tuple(c.strip() for c in lines[0].split("|"))
@@ -79,24 +97,101 @@ def read_sacct(path: str | Path, *, on_error: OnError = "raise") -> Trace:
         row = Row(name, number, dict(zip(columns, fields[: len(columns)], strict=True)))
         if "." in row.text("JobID"):
             continue  # a job step: its job is the row that counts
-        report.row()
-        try:
-            item = _sacct_job(row)
-        except TraceFormatError as error:
-            report.malformed(error)
-            continue
-        if item is None:
-            report.skip("never started", f"{name}:{number}: job {row.text('JobID')} never started")
-            continue
-        parsed.append(item)
-        report.kept()
-    origin = min((submitted for submitted, _ in parsed), default=None)
-    jobs = []
-    for submitted, job in sorted(parsed, key=lambda pair: pair[0]):
-        offset = (submitted - origin).total_seconds() if origin else 0.0
-        request = replace(job.request, submitted_at=offset)
-        jobs.append(TraceJob(request=request, submit_s=offset, duration_s=job.duration_s))
-    return Trace(name=Path(path).stem, jobs=tuple(jobs), reports=(report.build(),))
+        _keep(report, parsed, partial(_sacct_job, row), f"{name}:{number}: job {row.text('JobID')}")
+    return parsed
+
+
+def _sacct_json(path: str | Path, text: str, report: ReportBuilder) -> list[tuple[datetime, TraceJob]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TraceFormatError(path, error.lineno, "", f"not valid JSON: {error.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise TraceFormatError(path, 1, "jobs", "expected sacct --json output: an object with a 'jobs' list")
+    parsed: list[tuple[datetime, TraceJob]] = []
+    for index, job in enumerate(data["jobs"]):
+        job_id = job.get("job_id") if isinstance(job, dict) else None
+        line = _line_of(text, job_id)
+        _keep(report, parsed, partial(_json_job, path, line, index, job), f"{path}:{line}: job {job_id}")
+    return parsed
+
+
+def _keep(
+    report: ReportBuilder,
+    parsed: list[tuple[datetime, TraceJob]],
+    parse: Callable[[], tuple[datetime, TraceJob] | None],
+    where: str,
+) -> None:
+    """Count one job row: kept, malformed (raised or skipped per ``report``) or never started (skipped)."""
+    report.row()
+    try:
+        item = parse()
+    except TraceFormatError as error:
+        report.malformed(error)
+        return
+    if item is None:
+        report.skip("never started", f"{where} never started")
+        return
+    parsed.append(item)
+    report.kept()
+
+
+def _line_of(text: str, job_id: object) -> int:
+    match = re.search(rf'"job_id"\s*:\s*{re.escape(str(job_id))}\b', text) if job_id is not None else None
+    return text.count("\n", 0, match.start()) + 1 if match else 1
+
+
+def _number(value: object) -> float | None:
+    """A plain number, or Slurm 23+'s ``{"set": .., "infinite": .., "number": ..}``; None if unset/infinite."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite", False):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _json_job(path: str | Path, line: int, index: int, job: object) -> tuple[datetime, TraceJob] | None:
+    def fail(key: str, message: str) -> TraceFormatError:
+        return TraceFormatError(path, line, f"jobs[{index}].{key}", message)
+
+    if not isinstance(job, dict):
+        raise fail("", "a job object is required")
+    times = job.get("time") if isinstance(job.get("time"), dict) else {}
+    submit, start, end = (_number(times.get(key)) for key in ("submission", "start", "end"))
+    if submit is None:
+        raise fail("time.submission", "an epoch in seconds is required")
+    if not start or not end:
+        return None
+    if end < start:
+        raise fail("time.end", "ends before it starts")
+    limit = _number(times.get("limit"))
+    members = int(_number(job.get("allocation_nodes")) or 1)
+    tres = job.get("tres", {}).get("allocated", []) if isinstance(job.get("tres"), dict) else []
+    counts = {"gpu": 0.0, "cpu": 0.0, "mem": 0.0}
+    for entry in tres if isinstance(tres, list) else []:
+        kind, label = str(entry.get("type", "")), str(entry.get("name", ""))
+        key = "gpu" if kind == "gres" and label.split(":")[0] == "gpu" else kind
+        if key in counts:
+            counts[key] += _number(entry.get("count")) or 0.0
+    gpus = int(counts["gpu"])
+    if gpus % members:
+        raise fail("tres.allocated", f"{gpus} GPUs do not split evenly over {members} nodes")
+    duration = end - start
+    request = Request(
+        id=str(job.get("job_id", index)),
+        members=members,
+        gpus_per_member=gpus // members,
+        cpu_milli=int(counts["cpu"]) * 1000 // members,
+        memory_mib=int(counts["mem"]) // members,
+        topology=TopologyLevel.LEAF_SWITCH if members > 1 else TopologyLevel.ANY,
+        team=str(job.get("account") or job.get("user") or "unknown"),
+        kind=WorkloadKind.TRAINING,
+        duration_estimate_s=max(limit * 60, duration) if limit is not None else duration,
+        orchestrator="slurm",
+    )
+    return datetime.fromtimestamp(submit, tz=UTC), TraceJob(request=request, submit_s=0.0, duration_s=duration)
 
 
 def _sacct_job(row: Row) -> tuple[datetime, TraceJob] | None:

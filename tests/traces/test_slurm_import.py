@@ -94,3 +94,26 @@ def test_slurm_conf_errors_name_the_line(tmp_path: Path) -> None:
 
     with pytest.raises(TraceFormatError, match=re.escape(f"{path}:1: column 'Gres'")):
         read_slurm_conf(path)
+
+
+def test_sacct_json_reads_like_sacct_p() -> None:
+    trace = read_sacct(FIXTURES / "sacct.json")
+
+    jobs = {job.id: job for job in trace.jobs}
+    assert list(jobs) == ["201", "202"]
+    gang = jobs["201"].request
+    assert (gang.members, gang.gpus_per_member, gang.cpu_milli, gang.memory_mib) == (2, 8, 8000, 32000)
+    assert (jobs["201"].duration_s, gang.duration_estimate_s) == (7200.0, 14400.0)
+    assert (jobs["202"].submit_s, jobs["202"].request.gpus, jobs["202"].request.team) == (60.0, 2, "bob")
+    assert jobs["202"].request.duration_estimate_s == 3600.0  # Slurm 23+ {"set", "number"} limit
+    assert trace.reports[0].skipped == {"never started": 1}
+
+
+def test_a_bad_sacct_json_job_names_its_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "sacct.json"
+    text = (FIXTURES / "sacct.json").read_text().replace('"count": 2}]', '"count": 3}]')
+    bob = '"user": "bob",\n      "allocation_nodes": '
+    path.write_text(text.replace(bob + "1", bob + "2"))  # 3 GPUs over 2 nodes
+
+    with pytest.raises(TraceFormatError, match=re.escape(f"{path}:18: column 'jobs[1].tres.allocated'")):
+        read_sacct(path)

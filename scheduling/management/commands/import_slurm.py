@@ -1,6 +1,6 @@
 """``manage.py import_slurm``: a Slurm site's history and layout as simulator inputs; needs no database.
 
-* ``--sacct FILE --jobs-out jobs.csv``: ``sacct -P`` output to the generic CSV (time limits kept).
+* ``--sacct FILE --jobs-out jobs.csv``: ``sacct -P`` or ``sacct --json`` output to the generic CSV (time limits kept).
 * ``--conf slurm.conf --fleet-out fleet.csv --pools-out pools.toml``: NodeName / PartitionName lines to a
   ``--fleet`` CSV and a ``--pools`` TOML for ``manage.py simulate``.
 """
@@ -24,7 +24,7 @@ class Command(BaseCommand):
     requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--sacct", default=None, help="sacct -P output (JobID,Submit,Start,End,Timelimit,...)")
+        parser.add_argument("--sacct", default=None, help="sacct -P (JobID,Submit,Start,End,Timelimit,AllocTRES,NNodes,...) or sacct --json output")
         parser.add_argument("--jobs-out", dest="jobs_out", default=None, help="generic CSV to write")
         parser.add_argument("--conf", default=None, help="slurm.conf")
         parser.add_argument("--fleet-out", dest="fleet_out", default=None, help="fleet CSV to write")
