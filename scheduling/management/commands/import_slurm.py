@@ -24,7 +24,11 @@ class Command(BaseCommand):
     requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--sacct", default=None, help="sacct -P (JobID,Submit,Start,End,Timelimit,AllocTRES,NNodes,...) or sacct --json output")
+        parser.add_argument(
+            "--sacct",
+            default=None,
+            help="sacct -P (JobID,Submit,Start,End,Timelimit,AllocTRES,NNodes,...) or sacct --json output",
+        )
         parser.add_argument("--jobs-out", dest="jobs_out", default=None, help="generic CSV to write")
         parser.add_argument("--conf", default=None, help="slurm.conf")
         parser.add_argument("--fleet-out", dest="fleet_out", default=None, help="fleet CSV to write")
