@@ -23,6 +23,10 @@ class Integrals:
     used_gpu_s: float = 0.0
     used_gpu_s_by_team: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     used_by_team: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    allocated_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    used_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    allocated_gpu_s_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    used_gpu_s_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     max_allocated: float = 0.0
 
     def advance(self, now: float) -> None:
@@ -35,18 +39,25 @@ class Integrals:
             for team, gpus in self.used_by_team.items():
                 if gpus:
                     self.used_gpu_s_by_team[team] += gpus * span
+            for pool, gpus in self.allocated_by_pool.items():
+                self.allocated_gpu_s_by_pool[pool] += gpus * span
+                self.used_gpu_s_by_pool[pool] += self.used_by_pool[pool] * span
         self.last_time = now
 
-    def start(self, team: str, allocated: float, used: float) -> None:
+    def start(self, team: str, allocated: float, used: float, *, pool: str = "") -> None:
         self.allocated += allocated
         self.used += used
         self.used_by_team[team] += used
+        self.allocated_by_pool[pool] += allocated
+        self.used_by_pool[pool] += used
         self.max_allocated = max(self.max_allocated, self.allocated)
 
-    def stop(self, team: str, allocated: float, used: float) -> None:
+    def stop(self, team: str, allocated: float, used: float, *, pool: str = "") -> None:
         self.allocated -= allocated
         self.used -= used
         self.used_by_team[team] -= used
+        self.allocated_by_pool[pool] -= allocated
+        self.used_by_pool[pool] -= used
 
 
 @dataclass

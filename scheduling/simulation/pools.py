@@ -30,12 +30,22 @@ from scheduling.engine.fragmentation import expected_fragment_milli
 from scheduling.engine.placement import ClusterState, invalid_request
 from scheduling.engine.preemption import RunningSet
 from scheduling.engine.sizemix import normalised_mix
-from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request, RunningWorkload, SizeMix
+from scheduling.engine.types import (
+    MILLI_PER_GPU,
+    MemberAssignment,
+    Node,
+    Placement,
+    Request,
+    RunningWorkload,
+    SizeMix,
+    TopologyLevel,
+)
 
 if TYPE_CHECKING:
     from scheduling.simulation.replay import JobRun
 
 DISCIPLINES = ("easy", "greedy", "fcfs")
+QUEUE_ORDERS = ("fifo", "fairshare", "priority")  # who goes first; the discipline says what may pass whom
 DEFAULT_MAX_TESTS = 200
 
 
@@ -55,10 +65,13 @@ class PoolSpec:
     exclusive: bool = False
     max_tests: int = DEFAULT_MAX_TESTS
     preemption: bool = False  # keep the engine's victim index (federated pools)
+    queue: str = "fifo"  # fairshare needs a Federation in the replay (it orders by the engine's entitlements)
 
     def __post_init__(self) -> None:
         if self.discipline not in DISCIPLINES:
             raise ValueError(f"unknown queue discipline {self.discipline!r}; expected one of {DISCIPLINES}")
+        if self.queue not in QUEUE_ORDERS:
+            raise ValueError(f"unknown queue order {self.queue!r}; expected one of {QUEUE_ORDERS}")
 
 
 class Pool:
@@ -68,6 +81,8 @@ class Pool:
         self.state = state
         self.mix = mix
         self.pending: list[JobRun] = []
+        self.cpu_waiting: list[JobRun] = []  # CPU-only jobs: outside the GPU queue, see start_cpu_only
+        self.cpu_running: set[int] = set()
         self.running: dict[int, JobRun] = {}
         self.running_by_id: dict[str, JobRun] = {}
         self.ending = EndingQueue()  # ... kept sorted by expected end for the engine's backfill
@@ -107,6 +122,51 @@ class Pool:
             return f"no {'/'.join(sorted(request.gpu_models))} GPU in pool {self.name}"
         return ""
 
+    def cpu_only_never_fits(self, request: Request) -> str:
+        """Why a CPU-only job can never start here ('' if it can)."""
+        if request.members != 1:
+            return "CPU-only gangs are not simulated"
+        if not any(
+            (not node.cpu_milli_total or node.cpu_milli_total >= request.cpu_milli)
+            and (not node.memory_mib_total or node.memory_mib_total >= request.memory_mib)
+            for node in self.spec.nodes
+        ):
+            return f"no node of pool {self.name} has the CPU and memory this CPU-only job asks for"
+        return ""
+
+    def start_cpu_only(self, now: float) -> list[JobRun]:
+        """Start waiting CPU-only jobs, in order, each on the first node with room for its CPU and memory.
+
+        The engine places GPU requests only (it refuses a request without GPUs) but its ``commit`` reserves
+        the CPU and memory of a GPU-less placement, so the simulator picks the node and the engine keeps
+        the books (as for CPU-only pods in packing, cpu_only.py). CPU-only jobs never wait behind GPU jobs.
+        """
+        started: list[JobRun] = []
+        for run in self.cpu_waiting:
+            request = run.job.request
+            for index in range(self.state.node_count):
+                name = self.state.node_name(index)
+                placement = Placement(
+                    request_id=request.id,
+                    assignments=(MemberAssignment(member=0, node=name, gpu_indices=(), gpu_milli=0),),
+                    topology=TopologyLevel.NVLINK_DOMAIN,
+                    reasons=(f"CPU-only job: first node with room, {name}",),
+                )
+                try:
+                    self.state.commit(placement, request)
+                except ValueError:
+                    continue
+                run.alloc, run.placement = request, placement
+                self.running[run.index] = run
+                self.running_by_id[request.id] = run
+                self.cpu_running.add(run.index)
+                started.append(run)
+                break
+        if started:
+            gone = {run.index for run in started}
+            self.cpu_waiting = [run for run in self.cpu_waiting if run.index not in gone]
+        return started
+
     def might_start_something(self) -> bool:
         """False when every queued job needs more whole GPUs than are free (then nothing can start)."""
         free = self.state.gpu_free
@@ -122,6 +182,11 @@ class Pool:
         """
         if not self.pending or not self.might_start_something():
             return []
+        return self._schedule_gpu_jobs(now, seed, order)
+
+    def _schedule_gpu_jobs(
+        self, now: float, seed: int, order: Callable[[], list[JobRun]] | None
+    ) -> list[JobRun]:
         if order is not None:
             self.pending = order()
         if self.spec.discipline == "easy":
@@ -253,6 +318,9 @@ class Pool:
         self.state.release(run.placement, run.alloc)
         del self.running[run.index]
         del self.running_by_id[run.alloc.id]
+        if run.index in self.cpu_running:
+            self.cpu_running.discard(run.index)
+            return
         self.ending.remove(run.alloc.id)
         if self.victim_index is not None:
             self.victim_index.remove(run.alloc.id)

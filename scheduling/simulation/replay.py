@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -78,8 +78,12 @@ class Replay:
         sample_interval_s: float = SAMPLE_INTERVAL_S,
         horizon_s: float | None = None,
         progress: ProgressCallback | None = None,
+        router: Callable[[str, str], str | None] | None = None,
     ) -> None:
+        """``router(team, orchestrator)`` names each job's pool (a pool file's rules); without one, a
+        single pool takes every job and several pools are chosen by orchestrator."""
         self.policy = policy
+        self.router = router
         self.seed = seed
         self.scenario = scenario
         self.federation = federation
@@ -136,6 +140,12 @@ class Replay:
         run = self.runs[index]
         pool = self.pools[self.pool_for(run)]
         run.pool = pool.name
+        if is_cpu_only(run.job.request):
+            run.rejected = pool.cpu_only_never_fits(run.job.request)
+            if not run.rejected:
+                pool.cpu_waiting.append(run)
+                self.dirty.add(pool.name)
+            return
         reason = pool.never_fits(run.job.request)
         if reason:
             run.rejected = reason
@@ -166,24 +176,39 @@ class Replay:
 
     # -- placement --------------------------------------------------------------------------------
     def pool_for(self, run: JobRun) -> str:
+        if self.router is not None:
+            name = self.router(run.team, run.orchestrator)
+            if name is None or name not in self.pools:
+                raise ValueError(f"job {run.job.id!r} (team {run.team!r}, kind {run.orchestrator!r}) matches no pool")
+            return name
         if len(self.pools) == 1:
             return next(iter(self.pools))
         return run.orchestrator if run.orchestrator in self.pools else next(iter(self.pools))
 
+    def order_for(self, pool: Pool) -> Callable[[], list[JobRun]] | None:
+        """The pool's queue order: fair share (the federation's), priority, or arrival (``None``)."""
+        if pool.spec.queue == "fairshare" and self.federation is not None:
+            return partial(self.federation.order, self, pool)
+        if pool.spec.queue == "priority":
+            return partial(priority_order, pool)
+        return None
+
     def schedule_dirty(self) -> None:
         for name in sorted(self.dirty):
             pool = self.pools[name]
-            order = partial(self.federation.order, self, pool) if self.federation is not None else None
-            for run in pool.schedule(self.now, self.seed, order):
+            for run in pool.start_cpu_only(self.now) if pool.cpu_waiting else ():
+                self.started(run, pool, queued=False)
+            for run in pool.schedule(self.now, self.seed, self.order_for(pool)):
                 self.started(run, pool)
         self.dirty.clear()
 
-    def started(self, run: JobRun, pool: Pool) -> None:
+    def started(self, run: JobRun, pool: Pool, *, queued: bool = True) -> None:
         if run.first_start is None:
             run.first_start = self.now
         run.start = self.now
-        self.queued(run, -1)
-        self.acct.start(run.team, run.allocated_gpus, run.gpus)
+        if queued:
+            self.queued(run, -1)
+        self.acct.start(run.team, run.allocated_gpus, run.gpus, pool=pool.name)
         if self.federation is not None:
             self.federation.on_start(self, run)
         self.push(self.now + run.remaining_s, COMPLETE, run.index, run.epoch)
@@ -191,7 +216,7 @@ class Replay:
     def stop(self, run: JobRun) -> None:
         pool = self.pools[run.pool]
         pool.release(run)
-        self.acct.stop(run.team, run.allocated_gpus, run.gpus)
+        self.acct.stop(run.team, run.allocated_gpus, run.gpus, pool=pool.name)
         self.dirty.add(pool.name)
 
     def preempt(self, run: JobRun) -> None:
@@ -241,6 +266,15 @@ class Replay:
             if wanted > 1e-9:
                 demand[team] = wanted
         return demand, held
+
+
+def is_cpu_only(request: Request) -> bool:
+    return not request.gpus_per_member and not request.gpu_milli
+
+
+def priority_order(pool: Pool) -> list[JobRun]:
+    """Higher ``priority`` first, then arrival (job index), like Slurm's priority/basic."""
+    return sorted(pool.pending, key=lambda run: (-run.job.request.priority, run.job.submit_s, run.index))
 
 
 def gpu_capacity(nodes: Sequence[Node]) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from scheduling.simulation.stats import SIZE_BUCKETS, size_bucket, summary
 
 if TYPE_CHECKING:
-    from scheduling.simulation.replay import Replay
+    from scheduling.simulation.replay import JobRun, Replay
 
 HOUR = 3600.0
 
@@ -46,9 +46,19 @@ def build_result(replay: Replay, *, wall_time_s: float) -> ReplayResult:
                 "discipline": pool.spec.discipline,
                 "placement_policy": pool.spec.placement_policy,
                 "exclusive": pool.spec.exclusive,
+                "queue": pool.spec.queue,
+                "backfill_depth": pool.spec.max_tests,
+                "preemption": pool.spec.preemption,
+                **_group_figures(
+                    [run for run in runs if run.pool == name],
+                    pool.capacity_gpus * window,
+                    replay.acct.allocated_gpu_s_by_pool.get(name, 0.0),
+                    replay.acct.used_gpu_s_by_pool.get(name, 0.0),
+                ),
             }
             for name, pool in replay.pools.items()
         },
+        "teams": _team_figures(replay, capacity_gpu_s),
         "window_hours": window / HOUR,
         "jobs": {
             "arrived": len(runs),
@@ -61,7 +71,7 @@ def build_result(replay: Replay, *, wall_time_s: float) -> ReplayResult:
         "allocation": replay.acct.allocated_gpu_s / capacity_gpu_s,
         "utilisation": replay.acct.used_gpu_s / capacity_gpu_s,
         "max_allocated_gpus": replay.acct.max_allocated,
-        "wait_hours": _by_size([(run.gpus, (run.first_start - run.job.submit_s) / HOUR) for run in started]),
+        "wait_hours": _waits(started),
         "jct_hours": _by_size([(run.gpus, (run.end - run.job.submit_s) / HOUR) for run in completed if run.end]),
         "fragmentation": {
             "times_h": [t / HOUR for t in replay.samples.times_s],
@@ -83,6 +93,51 @@ def build_result(replay: Replay, *, wall_time_s: float) -> ReplayResult:
         "wall_time_s": wall_time_s,
     }
     return ReplayResult(figures)
+
+
+def _group_figures(
+    runs: list[JobRun], capacity_gpu_s: float, allocated_gpu_s: float, used_gpu_s: float
+) -> dict[str, object]:
+    """The fleet-wide headline figures for one pool (or any group of jobs with its own capacity)."""
+    started = [run for run in runs if run.first_start is not None]
+    return {
+        "jobs": len(runs),
+        "rejected": sum(1 for run in runs if run.rejected),
+        "allocation": allocated_gpu_s / capacity_gpu_s if capacity_gpu_s else None,
+        "utilisation": used_gpu_s / capacity_gpu_s if capacity_gpu_s else None,
+        "wait_hours": _waits(started),
+    }
+
+
+def _team_figures(replay: Replay, capacity_gpu_s: float) -> dict[str, dict[str, object]]:
+    """Per team: jobs, share of the GPU-hours used, utilisation of the whole fleet, waits by size."""
+    by_team: dict[str, list[JobRun]] = defaultdict(list)
+    for run in replay.runs:
+        by_team[run.team].append(run)
+    used = replay.acct.used_gpu_s_by_team
+    total_used = sum(used.values()) or 1.0
+    teams: dict[str, dict[str, object]] = {}
+    for team in sorted(by_team):
+        runs = by_team[team]
+        started = [run for run in runs if run.first_start is not None]
+        teams[team] = {
+            "jobs": len(runs),
+            "rejected": sum(1 for run in runs if run.rejected),
+            "gpu_hours": used.get(team, 0.0) / HOUR,
+            "share_of_gpu_hours": used.get(team, 0.0) / total_used,
+            "utilisation": used.get(team, 0.0) / capacity_gpu_s,
+            "wait_hours": _waits(started),
+        }
+    return teams
+
+
+def _waits(started: list[JobRun]) -> dict[str, dict[str, float | int | None]]:
+    """Hours from submission to first start, by job size."""
+    pairs = []
+    for run in started:
+        first = run.first_start if run.first_start is not None else run.job.submit_s
+        pairs.append((run.gpus, (first - run.job.submit_s) / HOUR))
+    return _by_size(pairs)
 
 
 def _by_size(pairs: list[tuple[float, float]]) -> dict[str, dict[str, float | int | None]]:

@@ -15,12 +15,14 @@ Policies (``--policy``):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from scheduling.engine.placement import POLICIES
 from scheduling.simulation.federation import Federation
 from scheduling.simulation.fleet import GPUS_PER_NODE, build_fleet, split_nodes
 from scheduling.simulation.packing import FGD_SEEDS, PackingResult, run_packing
+from scheduling.simulation.pool_file import PoolFileError, plan_pools
 from scheduling.simulation.pools import PoolSpec
 from scheduling.simulation.progress import ProgressCallback
 from scheduling.simulation.replay import Replay
@@ -50,7 +52,11 @@ def pools_for(
     if policy == "siloed":
         return siloed_pools(nodes, scenario, jobs, slurm_exclusive=slurm_exclusive)
     if policy == "federated":
-        return [PoolSpec("shared", tuple(nodes), discipline="easy", placement_policy="fgd", preemption=True)]
+        return [
+            PoolSpec(
+                "shared", tuple(nodes), discipline="easy", placement_policy="fgd", preemption=True, queue="fairshare"
+            )
+        ]
     if policy in POLICIES:
         return [PoolSpec("shared", tuple(nodes), discipline="easy", placement_policy=policy)]
     raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICY_NAMES)}")
@@ -100,6 +106,58 @@ def simulate_replay(
     result = replay.run()
     result.figures["trace"] = trace.name
     result.figures["rows_skipped"] = trace.rows_skipped
+    return result
+
+
+def simulate_pool_file(
+    trace: Trace,
+    pool_file: str | Path,
+    *,
+    seed: int = 0,
+    horizon_s: float | None = None,
+    skip_unrouted: bool = False,
+    progress: ProgressCallback | None = None,
+) -> ReplayResult:
+    """Replay ``trace`` on its node list split as ``pool_file`` says (see pool_file.py).
+
+    A job that matches no pool raises ``PoolFileError`` naming it (``skip_unrouted``: it is left out and
+    counted in ``jobs.skipped_no_pool``).
+    """
+    if not trace.nodes:
+        raise ValueError("--pools needs a fleet: give --fleet FILE.csv (or a trace with a node list)")
+    plan = plan_pools(pool_file, trace.nodes)
+    scenario = build_scenario(trace.jobs, trace.gpu_capacity)
+    jobs: list[TraceJob] = []
+    unrouted: list[TraceJob] = []
+    for job in trace.jobs:
+        routed = plan.route(job.request.team, scenario.orchestrator_for(job))
+        (jobs if routed is not None else unrouted).append(job)
+    if unrouted and not skip_unrouted:
+        first = unrouted[0]
+        raise PoolFileError(
+            f"{plan.path}: {len(unrouted)} job(s) match no pool, first {first.id!r} "
+            f"(team {first.request.team!r}, kind {scenario.orchestrator_for(first)!r}); "
+            "add a pool for them (a pool with neither teams nor kinds takes every job) or skip them"
+        )
+    federation = Federation() if plan.needs_fair_share else None
+    replay = Replay(
+        jobs,
+        plan.specs,
+        scenario,
+        policy="pools",
+        seed=seed,
+        federation=federation,
+        horizon_s=horizon_s,
+        progress=progress,
+        router=plan.route,
+    )
+    result = replay.run()
+    result.figures["trace"] = trace.name
+    result.figures["rows_skipped"] = trace.rows_skipped
+    result.figures["pool_file"] = plan.path
+    jobs_figures = result.figures["jobs"]
+    assert isinstance(jobs_figures, dict)
+    jobs_figures["skipped_no_pool"] = len(unrouted)
     return result
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from scheduling.traces.errors import TraceFormatError
+from scheduling.traces.errors import ReportBuilder, TraceFormatError
 
 N = TypeVar("N", int, float)
+T = TypeVar("T")
 
 
 class Row:
@@ -142,3 +143,30 @@ class CsvFile:
                 name, line, f"#{len(columns) + 1}", f"extra field ({len(fields)} of {len(columns)} fields)"
             )
         return Row(name, line, dict(zip(columns, fields, strict=True)))
+
+
+def read_unique(
+    rows: Iterable[Row],
+    report: ReportBuilder,
+    parse: Callable[[Row], T],
+    key: Callable[[T], str],
+    *,
+    column: str,
+    what: str,
+) -> list[T]:
+    """Parse every row, counting it in ``report``; a key seen before is an error on ``column``."""
+    items: list[T] = []
+    seen: set[str] = set()
+    for row in rows:
+        report.row()
+        try:
+            item = parse(row)
+            if key(item) in seen:
+                raise row.error(column, f"duplicate {what} {key(item)!r}")
+        except TraceFormatError as error:
+            report.malformed(error)
+            continue
+        seen.add(key(item))
+        items.append(item)
+        report.kept()
+    return items

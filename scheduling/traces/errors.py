@@ -39,6 +39,7 @@ class ReadReport:
     skipped: dict[str, int] = field(default_factory=dict)
     messages: tuple[str, ...] = ()
     ignored_columns: tuple[str, ...] = ()
+    malformed_by_column: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows_skipped(self) -> int:
@@ -53,6 +54,7 @@ class ReadReport:
             "skipped": dict(self.skipped),
             "messages": list(self.messages),
             "ignored_columns": list(self.ignored_columns),
+            "malformed_by_column": dict(self.malformed_by_column),
         }
 
 
@@ -69,6 +71,7 @@ class ReportBuilder:
         self.skipped: Counter[str] = Counter()
         self.messages: list[str] = []
         self.ignored_columns: tuple[str, ...] = ()
+        self.malformed_by_column: Counter[str] = Counter()
 
     def row(self) -> None:
         self.rows_read += 1
@@ -86,6 +89,7 @@ class ReportBuilder:
         if self.on_error == "raise":
             raise error
         self.skip("malformed", str(error))
+        self.malformed_by_column[error.column] += 1
 
     def build(self) -> ReadReport:
         return ReadReport(
@@ -95,4 +99,5 @@ class ReportBuilder:
             skipped=dict(sorted(self.skipped.items())),
             messages=tuple(self.messages),
             ignored_columns=self.ignored_columns,
+            malformed_by_column=dict(sorted(self.malformed_by_column.items())),
         )

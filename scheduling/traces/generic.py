@@ -11,7 +11,8 @@ Required columns:
   ``team``             team (tenant, VC, account) the job is charged to
   ``kind``             training | hpo | inference | batch
 Optional columns: ``id`` (default ``<file>-<line>``), ``priority`` (int, default 0), ``orchestrator``
-(slurm | kubernetes | ray, empty = let the router choose), ``cpu_milli``, ``memory_mib``.
+(slurm | kubernetes | ray, empty = let the router choose), ``cpu_milli``, ``memory_mib``, ``time_limit``
+(seconds > 0, at least ``duration``; what backfill reserves by, as Slurm does; empty = the duration).
 Other columns are ignored and listed in the read report.
 """
 
@@ -22,12 +23,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scheduling.engine.types import MILLI_PER_GPU, OrchestratorKind, Request, TopologyLevel, WorkloadKind
-from scheduling.traces.csvrows import CsvFile, Row
-from scheduling.traces.errors import OnError, ReportBuilder, TraceFormatError
+from scheduling.traces.csvrows import CsvFile, Row, read_unique
+from scheduling.traces.errors import OnError, ReportBuilder
 from scheduling.traces.records import Trace, TraceJob
 
 REQUIRED_COLUMNS = ("submit_time", "duration", "gang_size", "gpus_per_member", "gpu_model", "team", "kind")
-OPTIONAL_COLUMNS = ("id", "priority", "orchestrator", "cpu_milli", "memory_mib")
+OPTIONAL_COLUMNS = ("id", "priority", "orchestrator", "cpu_milli", "memory_mib", "time_limit")
 KINDS = {kind.value: kind for kind in WorkloadKind}
 ORCHESTRATORS = {kind.value for kind in OrchestratorKind}
 
@@ -36,20 +37,7 @@ def read_generic_csv(path: str | Path, *, on_error: OnError = "raise", name: str
     report = ReportBuilder(path, on_error)
     rows = CsvFile(path, REQUIRED_COLUMNS)
     stem = Path(path).stem
-    jobs: list[TraceJob] = []
-    seen: set[str] = set()
-    for row in rows:
-        report.row()
-        try:
-            job = _job(stem, row)
-            if job.id in seen:
-                raise row.error("id", f"duplicate id {job.id!r}")
-        except TraceFormatError as error:
-            report.malformed(error)
-            continue
-        seen.add(job.id)
-        jobs.append(job)
-        report.kept()
+    jobs = read_unique(rows, report, lambda row: _job(stem, row), lambda job: job.id, column="id", what="id")
     report.ignored_columns = tuple(c for c in rows.columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     jobs.sort(key=lambda job: job.submit_s)
     return Trace(name=name or stem, jobs=tuple(jobs), reports=(report.build(),))
@@ -72,7 +60,7 @@ def _job(stem: str, row: Row) -> TraceJob:
         team=row.text("team"),
         priority=row.integer("priority") if row.text("priority") else 0,
         kind=_kind(row),
-        duration_estimate_s=duration,
+        duration_estimate_s=_time_limit(row, duration),
         submitted_at=submit,
         orchestrator=_orchestrator(row),
     )
@@ -87,6 +75,18 @@ def _gpus_per_member(row: Row) -> tuple[int, int]:
     if value < 1:
         return 0, max(1, round(value * MILLI_PER_GPU))
     raise row.error("gpus_per_member", f"{value} is neither a whole number of GPUs nor a share below 1")
+
+
+def _time_limit(row: Row, duration: float) -> float:
+    """What a scheduler knows in advance: the job's time limit, else (the perfect-estimate baseline) its duration."""
+    if not row.text("time_limit"):
+        return duration
+    limit = row.number("time_limit")
+    if limit <= 0:
+        raise row.error("time_limit", f"a time limit must be > 0 seconds, got {limit:g}")
+    if limit < duration:
+        raise row.error("time_limit", f"{limit:g} s is shorter than the duration {duration:g} s (the job ran longer)")
+    return limit
 
 
 def _kind(row: Row) -> WorkloadKind:
@@ -108,7 +108,7 @@ def write_generic_csv(path: str | Path, jobs: Iterable[TraceJob]) -> int:
     count = 0
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(("id", *REQUIRED_COLUMNS, "priority", "orchestrator", "cpu_milli", "memory_mib"))
+        writer.writerow(("id", *REQUIRED_COLUMNS, *OPTIONAL_COLUMNS[1:]))
         for job in jobs:
             request = job.request
             per_member = request.gpu_milli / MILLI_PER_GPU if request.gpu_milli else request.gpus_per_member
@@ -126,6 +126,7 @@ def write_generic_csv(path: str | Path, jobs: Iterable[TraceJob]) -> int:
                     request.orchestrator,
                     request.cpu_milli,
                     request.memory_mib,
+                    "" if request.duration_estimate_s == job.duration_s else request.duration_estimate_s,
                 )
             )
             count += 1

@@ -24,6 +24,7 @@ NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 # QoS classes of latency-sensitive serving; everything else in openb is batch-like.
 SERVING_QOS = frozenset({"LS", "Guaranteed"})
+LICENSE_NOTE = "Alibaba clusterdata: research or study use only; read from path, not redistributed"
 
 
 def read_openb_nodes(path: str | Path, *, on_error: OnError = "raise") -> tuple[tuple[Node, ...], ReadReport]:
@@ -133,7 +134,5 @@ def read_openb(
         jobs=jobs,
         nodes=nodes,
         reports=(node_report, pod_report),
-        notes={
-            "license": "Alibaba clusterdata: research or study use only; read from path, not redistributed"
-        },
+        notes={"license": LICENSE_NOTE},
     )

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import replace
 from pathlib import Path
 
-from scheduling.traces import generic, openb, philly, tiresias
-from scheduling.traces.errors import OnError
+from scheduling.traces import generic, nodes, openb, philly, tiresias
+from scheduling.traces.errors import OnError, TraceFormatError
 from scheduling.traces.records import Trace
 
 OPENB_DIR = Path("alibaba-clusterdata/cluster-trace-gpu-v2023/csv")
@@ -43,19 +44,37 @@ def trace_names() -> tuple[str, ...]:
     return (*NAMED, "philly-demo", "openb-<variant> (e.g. openb-default, openb-gpushare40)")
 
 
-def load_trace(name_or_path: str, *, on_error: OnError = "raise", traces_dir: Path | None = None) -> Trace:
-    """Read a named or a path trace; raises :class:`UnknownTrace` with the known names otherwise."""
+def load_trace(
+    name_or_path: str,
+    *,
+    on_error: OnError = "raise",
+    traces_dir: Path | None = None,
+    fleet: str | Path | None = None,
+) -> Trace:
+    """Read a named or a path trace; raises :class:`UnknownTrace` with the known names otherwise.
+
+    ``fleet`` is a node list (fleet CSV or openb node list, any file name, see ``nodes.py``); it replaces
+    whatever nodes the trace comes with (for an openb pod list, the node list beside it is then not read).
+    """
     root = traces_dir or shared_traces_dir()
     path = _named_path(name_or_path, root)
     if path is None:
         path = Path(name_or_path)
         if not path.is_file():
-            raise UnknownTrace(
-                f"no trace named or at {name_or_path!r}; known names: {', '.join(trace_names())}"
-            )
+            raise UnknownTrace(f"no trace named or at {name_or_path!r}; known names: {', '.join(trace_names())}")
     if not path.is_file():
         raise FileNotFoundError(f"trace {name_or_path!r} expected at {path}, which does not exist")
-    return _read_by_header(path, on_error, root)
+    if fleet is None:
+        return _read_by_header(path, on_error, root)
+    fleet_nodes, fleet_report = nodes.read_node_list(fleet, on_error=on_error)
+    if not fleet_nodes:
+        raise TraceFormatError(fleet, 1, nodes.FLEET_COLUMNS[0], "the node list has no nodes")
+    if set(openb.POD_COLUMNS) <= _header(path) and not set(philly.PHILLY_COLUMNS) <= _header(path):
+        jobs, pod_report = openb.read_openb_pods(path, on_error=on_error)  # the fleet replaces the sibling list
+        trace = Trace(name=path.stem, jobs=jobs, reports=(pod_report,), notes={"license": openb.LICENSE_NOTE})
+    else:
+        trace = _read_by_header(path, on_error, root)
+    return replace(trace, nodes=fleet_nodes, reports=(fleet_report, *trace.reports))
 
 
 def _named_path(name: str, root: Path) -> Path | None:

@@ -10,19 +10,6 @@ import pytest
 PHILLY_SLICE = Path(__file__).resolve().parents[1] / "traces" / "fixtures" / "philly_slice.csv"
 
 
-@pytest.fixture
-def call_command():  # type: ignore[no-untyped-def]
-    django = pytest.importorskip("django")
-    from django.conf import settings
-
-    if not settings.configured:
-        pytest.skip("Django settings not configured (run without -p no:django to include this test)")
-    django.setup()
-    from django.core.management import call_command as call
-
-    return call
-
-
 def test_it_writes_replay_figures_and_an_offline_html_report(call_command, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out, page = tmp_path / "run.json", tmp_path / "run.html"
 

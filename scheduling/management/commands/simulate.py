@@ -13,7 +13,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling.simulation import MODES, POLICY_NAMES, simulate_packing, simulate_replay
+from scheduling.simulation.fleet import GPUS_PER_NODE
 from scheduling.simulation.progress import ProgressCallback
+from scheduling.simulation.runner import simulate_pool_file
 from scheduling.traces import TraceFormatError, UnknownTrace, load_trace
 
 BAR_AFTER_S = 3.0  # no progress bar for runs that end before a bar would help
@@ -27,22 +29,52 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--trace", required=True, help="philly, philly-demo, openb-default, ... or a CSV path")
         parser.add_argument("--mode", choices=MODES, required=True)
-        parser.add_argument("--policy", choices=POLICY_NAMES, required=True)
+        parser.add_argument("--policy", choices=POLICY_NAMES, default=None, help="required unless --pools is given")
         parser.add_argument("--seed", type=int, default=None, help="default: 42 for packing, 0 for replay")
         parser.add_argument(
-            "--capacity", type=int, default=None, help="fleet GPUs for replay (default: 2x mean demand)"
+            "--capacity",
+            type=int,
+            default=None,
+            help=f"fleet GPUs for replay on synthetic {GPUS_PER_NODE}-GPU nodes; must be a multiple of "
+            f"{GPUS_PER_NODE} (default: 2x mean demand); not with --fleet",
+        )
+        parser.add_argument(
+            "--fleet",
+            default=None,
+            help="node list: a CSV with name,gpus,gpu_model[,cpu_milli,memory_mib,leaf_switch,nvlink_domain] "
+            "or an openb node list (any file name)",
+        )
+        parser.add_argument(
+            "--on-error",
+            dest="on_error",
+            choices=("raise", "skip"),
+            default="raise",
+            help="skip: leave out malformed rows (and jobs no pool takes), counted per reason in the JSON",
+        )
+        parser.add_argument(
+            "--pools",
+            default=None,
+            help="replay on partitions described in a TOML file ([[pool]] tables: nodes, teams/kinds, queue, "
+            "backfill, backfill_depth, nodes_shared, preemption); needs --fleet; replaces --policy",
         )
         parser.add_argument("--json", dest="json_out", default=None, help="write the figures to this file")
         parser.add_argument("--html", dest="html_out", default=None, help="write a self-contained Plotly report")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        _check_capacity(options)
+        _check_policy(options)
         try:
-            trace = load_trace(options["trace"])
+            trace = load_trace(options["trace"], fleet=options.get("fleet"), on_error=options.get("on_error", "raise"))
         except (UnknownTrace, FileNotFoundError, TraceFormatError) as error:
             raise CommandError(str(error)) from error
         with _Bar() as bar:
-            figures = self._run(trace, options, bar)
+            try:
+                figures = self._run(trace, options, bar)
+            except (ValueError, FileNotFoundError) as error:  # impossible fleets or pools: a message, no traceback
+                raise CommandError(str(error)) from error
+        figures["fleet"] = _fleet_figures(trace, options)
         figures["trace_reports"] = [report.as_dict() for report in trace.reports]
+        figures["skipped"] = _skipped(trace, figures)
         text = json.dumps(figures, indent=2, default=str)
         if options["json_out"]:
             Path(options["json_out"]).write_text(text, encoding="utf-8")
@@ -56,6 +88,12 @@ class Command(BaseCommand):
 
     @staticmethod
     def _run(trace: Any, options: dict[str, Any], progress: ProgressCallback) -> dict[str, Any]:
+        if options.get("pools"):
+            seed = 0 if options["seed"] is None else options["seed"]
+            skip = options.get("on_error") == "skip"
+            return simulate_pool_file(
+                trace, options["pools"], seed=seed, skip_unrouted=skip, progress=progress
+            ).as_dict()
         if options["mode"] == "packing":
             seed = 42 if options["seed"] is None else options["seed"]
             result = simulate_packing(trace, options["policy"], seed=seed, progress=progress).as_dict()
@@ -65,6 +103,56 @@ class Command(BaseCommand):
         return simulate_replay(
             trace, options["policy"], seed=seed, capacity_gpus=options["capacity"], progress=progress
         ).as_dict()
+
+
+def _skipped(trace: Any, figures: dict[str, Any]) -> dict[str, int]:
+    """Rows and jobs left out, per reason, over every file read (``--on-error skip``)."""
+    reasons: dict[str, int] = {}
+    for report in trace.reports:
+        for reason, count in report.skipped.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    no_pool = figures.get("jobs", {}).get("skipped_no_pool", 0) if isinstance(figures.get("jobs"), dict) else 0
+    if no_pool:
+        reasons["no pool takes the job"] = no_pool
+    return reasons
+
+
+def _check_policy(options: dict[str, Any]) -> None:
+    if options.get("pools"):
+        if options.get("policy"):
+            raise CommandError("--pools holds the queue and placement rules; drop --policy")
+        if options["mode"] != "replay":
+            raise CommandError("--pools describes partitions for --mode replay; packing takes --policy")
+        if options.get("capacity"):
+            raise CommandError("--pools selects nodes of a --fleet; --capacity does not apply")
+        options["policy"] = "pools"
+    elif not options.get("policy"):
+        raise CommandError(f"--policy is required (one of {', '.join(POLICY_NAMES)}) unless --pools is given")
+
+
+def _check_capacity(options: dict[str, Any]) -> None:
+    capacity = options.get("capacity")
+    if capacity is None:
+        return
+    if options.get("fleet"):
+        raise CommandError("--capacity and --fleet exclude each other: the node list fixes the fleet's GPUs")
+    if capacity <= 0 or capacity % GPUS_PER_NODE:
+        low = capacity // GPUS_PER_NODE * GPUS_PER_NODE
+        raise CommandError(
+            f"--capacity {capacity} is not a whole number of {GPUS_PER_NODE}-GPU nodes (the synthetic fleet); "
+            f"use {low or GPUS_PER_NODE} or {low + GPUS_PER_NODE}, or describe the nodes with --fleet FILE.csv"
+        )
+
+
+def _fleet_figures(trace: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Where the simulated nodes came from, so a reader of the JSON knows what was simulated."""
+    if options.get("fleet"):
+        source = options["fleet"]
+    elif trace.nodes and not options.get("capacity"):
+        source = "trace node list"
+    else:
+        source = f"synthetic {GPUS_PER_NODE}-GPU nodes"
+    return {"source": str(source)}
 
 
 class _Bar:
