@@ -172,6 +172,7 @@ OIDC_RP_CLIENT_ID = env.str("GPUPORTAL_OIDC_CLIENT_ID", default="")
 if OIDC_RP_CLIENT_ID:
     OIDC_RP_CLIENT_SECRET = env.str("GPUPORTAL_OIDC_CLIENT_SECRET")
     OIDC_RP_SIGN_ALGO = "RS256"
+    OIDC_USE_PKCE = True  # the code is useless to whoever intercepts the redirect
     OIDC_RP_SCOPES = env.str("GPUPORTAL_OIDC_SCOPES", default="openid email profile groups")
     OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("GPUPORTAL_OIDC_AUTHORIZATION_ENDPOINT")
     OIDC_OP_TOKEN_ENDPOINT = env.str("GPUPORTAL_OIDC_TOKEN_ENDPOINT")

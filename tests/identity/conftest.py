@@ -96,3 +96,62 @@ def directory(slapd):
     for op, group, uid in reversed(changed):  # the session's directory is shared: put it back
         Directory()._modify(op, group, uid)
     connection.unbind_s()
+
+
+OIDC_PORT = "36080"
+OIDC_STATE_DIR = "/tmp/gpuportal-oidc-tests"
+OIDC_SCRIPTS = REPO / "scripts" / "oidc"
+
+
+@pytest.fixture(scope="session")
+def oidc_provider() -> dict[str, str]:
+    """A real OIDC provider process (django-oauth-toolkit, scripts/oidc/start.sh): its endpoints and client."""
+    import sys
+
+    require(shutil.which("openssl") is not None, "needs openssl to make the provider's RS256 key")
+    env = {**os.environ, "OIDC_PORT": OIDC_PORT, "OIDC_STATE_DIR": OIDC_STATE_DIR, "PYTHON": sys.executable}
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # the provider is its own Django project
+    started = subprocess.run(
+        ["bash", str(OIDC_SCRIPTS / "start.sh")], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert started.returncode == 0, started.stderr
+    facts = dict(line.split("=", 1) for line in started.stdout.splitlines() if "=" in line)
+    facts["move_groups"] = lambda user, groups: subprocess.run(  # type: ignore[assignment]
+        [sys.executable, str(OIDC_SCRIPTS / "seed.py"), "move", user, "--to", ",".join(groups)],
+        env=env, check=True, capture_output=True, timeout=60,
+    )
+    yield facts
+    subprocess.run(["bash", str(OIDC_SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=30, check=False)
+
+
+@pytest.fixture
+def oidc_signin(oidc_provider):
+    """OIDC sign-in switched on (as GPUPORTAL_OIDC_* do) against the live provider."""
+    from django.conf import settings
+
+    with override_settings(
+        OIDC_RP_CLIENT_ID=oidc_provider["OIDC_CLIENT_ID"],
+        OIDC_RP_CLIENT_SECRET=oidc_provider["OIDC_CLIENT_SECRET"],
+        OIDC_RP_SIGN_ALGO="RS256",
+        OIDC_RP_SCOPES="openid email profile groups",
+        OIDC_USE_PKCE=True,
+        OIDC_OP_AUTHORIZATION_ENDPOINT=oidc_provider["OIDC_AUTHORIZATION_ENDPOINT"],
+        OIDC_OP_TOKEN_ENDPOINT=oidc_provider["OIDC_TOKEN_ENDPOINT"],
+        OIDC_OP_USER_ENDPOINT=oidc_provider["OIDC_USERINFO_ENDPOINT"],
+        OIDC_OP_JWKS_ENDPOINT=oidc_provider["OIDC_JWKS_ENDPOINT"],
+        AUTHENTICATION_BACKENDS=[*settings.AUTHENTICATION_BACKENDS, f"{SERVICES}.directory.PortalOIDCBackend"],
+    ):
+        yield oidc_provider
+
+
+@pytest.fixture
+def mapped_teams(db):
+    """Teams vision and nlp, with the mappings a site would write for the seeded groups (LDAP and OIDC alike)."""
+    from scheduling.models import GroupMapping, Membership, Team
+
+    vision = Team.objects.create(slug="vision", name="Vision")
+    nlp = Team.objects.create(slug="nlp", name="NLP")
+    GroupMapping.objects.create(pattern="gpu-vision-*", team=vision, role=Membership.Role.RESEARCHER)
+    GroupMapping.objects.create(pattern="GPU-VISION-LEADS", team=vision, role=Membership.Role.LEAD)
+    GroupMapping.objects.create(pattern="nlp", team=nlp, role=Membership.Role.RESEARCHER)
+    return {"vision": vision, "nlp": nlp}

@@ -7,30 +7,18 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from scheduling.models import ExternalIdentity, GroupMapping, Membership, Team
+from scheduling.models import ExternalIdentity, Membership, Team
 from scheduling.services import directory as directory_service
 from scheduling.tasks import resync_identities
+from tests.identity.support import roles_of
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
 
-
-@pytest.fixture
-def mapped_teams(db):
-    vision = Team.objects.create(slug="vision", name="Vision")
-    nlp = Team.objects.create(slug="nlp", name="NLP")
-    GroupMapping.objects.create(pattern="gpu-vision-*", team=vision, role=Membership.Role.RESEARCHER)
-    GroupMapping.objects.create(pattern="GPU-VISION-LEADS", team=vision, role=Membership.Role.LEAD)
-    GroupMapping.objects.create(pattern="nlp", team=nlp, role=Membership.Role.RESEARCHER)
-    return {"vision": vision, "nlp": nlp}
 
 
 def sign_in(client, username: str, password: str):
     return client.post(reverse("login"), {"username": username, "password": password})
 
-
-def roles_of(username: str) -> dict[str, tuple[str, str]]:
-    rows = Membership.objects.filter(user__username=username).values_list("team__slug", "role", "source")
-    return {team: (role, source) for team, role, source in rows}
 
 
 def test_the_first_ldap_sign_in_creates_the_user_with_the_mapped_teams(client, ldap_signin, mapped_teams):
