@@ -3,7 +3,8 @@
 # django-oauth-toolkit's OIDC provider, with an RS256 key generated now, a registered confidential client
 # and users whose `groups` claim lists their groups (seed.py). Own port ($OIDC_PORT, 36080), own state.
 #   PYTHON              an interpreter with django-oauth-toolkit (the project's .venv: its dev lock has it)
-#   OIDC_REDIRECT_URIS  the client's allowed callbacks (default http://testserver/oidc/callback/)
+#   OIDC_REDIRECT_URIS  the client's allowed callbacks (default: the test client's and a loopback portal's on
+#                       any port, RFC 8252)
 # Prints KEY=VALUE lines (also written to $STATE/env): OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET and
 # the endpoints (OIDC_AUTHORIZATION_ENDPOINT, OIDC_TOKEN_ENDPOINT, OIDC_USERINFO_ENDPOINT, OIDC_JWKS_ENDPOINT).
 set -euo pipefail
@@ -16,7 +17,7 @@ PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 export OIDC_STATE_DIR=$STATE
 export OIDC_CLIENT_ID=${OIDC_CLIENT_ID:-gpuportal}
 export OIDC_CLIENT_SECRET=${OIDC_CLIENT_SECRET:-$(openssl rand -hex 24)}
-export OIDC_REDIRECT_URIS=${OIDC_REDIRECT_URIS:-http://testserver/oidc/callback/}
+export OIDC_REDIRECT_URIS=${OIDC_REDIRECT_URIS:-http://testserver/oidc/callback/ http://127.0.0.1/oidc/callback/}
 
 die() { echo "start.sh: $*" >&2; exit 1; }
 "$PYTHON" -c "import oauth2_provider" 2>/dev/null || die "$PYTHON has no django-oauth-toolkit (make install)"

@@ -33,7 +33,7 @@ def sign_in_at_provider(client, provider: dict, username: str, password: str):
             data={
                 "username": username,
                 "password": password,
-                "csrfmiddlewaretoken": page.cookies["csrftoken"],
+                "csrfmiddlewaretoken": page.cookies["provider_csrftoken"],
                 "next": f"{authorize.path}?{authorize.query}",
             },
             headers={"Referer": login_url},

@@ -34,6 +34,9 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": STATE /
 USE_TZ = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # throwaway users, fast start
 LOGIN_URL = "/accounts/login/"
+# Cookies ignore ports: a portal on another 127.0.0.1 port must keep its own session and CSRF cookies.
+SESSION_COOKIE_NAME = "provider_sessionid"
+CSRF_COOKIE_NAME = "provider_csrftoken"
 OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,
     "OIDC_RSA_PRIVATE_KEY": (STATE / "rs256.pem").read_text(),
