@@ -20,7 +20,8 @@ RESEARCHER = "researcher"
 LEAD = "lead"
 ROLES = (RESEARCHER, LEAD)  # weakest first: a later role outranks an earlier one
 
-MAPPED = "mapping"  # the source of a membership a rule made (models.Membership.Source)
+MAPPED = "mapping"
+WILDCARDS = "*?["  # the source of a membership a rule made (models.Membership.Source)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,13 @@ class GroupRule:
 
     def matches(self, group: str) -> bool:
         return fnmatchcase(group.casefold(), self.pattern.casefold())
+
+    def matches_any(self, folded_groups: frozenset[str]) -> bool:
+        """Against groups already casefolded: a plain name is one set lookup, a pattern scans them."""
+        pattern = self.pattern.casefold()
+        if not any(char in pattern for char in WILDCARDS):
+            return pattern in folded_groups
+        return any(fnmatchcase(group, pattern) for group in folded_groups)
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,9 @@ def stronger(role_a: str, role_b: str) -> str:
 def memberships_from_groups(groups: Iterable[str], rules: Iterable[GroupRule]) -> dict[str, str]:
     """Team -> role that ``groups`` grant under ``rules`` (the strongest role where several rules grant one team)."""
     granted: dict[str, str] = {}
-    group_list = list(groups)
+    folded = frozenset(group.casefold() for group in groups)
     for rule in rules:
-        if any(rule.matches(group) for group in group_list):
+        if rule.matches_any(folded):
             granted[rule.team] = stronger(granted.get(rule.team, rule.role), rule.role)
     return granted
 

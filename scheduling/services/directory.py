@@ -15,7 +15,7 @@ from django_auth_ldap.backend import LDAPBackend, ldap_error
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from scheduling.models import ExternalIdentity
-from scheduling.services.identity import sync_memberships
+from scheduling.services.identity import GroupRule, group_rules, sync_memberships
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,10 @@ def _claimed_groups(claims) -> list[str]:
 def resync_identities() -> dict[str, int]:
     """Re-sync every externally signed-in user; counts per provider (and ``failed``)."""
     counts = {"ldap": 0, "oidc": 0, "failed": 0}
+    rules = group_rules()
     for identity in ExternalIdentity.objects.select_related("user"):
         try:
-            resync(identity)
+            resync(identity, rules)
             counts[identity.provider] += 1
         except DirectoryUnavailable as error:
             log.warning("identity re-sync of %s kept its memberships: %s", identity, error)
@@ -76,10 +77,10 @@ def resync_identities() -> dict[str, int]:
     return counts
 
 
-def resync(identity: ExternalIdentity) -> None:
+def resync(identity: ExternalIdentity, rules: list[GroupRule]) -> None:
     is_ldap = identity.provider == ExternalIdentity.Provider.LDAP
     groups = _ldap_groups(identity.subject) if is_ldap else identity.groups  # OIDC: the last sign-in's claims
-    sync_memberships(identity.user, provider=identity.provider, subject=identity.subject, groups=groups)
+    sync_memberships(identity.user, provider=identity.provider, subject=identity.subject, groups=groups, rules=rules)
 
 
 def _ldap_groups(username: str) -> list[str]:

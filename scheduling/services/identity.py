@@ -32,15 +32,18 @@ def save_group_mapping(mapping: GroupMapping, *, by, reason: str) -> GroupMappin
 
 
 @transaction.atomic
-def sync_memberships(user, *, provider: str, subject: str, groups: Iterable[str]) -> SyncPlan:
-    """Bring ``user``'s mapped memberships in line with ``groups`` and remember them for the next re-sync."""
+def sync_memberships(
+    user, *, provider: str, subject: str, groups: Iterable[str], rules: list[GroupRule] | None = None
+) -> SyncPlan:
+    """Bring ``user``'s mapped memberships in line with ``groups`` and remember them for the next re-sync.
+    ``rules``: the mappings read once for many users (the re-sync); by default read now."""
     group_list = sorted(set(groups))
     held = {
         m.team.slug: m for m in Membership.objects.select_for_update().filter(user=user).select_related("team")
     }
     plan = plan_sync(
         {slug: HeldMembership(m.role, m.source) for slug, m in held.items()},
-        memberships_from_groups(group_list, group_rules()),
+        memberships_from_groups(group_list, group_rules() if rules is None else rules),
     )
     reason = _sync_reason(provider, group_list)
     _apply(user, plan, held, reason)
