@@ -197,6 +197,9 @@ class ExternalIdentityAdmin(ModelAdmin):
     list_filter = ("provider",)
     search_fields = ("user__username", "subject")
     readonly_fields = ("user", "provider", "subject", "groups", "synced_at")
+
+    def has_add_permission(self, request):
+        return False
 admin.site.register(models.UsageRollup)
 admin.site.register(models.UsageSample)
 admin.site.register(models.WorkloadUtilisation)

@@ -32,9 +32,6 @@ class GroupRule:
     team: str
     role: str = RESEARCHER
 
-    def matches(self, group: str) -> bool:
-        return fnmatchcase(group.casefold(), self.pattern.casefold())
-
     def matches_any(self, folded_groups: frozenset[str]) -> bool:
         """Against groups already casefolded: a plain name is one set lookup, a pattern scans them."""
         pattern = self.pattern.casefold()

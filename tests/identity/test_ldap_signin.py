@@ -81,3 +81,10 @@ def test_a_local_account_still_signs_in_with_ldap_on(client, ldap_signin, django
     response = sign_in(client, "breakglass", "local-pw-123")
     assert response.status_code == 302
     assert not ExternalIdentity.objects.exists()
+
+
+def test_a_directory_entry_never_takes_over_a_local_account_of_the_same_name(client, ldap_signin, django_user_model):
+    local = django_user_model.objects.create_user("bob", password="local-pw-123", is_superuser=True)
+    response = sign_in(client, "bob", "secret-bob")  # bob's directory password, not the local one
+    assert response.status_code == 200 and "_auth_user_id" not in client.session
+    assert not Membership.objects.filter(user=local).exists() and not ExternalIdentity.objects.exists()
