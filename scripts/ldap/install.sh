@@ -33,7 +33,9 @@ if [ ! -e "$POLICY" ]; then
 fi
 trap '[ "$created_policy" -eq 1 ] && rm -f "$POLICY"' EXIT
 # slapd's debconf would otherwise ask for an admin password; start.sh builds its own throwaway config.
-echo "slapd slapd/no_configuration boolean true" | debconf-set-selections
+# Not fatal: another apt step's dpkg may hold debconf's lock, and Debian's default (unused) config does no harm.
+echo "slapd slapd/no_configuration boolean true" | debconf-set-selections 2>/dev/null \
+    || echo "debconf is busy: slapd gets Debian's default configuration (never started, start.sh uses its own)"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}"
 echo "installed: slapd $(dpkg-query -W -f='${Version}' slapd)"
