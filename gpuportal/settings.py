@@ -10,6 +10,7 @@ from pathlib import Path
 import environ
 from celery.schedules import crontab
 from csp import constants as csp
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPUPORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -26,8 +27,6 @@ DEBUG = env("DEBUG")
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (export SECRET_KEY=...).")
     SECRET_KEY = "insecure-development-key-only-for-debug"  # nosec B105 - used only with DEBUG on
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
@@ -144,8 +143,14 @@ if GPUPORTAL_PROXY_COUNT:
 # their team memberships follow their groups through the admins' GroupMapping rules.
 GPUPORTAL_LDAP_SERVER_URI = env.str("GPUPORTAL_LDAP_SERVER_URI", default="")
 if GPUPORTAL_LDAP_SERVER_URI:
-    import ldap
-    from django_auth_ldap.config import GroupOfNamesType, LDAPSearch, PosixGroupType
+    try:
+        import ldap
+        from django_auth_ldap.config import GroupOfNamesType, LDAPSearch, PosixGroupType
+    except ImportError as missing:
+        raise ImproperlyConfigured(
+            f"GPUPORTAL_LDAP_SERVER_URI is set but LDAP support is not installed ({missing}): run "
+            "`make install-ldap` (needs Debian's libldap-dev and libsasl2-dev), or pip install '.[ldap]'"
+        ) from missing
 
     AUTH_LDAP_SERVER_URI = GPUPORTAL_LDAP_SERVER_URI
     AUTH_LDAP_START_TLS = env.bool("GPUPORTAL_LDAP_START_TLS", default=False)
@@ -166,7 +171,7 @@ if GPUPORTAL_LDAP_SERVER_URI:
     ]
     AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
     AUTH_LDAP_CACHE_TIMEOUT = 0  # every sign-in and re-sync reads the groups afresh
-    AUTHENTICATION_BACKENDS.append("scheduling.services.directory.PortalLDAPBackend")
+    AUTHENTICATION_BACKENDS.append("scheduling.services.directory_ldap.PortalLDAPBackend")
 GPUPORTAL_OIDC_GROUPS_CLAIM = env.str("GPUPORTAL_OIDC_GROUPS_CLAIM", default="groups")
 OIDC_RP_CLIENT_ID = env.str("GPUPORTAL_OIDC_CLIENT_ID", default="")
 if OIDC_RP_CLIENT_ID:

@@ -11,7 +11,6 @@ is asked only when the person is there). A directory that fails during a re-sync
 import logging
 
 from django.conf import settings
-from django_auth_ldap.backend import LDAPBackend, ldap_error
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from scheduling.models import ExternalIdentity
@@ -22,25 +21,6 @@ log = logging.getLogger(__name__)
 
 class DirectoryUnavailable(RuntimeError):
     """The directory failed during a re-sync: memberships are kept as they were."""
-
-
-class PortalLDAPBackend(LDAPBackend):
-    """django-auth-ldap's backend; after a successful bind, the user's LDAP groups set their memberships.
-
-    A local account (one with a password of its own: a break-glass admin) is never signed in through the
-    directory, so a directory entry of the same name cannot take it over."""
-
-    def authenticate(self, request, username=None, password=None, **kwargs):
-        local = self.get_user_model().objects.filter(username=username).first() if username else None
-        if local is not None and local.has_usable_password():
-            return None
-        return super().authenticate(request, username=username, password=password, **kwargs)
-
-    def authenticate_ldap_user(self, ldap_user, password):
-        user = super().authenticate_ldap_user(ldap_user, password)
-        if user is not None:
-            sync_memberships(user, provider="ldap", subject=user.get_username(), groups=ldap_user.group_names)
-        return user
 
 
 class PortalOIDCBackend(OIDCAuthenticationBackend):
@@ -96,6 +76,8 @@ def _ldap_groups(username: str) -> list[str]:
     """The user's groups, searched in the directory now ([] when the directory no longer has the user)."""
     if not getattr(settings, "AUTH_LDAP_SERVER_URI", ""):
         raise DirectoryUnavailable("LDAP is not configured (GPUPORTAL_LDAP_SERVER_URI)")
+    from scheduling.services.directory_ldap import PortalLDAPBackend, ldap_error  # python-ldap is an extra
+
     errors: list[Exception] = []
 
     def remember(sender, context, user, request=None, exception=None, **kwargs):

@@ -4,8 +4,8 @@
 # Debian's own slapd service would listen on :389 with a system-wide database: policy-rc.d keeps the
 # postinst from starting it; the tests start their own (scripts/ldap/start.sh).
 set -euo pipefail
-# CI runs this both among its apt steps and before the project's venv (python-ldap needs the headers):
-# one run at a time, so the second finds everything installed.
+# CI runs this among its apt steps, then `make install-ldap` builds python-ldap against these headers.
+# One run at a time (a developer may run it beside CI), so the second finds everything installed.
 exec 9>/var/lock/gpuportal-ldap-install 2>/dev/null && flock 9 || true
 
 PACKAGES=(slapd ldap-utils libldap-dev libsasl2-dev)

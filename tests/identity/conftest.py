@@ -6,6 +6,7 @@ is not installed, a failure under CI=true (CI installs it with ``scripts/ldap/in
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -27,10 +28,15 @@ def _slapd_installed() -> bool:
     return bool(shutil.which("slapd") or Path("/usr/sbin/slapd").exists())
 
 
+def _python_ldap_installed() -> bool:
+    return importlib.util.find_spec("django_auth_ldap") is not None
+
+
 @pytest.fixture(scope="session")
 def slapd() -> dict[str, str]:
     """The started directory's KEY=VALUE facts (LDAP_URI, LDAP_BASE, LDAP_BIND_DN, LDAP_BIND_PASSWORD)."""
     require(_slapd_installed(), "needs Debian's slapd (bash scripts/ldap/install.sh)")
+    require(_python_ldap_installed(), "needs the LDAP extra: make install-ldap (after bash scripts/ldap/install.sh)")
     env = {**os.environ, "LDAP_PORT": LDAP_PORT, "LDAP_STATE_DIR": LDAP_STATE_DIR}
     started = subprocess.run(
         ["bash", str(SCRIPTS / "start.sh")], env=env, capture_output=True, text=True, timeout=60, check=False
@@ -57,7 +63,7 @@ def ldap_settings(facts: dict[str, str]) -> dict:
         "AUTH_LDAP_GROUP_TYPE": GroupOfNamesType(),
         "AUTH_LDAP_USER_ATTR_MAP": {"first_name": "givenName", "last_name": "sn", "email": "mail"},
         "AUTH_LDAP_CACHE_TIMEOUT": 0,
-        "AUTHENTICATION_BACKENDS": [*settings.AUTHENTICATION_BACKENDS, f"{SERVICES}.directory.PortalLDAPBackend"],
+        "AUTHENTICATION_BACKENDS": [*settings.AUTHENTICATION_BACKENDS, f"{SERVICES}.directory_ldap.PortalLDAPBackend"],
     }
 
 
