@@ -7,6 +7,11 @@
 # ---------------------------------------------------------------------------------------------- build
 FROM python:3.11-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# python-ldap (django-auth-ldap's client) is published as source only: it compiles against OpenLDAP's and
+# SASL's headers, the ones scripts/ldap/install.sh installs for CI.
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libldap-dev libsasl2-dev \
+    && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/venv
 COPY requirements.lock /tmp/requirements.lock
 # Exactly the pinned, hashed dependency set CI tests (requirements.lock, made by `uv pip compile`); the
@@ -20,9 +25,10 @@ FROM python:3.11-slim-bookworm AS runtime
 # installs them (poppler-utils only reads PDFs back in tests: not here); Slurm 22.05's client tools
 # (`scontrol` drains) and munge (its authentication), as scripts/slurm/install.sh installs them.
 # tests/deploy/test_dockerfile.py keeps this list equal to the CI scripts'.
+# libldap-2.5-0: the OpenLDAP library python-ldap was built against (libldap-dev's, in the build stage).
 # No munge key in the image: the worker talks to the host's munged through its socket (docs/deployment.md).
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core slurm-wlm munge \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core slurm-wlm munge libldap-2.5-0 \
     && rm -rf /var/lib/apt/lists/* /etc/munge/munge.key
 RUN groupadd --system --gid 10001 gpuportal \
     && useradd --system --uid 10001 --gid gpuportal --home-dir /app --shell /usr/sbin/nologin gpuportal

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint bench install install-dev clean services-up
+.PHONY: demo test lint bench install install-ldap install-dev clean services-up
 
 # The hashed lock (uv pip compile, docs/deployment.md) is what CI and the image install: the same versions everywhere.
 $(VENV)/.installed: pyproject.toml requirements-dev.lock
@@ -15,6 +15,14 @@ $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	touch $@
 
 install: $(VENV)/.installed
+
+# LDAP sign-in's extra: python-ldap compiles against libldap-dev and libsasl2-dev (bash scripts/ldap/install.sh).
+# The dev lock plus the extra, so pip adds only django-auth-ldap, python-ldap and pyasn1 to the venv.
+$(VENV)/.installed-ldap: $(VENV)/.installed requirements-dev-ldap.lock
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-dev-ldap.lock
+	touch $@
+
+install-ldap: $(VENV)/.installed-ldap
 
 demo: install
 	DEBUG=1 $(PY) manage.py migrate --noinput

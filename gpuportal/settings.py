@@ -10,6 +10,7 @@ from pathlib import Path
 import environ
 from celery.schedules import crontab
 from csp import constants as csp
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPUPORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -26,8 +27,6 @@ DEBUG = env("DEBUG")
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (export SECRET_KEY=...).")
     SECRET_KEY = "insecure-development-key-only-for-debug"  # nosec B105 - used only with DEBUG on
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
@@ -139,6 +138,52 @@ if GPUPORTAL_PROXY_COUNT:
     AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
     AXES_IPWARE_PROXY_COUNT = GPUPORTAL_PROXY_COUNT
     AXES_IPWARE_PROXY_ORDER = "right-most"
+# Sign-in through the site's directory and/or OIDC provider (docs/identity.md); both off by default, local
+# accounts always work (ModelBackend first: break-glass admins). Users are created at the first sign-in, and
+# their team memberships follow their groups through the admins' GroupMapping rules.
+GPUPORTAL_LDAP_SERVER_URI = env.str("GPUPORTAL_LDAP_SERVER_URI", default="")
+if GPUPORTAL_LDAP_SERVER_URI:
+    try:
+        import ldap
+        from django_auth_ldap.config import GroupOfNamesType, LDAPSearch, PosixGroupType
+    except ImportError as missing:
+        raise ImproperlyConfigured(
+            f"GPUPORTAL_LDAP_SERVER_URI is set but LDAP support is not installed ({missing}): run "
+            "`make install-ldap` (needs Debian's libldap-dev and libsasl2-dev), or pip install '.[ldap]'"
+        ) from missing
+
+    AUTH_LDAP_SERVER_URI = GPUPORTAL_LDAP_SERVER_URI
+    AUTH_LDAP_START_TLS = env.bool("GPUPORTAL_LDAP_START_TLS", default=False)
+    AUTH_LDAP_BIND_DN = env.str("GPUPORTAL_LDAP_BIND_DN", default="")
+    AUTH_LDAP_BIND_PASSWORD = env.str("GPUPORTAL_LDAP_BIND_PASSWORD", default="")
+    AUTH_LDAP_USER_SEARCH = LDAPSearch(
+        env.str("GPUPORTAL_LDAP_USER_BASE"),
+        ldap.SCOPE_SUBTREE,
+        env.str("GPUPORTAL_LDAP_USER_FILTER", default="(uid=%(user)s)"),
+    )
+    AUTH_LDAP_GROUP_SEARCH = LDAPSearch(
+        env.str("GPUPORTAL_LDAP_GROUP_BASE"),
+        ldap.SCOPE_SUBTREE,
+        env.str("GPUPORTAL_LDAP_GROUP_FILTER", default="(objectClass=groupOfNames)"),
+    )
+    AUTH_LDAP_GROUP_TYPE = {"groupOfNames": GroupOfNamesType(), "posixGroup": PosixGroupType()}[
+        env.str("GPUPORTAL_LDAP_GROUP_TYPE", default="groupOfNames")
+    ]
+    AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
+    AUTH_LDAP_CACHE_TIMEOUT = 0  # every sign-in and re-sync reads the groups afresh
+    AUTHENTICATION_BACKENDS.append("scheduling.services.directory_ldap.PortalLDAPBackend")
+GPUPORTAL_OIDC_GROUPS_CLAIM = env.str("GPUPORTAL_OIDC_GROUPS_CLAIM", default="groups")
+OIDC_RP_CLIENT_ID = env.str("GPUPORTAL_OIDC_CLIENT_ID", default="")
+if OIDC_RP_CLIENT_ID:
+    OIDC_RP_CLIENT_SECRET = env.str("GPUPORTAL_OIDC_CLIENT_SECRET")
+    OIDC_RP_SIGN_ALGO = "RS256"
+    OIDC_USE_PKCE = True  # the code is useless to whoever intercepts the redirect
+    OIDC_RP_SCOPES = env.str("GPUPORTAL_OIDC_SCOPES", default="openid email profile groups")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("GPUPORTAL_OIDC_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = env.str("GPUPORTAL_OIDC_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = env.str("GPUPORTAL_OIDC_USERINFO_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = env.str("GPUPORTAL_OIDC_JWKS_ENDPOINT")
+    AUTHENTICATION_BACKENDS.append("scheduling.services.directory.PortalOIDCBackend")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
@@ -369,6 +414,8 @@ CELERY_BEAT_SCHEDULE = {
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
     "reap-stale-work": {"task": "scheduling.tasks.reap_stale_work", "schedule": 60},
+    # docs/identity.md: LDAP users' groups searched again, OIDC users' last claims mapped again
+    "resync-identities": {"task": "scheduling.tasks.resync_identities", "schedule": crontab(minute="*/15")},
     "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {

@@ -172,7 +172,34 @@ class CollectorRunAdmin(ModelAdmin):
     list_filter = ("orchestrator", "ok")
 
 
-admin.site.register(models.Membership)
+@admin.register(models.Membership)
+class MembershipAdmin(HistoryAdmin):
+    """``source``: a membership typed in here is ``manual`` and no directory sync touches it; ``mapping`` rows
+    follow the user's groups (docs/identity.md)."""
+
+    list_display = ("user", "team", "role", "source")
+    list_filter = ("source", "role", "team")
+    search_fields = ("user__username", "team__slug")
+
+
+@admin.register(models.GroupMapping)
+class GroupMappingAdmin(AuditedAdmin):
+    list_display = ("pattern", "team", "role")
+    list_filter = ("role", "team")
+    search_fields = ("pattern", "team__slug")
+
+
+@admin.register(models.ExternalIdentity)
+class ExternalIdentityAdmin(ModelAdmin):
+    """Who signed in through LDAP or OIDC, and the groups last seen (written by sign-in and re-sync only)."""
+
+    list_display = ("user", "provider", "subject", "synced_at")
+    list_filter = ("provider",)
+    search_fields = ("user__username", "subject")
+    readonly_fields = ("user", "provider", "subject", "groups", "synced_at")
+
+    def has_add_permission(self, request):
+        return False
 admin.site.register(models.UsageRollup)
 admin.site.register(models.UsageSample)
 admin.site.register(models.WorkloadUtilisation)

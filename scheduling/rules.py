@@ -93,3 +93,4 @@ rules.add_perm("scheduling.view_whatif", is_portal_admin | is_author | (is_fleet
 # Pages about the whole fleet's plans (rebalancer, capacity planning) are for team members and admins.
 rules.add_perm("scheduling.see_fleet_plans", is_portal_admin | is_in_a_team)
 rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # fleet hosts and node aliases
+rules.add_perm("scheduling.edit_group_mappings", is_portal_admin)  # directory group -> team, role

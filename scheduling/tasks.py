@@ -11,6 +11,7 @@ from django.conf import settings
 
 from scheduling.services import (
     collection,
+    directory,
     enforcement,
     idempotency,
     quota,
@@ -52,6 +53,12 @@ def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
 @shared_task(acks_late=True)
 def expire_grants() -> dict[str, int]:
     return quota.sync_grant_states()
+
+
+@shared_task(acks_late=True)
+def resync_identities() -> dict[str, int]:
+    """Team memberships follow directory groups between sign-ins (services/directory.py)."""
+    return directory.resync_identities()
 
 
 @shared_task(acks_late=True)

@@ -32,6 +32,7 @@ READS = {
     "/api/v1/ledger/ownership/": SIGNED_IN,
     "/api/v1/ledger/hosts/": SIGNED_IN,
     "/api/v1/ledger/aliases/": SIGNED_IN,
+    "/api/v1/group-mappings/": SIGNED_IN,
 }
 
 WRITES = {
@@ -46,4 +47,5 @@ WRITES = {
     ("post", "/api/v1/whatif/"): ("lead", "admin"),
     ("post", "/api/v1/ledger/hosts/"): ("admin",),
     ("post", "/api/v1/ledger/aliases/"): ("admin",),
+    ("post", "/api/v1/group-mappings/"): ("admin",),
 }

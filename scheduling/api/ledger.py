@@ -102,9 +102,12 @@ class OwnershipIntervalViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.OwnershipIntervalFilter
 
 
-class _AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
+class AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
+    """Admins write rows with a ``reason`` (also on DELETE), saved by ``save_row`` with the author."""
+
     permission_classes = [ReadOrAdminWrite]
     write_permission = "scheduling.edit_inventory"
+    save_row = staticmethod(ledger.save_inventory_row)
     http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
 
     def perform_create(self, serializer):
@@ -120,7 +123,7 @@ class _AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
         for field, value in data.items():
             setattr(instance, field, value)
         try:
-            ledger.save_inventory_row(instance, by=self.request.user, reason=reason)
+            self.save_row(instance, by=self.request.user, reason=reason)
         except DjangoValidationError as error:
             raise serializers.ValidationError(error.message_dict) from error
         serializer.instance = instance
@@ -138,7 +141,7 @@ class _AuditedViewSet(CachedListMixin, viewsets.ModelViewSet):
         instance.delete()
 
 
-class FleetHostViewSet(_AuditedViewSet):
+class FleetHostViewSet(AuditedViewSet):
     """The fleet inventory: the physical hosts each orchestrator's view is joined to."""
 
     queryset = FleetHost.objects.all()
@@ -146,7 +149,7 @@ class FleetHostViewSet(_AuditedViewSet):
     filterset_fields = ["retired", "gpu_model"]
 
 
-class NodeAliasViewSet(_AuditedViewSet):
+class NodeAliasViewSet(AuditedViewSet):
     """A node named differently in one orchestrator (``orchestrator`` + ``name``) is ``host``."""
 
     queryset = NodeAlias.objects.select_related("orchestrator", "host")

@@ -11,7 +11,7 @@ from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
 from .reports import CapacityReport, ReportSubscription
-from .teams import Membership, Queue, Team, TeamTree
+from .teams import ExternalIdentity, GroupMapping, Membership, Queue, Team, TeamTree
 
 __all__ = [
     "AdmissionDecision",
@@ -23,8 +23,10 @@ __all__ = [
     "EnforcementOutcome",
     "EnforcementPlan",
     "EnforcementRun",
+    "ExternalIdentity",
     "FleetHost",
     "FragmentationSample",
+    "GroupMapping",
     "IdempotencyKey",
     "LedgerFinding",
     "LedgerRound",

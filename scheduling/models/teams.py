@@ -97,20 +97,73 @@ class Team(models.Model):
         return [tree.teams[tid] for tid in tree.ancestors(self.pk)]
 
 
+class Role(models.TextChoices):
+    RESEARCHER = "researcher", "Researcher"
+    LEAD = "lead", "Team lead"
+
+
 class Membership(models.Model):
-    class Role(models.TextChoices):
-        RESEARCHER = "researcher", "Researcher"
-        LEAD = "lead", "Team lead"
+    """A user in a team. ``source`` says who owns the row: an admin's hand (``manual``), never touched by
+    sign-in, or a group mapping (``mapping``), re-synced from the user's directory groups (docs/identity.md)."""
+
+    Role = Role
+
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Typed in by an admin"
+        MAPPING = "mapping", "From a directory group mapping"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.RESEARCHER)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MANUAL)
+    history = HistoricalRecords()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "team"], name="one_membership_per_team")]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+class GroupMapping(models.Model):
+    """Members of a directory (LDAP) or OIDC group matching ``pattern`` belong to ``team`` as ``role``.
+
+    ``pattern`` is shell-style (``gpu-vision-*``), matched case-insensitively (engine/identity.py). A
+    governance rule: admins edit it in the admin and the API, each change audited with who and why.
+    """
+
+    pattern = models.CharField(max_length=200, help_text="Group name or shell pattern (* ? [seq]), any case.")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="group_mappings")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.RESEARCHER)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["pattern", "team__slug"]
+        constraints = [models.UniqueConstraint(fields=["pattern", "team"], name="one_mapping_per_pattern_and_team")]
+
+    def __str__(self) -> str:
+        return f"{self.pattern} -> {self.team.slug} ({self.role})"
+
+
+class ExternalIdentity(models.Model):
+    """Where a user signs in from (LDAP or an OIDC provider) and the groups it said last, for the periodic
+    re-sync: LDAP is searched again, OIDC's last claims are mapped again (docs/identity.md)."""
+
+    class Provider(models.TextChoices):
+        LDAP = "ldap", "LDAP"
+        OIDC = "oidc", "OpenID Connect"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identity")
+    provider = models.CharField(max_length=8, choices=Provider.choices)
+    subject = models.CharField(max_length=255, help_text="The LDAP username or the OIDC sub claim.")
+    groups = models.JSONField(default=list, blank=True)
+    synced_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "subject"], name="one_user_per_external_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.subject}"
 
 
 class Queue(models.Model):

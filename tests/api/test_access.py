@@ -32,6 +32,8 @@ def _write_body(path, iso_period, teams):
         return {"name": "matrix", "team": "research", "inputs": {"weeks": 1, "weights": {"nlp": "90"}}}
     if "/orchestrators/" in path:
         return {"enabled": False}
+    if path.endswith("/group-mappings/"):
+        return {"pattern": "gpu-*", "team": "nlp", "role": "lead", "reason": "matrix"}
     if path.endswith("/ledger/hosts/"):
         return {"name": "dgx-m", "gpu_total": 8, "reason": "matrix"}
     if path.endswith("/ledger/aliases/"):

@@ -103,7 +103,17 @@ def test_apt_packages_are_the_ci_scripts_packages():
     report, slurm = ci_report_packages(), ci_slurm_packages()
     assert report and slurm, "a CI script's package list was not found"
     assert set(REPORT_TEST_ONLY) <= report and set(SLURM_NOT_IN_IMAGE) <= slurm
-    assert image == (report - set(REPORT_TEST_ONLY)) | (slurm - set(SLURM_NOT_IN_IMAGE))
+    ldap_runtime = {"libldap-2.5-0"}  # what scripts/ldap/install.sh's libldap-dev depends on, built against
+    assert image == (report - set(REPORT_TEST_ONLY)) | (slurm - set(SLURM_NOT_IN_IMAGE)) | ldap_runtime
+
+
+def test_the_build_stage_has_the_headers_python_ldap_compiles_against():
+    build = [rest for kw, rest in DOCKERFILE[: DOCKERFILE.index(FINAL_STAGE[0])] if kw == "RUN"]
+    headers = set().union(*(apt_installed(run) for run in build))
+    ci = re.search(r"^PACKAGES=\(([^)]*)\)", (REPO / "scripts/ldap/install.sh").read_text(), re.MULTILINE)
+    assert ci, "scripts/ldap/install.sh has no PACKAGES=(...) list"
+    assert {"libldap-dev", "libsasl2-dev"} <= headers & set(ci.group(1).split())
+    assert "gcc" in headers
 
 
 def test_apt_parser_reads_options_and_chained_commands():

@@ -30,7 +30,13 @@ def pins(name: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("lock", "groups"), [("requirements.lock", ()), ("requirements-dev.lock", ("dev",))], ids=["image", "ci"]
+    ("lock", "groups"),
+    [
+        ("requirements.lock", ("ldap",)),
+        ("requirements-dev.lock", ("dev",)),
+        ("requirements-dev-ldap.lock", ("dev", "ldap")),
+    ],
+    ids=["image", "ci", "ci-ldap"],
 )
 def test_lock_pins_every_declared_dependency_with_hashes(lock, groups):
     locked = pins(lock)
@@ -50,5 +56,7 @@ def test_both_locks_agree_on_every_shared_version():
         text = (REPO / lock).read_text()
         return {canonical(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)", text, re.MULTILINE)}
 
-    image, ci = versions("requirements.lock"), versions("requirements-dev.lock")
-    assert {n: v for n, v in image.items() if ci.get(n) != v} == {}
+    locks = ("requirements.lock", "requirements-dev.lock", "requirements-dev-ldap.lock")
+    image, ci, ci_ldap = (versions(lock) for lock in locks)
+    assert {n: v for n, v in image.items() if ci_ldap.get(n) != v} == {}
+    assert {n: v for n, v in ci.items() if ci_ldap.get(n) != v} == {}

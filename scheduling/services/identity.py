@@ -1,0 +1,77 @@
+"""Team memberships from the site's identity provider: applied at every sign-in and by the periodic re-sync.
+
+The rules are ``GroupMapping`` rows, decided by engine/identity.py. A sync changes only memberships whose
+``source`` is ``mapping``; one typed in by an admin is left alone. Each write is in the membership's history
+with the groups that caused it (the author is empty: the directory, not a person, decided).
+"""
+
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.engine.identity import MAPPED, GroupRule, HeldMembership, SyncPlan, memberships_from_groups, plan_sync
+from scheduling.models import ExternalIdentity, GroupMapping, Membership, Team
+from scheduling.services.audit import save_audited, stamp_author
+
+REASON_MAX_GROUPS = 20  # an audit reason names this many groups at most (a directory may list hundreds)
+
+
+def group_rules() -> list[GroupRule]:
+    return [
+        GroupRule(pattern, team, role)
+        for pattern, team, role in GroupMapping.objects.values_list("pattern", "team__slug", "role")
+    ]
+
+
+def save_group_mapping(mapping: GroupMapping, *, by, reason: str) -> GroupMapping:
+    """An admin's change of a mapping: validated and saved with author and reason; users' memberships follow
+    at their next sign-in or periodic re-sync."""
+    save_audited(mapping, by=by, reason=reason)
+    return mapping
+
+
+@transaction.atomic
+def sync_memberships(
+    user, *, provider: str, subject: str, groups: Iterable[str], rules: list[GroupRule] | None = None
+) -> SyncPlan:
+    """Bring ``user``'s mapped memberships in line with ``groups`` and remember them for the next re-sync.
+    ``rules``: the mappings read once for many users (the re-sync); by default read now."""
+    group_list = sorted(set(groups))
+    held = {
+        m.team.slug: m for m in Membership.objects.select_for_update().filter(user=user).select_related("team")
+    }
+    plan = plan_sync(
+        {slug: HeldMembership(m.role, m.source) for slug, m in held.items()},
+        memberships_from_groups(group_list, group_rules() if rules is None else rules),
+    )
+    reason = _sync_reason(provider, group_list)
+    _apply(user, plan, held, reason)
+    ExternalIdentity.objects.update_or_create(
+        user=user,
+        defaults={"provider": provider, "subject": subject, "groups": group_list, "synced_at": timezone.now()},
+    )
+    return plan
+
+
+def _apply(user, plan: SyncPlan, held: dict[str, Membership], reason: str) -> None:
+    teams = Team.objects.in_bulk([*plan.add, *plan.change], field_name="slug")
+    for slug, role in plan.add.items():
+        _save(Membership(user=user, team=teams[slug], role=role, source=MAPPED), reason)
+    for slug, role in plan.change.items():
+        held[slug].role = role
+        _save(held[slug], reason)
+    for slug in plan.remove:
+        stamp_author(held[slug], by=None, reason=reason)
+        held[slug].delete()
+
+
+def _save(membership: Membership, reason: str) -> None:
+    stamp_author(membership, by=None, reason=reason)
+    membership.save()
+
+
+def _sync_reason(provider: str, groups: list[str]) -> str:
+    shown = ", ".join(groups[:REASON_MAX_GROUPS]) or "none"
+    more = f" and {len(groups) - REASON_MAX_GROUPS} more" if len(groups) > REASON_MAX_GROUPS else ""
+    return f"{provider} group sync; groups: {shown}{more}"
