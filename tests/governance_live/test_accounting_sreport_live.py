@@ -7,19 +7,30 @@ slurmdbd to roll the hour up now with ``sacctmgr rollup <start> <end>``: the rol
 (truncated to the hour, not clamped to the present; as_mysql_usage.c), so the hour of the jobs is rolled up
 by slurmdbd's own code, nothing written by hand.
 
+Fault, 22.05: a governance round while slurmdbd is down records the error and nothing else; the next round,
+with slurmdbd back, applies the change.
+
 Own ports (32000-32700, below Linux's ephemeral range), state dirs and accounting databases, so CI's fleets and
 the other governance tests run beside it."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import time
 from datetime import UTC, datetime
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
 from scheduling.engine.governance_types import SlurmAccount, SlurmUser
-from scheduling.models import Orchestrator, Team, Workload
+from scheduling.models import AppliedObject, Orchestrator, Queue, Team, Workload
 from scheduling.selectors.report import held_intervals
 from scheduling.services.accounting import sync_accounting
 from tests.collectors.conftest import wait_for
@@ -58,6 +69,14 @@ JOBS = (("production", 2, 2), ("research", 1, 3), ("production", 4, 1), ("resear
 
 @pytest.fixture(scope="module", params=sorted(USAGE_FLEETS))
 def usage_fleet(request):
+    # A fresh accounting database: the fixture's slurmctld starts from empty state, so its job ids start at 1
+    # again, and slurmdbd's records of a previous run's jobs 1, 2, ... hide this run's from sacct's time window.
+    database = USAGE_FLEETS[request.param][1]["SLURM_ACCT_DB"]
+    subprocess.run(
+        ["mariadb", "-h", "127.0.0.1", "-u", "root", "-e", f"DROP DATABASE IF EXISTS {database}"],
+        check=True,
+        timeout=30,
+    )
     with started_fleet(request.param, *USAGE_FLEETS[request.param]) as fleet:
         fleet.env["TZ"] = "UTC"  # sacctmgr rollup and sreport read the times given below as UTC
         yield fleet
@@ -132,3 +151,59 @@ def test_gpu_seconds_per_account_equal_sreport_for_the_same_hours(usage_fleet):
 
     assert sync_accounting(orchestrator).jobs_recorded == 0  # read again: nothing new, nothing counted twice
     assert Workload.objects.filter(external_id__in=job_ids).count() == len(JOBS)
+
+
+# ------------------------------------------------------------------------------------------------ faults
+
+
+def stop_slurmdbd(fleet) -> None:
+    pid = int(Path(fleet.env["SLURM_STATE_DIR"], "run", "slurmdbd.pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=30, what="slurmdbd to stop")
+
+
+def slurmdbd_answers(fleet) -> bool:
+    try:
+        fleet.run("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster")
+    except (RuntimeError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def governance_round() -> dict:
+    out = StringIO()
+    call_command("governance", "--once", "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+# 22.05 only: restarting slurmdbd inside the 24.11 chroot is not scripted (scripts/slurm/start-trixie.sh).
+@pytest.mark.parametrize("usage_fleet", ["22.05"], indirect=True)
+def test_a_round_while_slurmdbd_is_down_keeps_the_change_pending_and_applies_it_when_it_is_back(
+    usage_fleet, django_user_model
+):
+    fleet = usage_fleet
+    admin = django_user_model.objects.create_user("ada", is_staff=True)
+    team = Team.objects.create(slug="vision", name="Vision")
+    queue = Queue(team=team, weight=Decimal(30), guaranteed=2, burst_limit=6)
+    queue._history_user, queue._change_reason = admin, "vision 30 %"
+    queue.save()
+    governance = {"mode": "auto", "cluster": "gpuportal", "sacctmgr": fleet.sacctmgr_prefix()[0]}
+    orchestrator = Orchestrator.objects.create(
+        name="hpc",
+        kind="slurm",
+        endpoint=fleet.url,
+        options={"slurm_conf": fleet.env["SLURM_CONF"], "governance": governance},
+    )
+    stop_slurmdbd(fleet)
+    try:
+        down = governance_round()["hpc"]
+        assert down["error"] and down["applied"] == 0, down
+        assert not AppliedObject.objects.filter(orchestrator=orchestrator).exists()  # nothing half-recorded
+    finally:
+        subprocess.run(["/usr/sbin/slurmdbd"], env=fleet.env, check=True, timeout=30)
+        wait_for(lambda: slurmdbd_answers(fleet), timeout=60, what="slurmdbd to answer again")
+    back = governance_round()["hpc"]
+    assert back["applied"] > 0 and back["failed"] == 0 and not back["error"], back
+    out = fleet.run("sacctmgr", "-n", "-P", "show", "assoc", "account=vision", "format=account,user,grptres")
+    assert "vision||gres/gpu=6" in out.splitlines()
+    assert AppliedObject.objects.filter(orchestrator=orchestrator, team="vision").exists()
