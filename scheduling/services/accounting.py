@@ -19,7 +19,7 @@ from scheduling.collectors.slurm_accounting import FinishedJob
 from scheduling.models import AccountingSource, Orchestrator, Team, Workload
 
 from .bulk import chunks, field_values, write_rows
-from .orchestrators import AccountingReader, accounting_reader, masked, team_mapping
+from .orchestrators import AccountingReader, accounting_reader, masked, teams_of
 
 # Each read starts this far before the last one ended: slurmdbd learns of a job's end late when slurmctld
 # queued the message while slurmdbd was away, and a scrape racing the job's end may have reopened the row.
@@ -74,7 +74,7 @@ def record_finished_jobs(orchestrator: Orchestrator, jobs: Iterable[FinishedJob]
         for chunk in chunks(list(by_id))
         for row in Workload.objects.filter(orchestrator=orchestrator, external_id__in=chunk)
     }
-    teams = team_mapping(orchestrator.options or {})
+    teams = teams_of(orchestrator)
     team_ids = dict(Team.objects.values_list("slug", "pk"))
     new, changed = [], []
     for job_id, job in by_id.items():

@@ -139,6 +139,11 @@ def team_mapping(options: dict) -> TeamMapping:
     )
 
 
+def teams_of(orchestrator: Orchestrator) -> TeamMapping:
+    """How the orchestrator's jobs map to teams, for readers other than its collector (accounting)."""
+    return team_mapping(_options(orchestrator))
+
+
 def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
     """The scheduler's collector (Slurm, Kubernetes, Ray) for a row, with its endpoint, secret and options."""
     options = _options(orchestrator)
