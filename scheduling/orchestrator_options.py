@@ -90,6 +90,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "api_version": {"type": "string", "pattern": r"^v0\.0\.[0-9]+$"},  # the path slurmrestd serves
             "team_field": {"enum": ["account", "user"]},
             "slurm_conf": PATH,
+            # Finished jobs from slurmdbd into usage history (docs/governance.md, "Usage from Slurm accounting").
+            "accounting": {"type": "object", "properties": {"sacct": PATH}, "additionalProperties": False},
         },
         {"slurm_conf": PATH},
         GOVERNANCE["slurm"],

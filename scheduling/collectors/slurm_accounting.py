@@ -17,6 +17,7 @@ Finished jobs: ``/slurmdb/<version>/jobs`` or ``sacct --json`` (the same documen
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -157,6 +158,7 @@ class FinishedJob:
     gpus: int
     start: int
     end: int
+    submitted: int = 0
 
     @property
     def gpu_seconds(self) -> int:
@@ -187,7 +189,8 @@ def parse_finished_jobs(document: Any) -> list[FinishedJob]:
             continue
         gpus = dict(_tres_list((raw.get("tres") or {}).get("allocated"))).get(GPU_TRES, 0)
         account, user = str(raw.get("account") or ""), str(raw.get("user") or "")
-        jobs.append(FinishedJob(_job_id(raw), account, user, state, gpus, int(start), int(end)))
+        submitted = int(number(times.get("submission")) or start)
+        jobs.append(FinishedJob(_job_id(raw), account, user, state, gpus, int(start), int(end), submitted))
     return jobs
 
 
@@ -236,6 +239,24 @@ def read_finished_jobs_rest(
     clock = time.time() if now is None else now
     params = {"start_time": slurmdb_time(start, api_version, clock), "end_time": slurmdb_time(end, api_version, clock)}
     return parse_finished_jobs(client.get_json(f"/slurmdb/{api_version}/jobs", params=params))
+
+
+def read_finished_jobs_sacct(run: Runner, start: float, end: float) -> list[FinishedJob]:
+    """The same from ``sacct --json`` (for slurmrestd versions without slurmdb endpoints). ``run`` must run
+    sacct with ``TZ=UTC``: sacct reads ``-S``/``-E`` as local times."""
+    window = [f"--starttime={_utc(start)}", f"--endtime={_utc(end)}"]
+    return parse_finished_jobs(_json_document(run(["--json", "--allusers", "--allocations", *window])))
+
+
+def _utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch))
+
+
+def _json_document(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise MalformedResponse(f"sacct --json: not JSON ({exc})") from exc
 
 
 # ------------------------------------------------------------------------------------------- writer

@@ -1,3 +1,4 @@
+from .accounting import AccountingSource
 from .admission import AdmissionDecision
 from .changes import TableChange
 from .enforcement import AppliedObject, DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
@@ -14,6 +15,7 @@ from .reports import CapacityReport, ReportSubscription
 from .teams import ExternalIdentity, GroupMapping, Membership, Queue, Team, TeamTree
 
 __all__ = [
+    "AccountingSource",
     "AdmissionDecision",
     "AppliedObject",
     "CapacityLock",

@@ -18,6 +18,7 @@ from scheduling.collectors import BreakerState, CircuitBreaker, CollectorError
 from scheduling.demo.stepper import RoundResult
 from scheduling.models import CollectorRun, Orchestrator
 
+from .accounting import sync_accounting
 from .audit import save_audited
 from .busy import scrape_busy
 from .demo import DEMO_PREFIX, run_demo_round
@@ -62,6 +63,8 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
         run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
     finally:
         Orchestrator.objects.filter(pk=orchestrator_id).update(breaker_state=breaker.state.to_dict(), lease_until=None)
+    # Finished jobs from slurmdbd, however slurmctld's scrape went: each source has its own freshness.
+    sync_accounting(orchestrator)
     if orchestrator.kind != Orchestrator.Kind.PROMETHEUS:
         evaluate_quietly()  # drift detection on every scrape (a failed one makes its source stale)
     return ScrapeOutcome(orchestrator.name, run)

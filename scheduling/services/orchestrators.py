@@ -26,7 +26,16 @@ from scheduling.collectors import (
     SlurmCollector,
     TeamMapping,
 )
+from scheduling.collectors.httpjson import JsonClient
 from scheduling.collectors.prometheus import PrometheusCollector, auth_headers
+from scheduling.collectors.slurm import jwt_headers
+from scheduling.collectors.slurm_accounting import (
+    SLURMDB_VERSIONS,
+    FinishedJob,
+    read_finished_jobs_rest,
+    read_finished_jobs_sacct,
+    sacctmgr_runner,
+)
 from scheduling.collectors.verbs import KubernetesVerbs, OrchestratorVerbs, RayVerbs, SlurmVerbs
 from scheduling.models import Orchestrator
 from scheduling.orchestrator_options import options_problems
@@ -130,6 +139,11 @@ def team_mapping(options: dict) -> TeamMapping:
     )
 
 
+def teams_of(orchestrator: Orchestrator) -> TeamMapping:
+    """How the orchestrator's jobs map to teams, for readers other than its collector (accounting)."""
+    return team_mapping(_options(orchestrator))
+
+
 def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
     """The scheduler's collector (Slurm, Kubernetes, Ray) for a row, with its endpoint, secret and options."""
     options = _options(orchestrator)
@@ -157,6 +171,37 @@ def _slurmrestd(orchestrator: Orchestrator) -> tuple[str, str, str, str]:
         options.get("user", "slurm"),
         options.get("api_version", "v0.0.38"),
     )
+
+
+AccountingReader = Callable[[float, float], list[FinishedJob]]
+
+
+def accounting_reader(orchestrator: Orchestrator) -> AccountingReader | None:
+    """Finished jobs in ``[start, end]`` from the Slurm orchestrator's accounting, or ``None`` when it has none
+    (no ``options.accounting``). slurmrestd's slurmdb endpoints where its API version has them, else
+    ``sacct --json`` (``options.accounting.sacct``: the fleet's own sacct; it also forces sacct)."""
+    options = _options(orchestrator)
+    accounting = options.get("accounting")
+    if orchestrator.kind != Orchestrator.Kind.SLURM or accounting is None:
+        return None
+    url, token, user, api_version = _slurmrestd(orchestrator)
+    timeout = float(options.get("timeout_s", 10.0))
+    if api_version in SLURMDB_VERSIONS and not accounting.get("sacct"):
+
+        def read_rest(start: float, end: float) -> list[FinishedJob]:
+            client = JsonClient(
+                url, name=f"{orchestrator.name} slurmdb", headers=jwt_headers(user, token), timeout=timeout
+            )
+            try:
+                return read_finished_jobs_rest(client, api_version, start, end)
+            finally:
+                client.close()
+
+        return read_rest
+    # sacct reads -S/-E as local times: UTC makes them mean what the portal sends.
+    env = {"TZ": "UTC", **({"SLURM_CONF": options["slurm_conf"]} if options.get("slurm_conf") else {})}
+    run = sacctmgr_runner((accounting.get("sacct") or "sacct",), env, timeout=timeout * 3)
+    return lambda start, end: read_finished_jobs_sacct(run, start, end)
 
 
 def kubernetes_api(orchestrator: Orchestrator):
