@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0016_quota_request_withdrawn'),
+        ('scheduling', '0017_identity_group_mappings'),
     ]
 
     operations = [
