@@ -72,3 +72,21 @@ def test_with_the_webhook_down_and_ignore_pods_are_still_created_without_a_decis
     assert pod.metadata.uid and DECISION not in (pod.metadata.annotations or {})
     assert pod.spec.scheduler_name == "default-scheduler"
     assert not AdmissionDecision.objects.filter(name="bypassed").exists()
+
+
+def test_with_failure_policy_fail_a_pod_is_refused_while_the_webhook_is_down(namespaces, webhook, governed):
+    registrations = k8s.AdmissionregistrationV1Api(namespaces.admin)
+    webhook.terminate()
+    set_failure_policy(registrations, "Fail")
+    try:
+        with pytest.raises(ApiException) as refused:
+            namespaces.core.create_namespaced_pod("nlp", gpu_pod("must-route"))
+        assert "failed calling webhook" in json.loads(refused.value.body)["message"]
+        assert not any(p.metadata.name == "must-route" for p in namespaces.core.list_namespaced_pod("nlp").items)
+    finally:
+        set_failure_policy(registrations, "Ignore")
+
+
+def set_failure_policy(registrations: k8s.AdmissionregistrationV1Api, policy: str) -> None:
+    registrations.patch_mutating_webhook_configuration(
+        "gpuportal-admission", [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": policy}])
