@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -129,6 +130,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(20)
+        shutil.rmtree(certs, ignore_errors=True)
     answered = max(len(latencies), 1)
     print(json.dumps({
         "scenario": "admission_webhook_latency", "database": vendor, "tls": True, "gunicorn_workers": args.workers,
