@@ -167,6 +167,10 @@ def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, 
         spec = (spec.get("template") or {}).get("spec") or {}
     ops.append({"op": "add", "path": f"{base}/schedulerName", "value": scheduler})
     ops.append({"op": "add", "path": f"{base}/priorityClassName", "value": PRIORITY_CLASSES[scheduler]})
+    if "priority" in spec:
+        # The Priority plugin ran before us and filled in the old class's number; the API server refuses a
+        # pod whose number disagrees with its class, so drop it and let the server resolve the new class.
+        ops.append({"op": "remove", "path": f"{base}/priority"})
     if pool:
         ops += _merge_map(f"{base}/nodeSelector", spec.get("nodeSelector"), {POOL_LABEL: pool})
     tolerations = spec.get("tolerations")

@@ -125,6 +125,8 @@ wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 100
 #   Priority, DefaultTolerationSeconds, NamespaceLifecycle: as on any cluster
 #   ResourceQuota          a pod beyond its namespace's quota (requests.nvidia.com/gpu) is refused with
 #                          "exceeded quota"; it reads the usage kube-controller-manager keeps in status
+#   MutatingAdmissionWebhook  calls the portal's webhook once a MutatingWebhookConfiguration is registered
+#                          (tests/admission_live does; with none registered it does nothing)
 #   ServiceAccount is disabled: no controller-manager creates the namespaces' "default" accounts, so
 #   every pod would be refused. The rest of the default set guards objects the fixture never makes.
 # --insecure-port=0: 1.20 still opens an unauthenticated :8080 by default.
@@ -139,7 +141,7 @@ nohup "$BIN/kube-apiserver" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.96.0.0/24 \
     --enable-admission-plugins NamespaceLifecycle,TaintNodesByCondition,Priority,DefaultTolerationSeconds,ResourceQuota \
-    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass,ValidatingAdmissionWebhook \
     --endpoint-reconciler-type none \
     --enable-priority-and-fairness=false --profiling=false \
     --v 1 >"$STATE/log/kube-apiserver.log" 2>&1 &

@@ -137,3 +137,13 @@ def test_a_dry_run_is_answered_the_same_and_recorded_nowhere(client, k8s):
     response = post(client, body)
     assert response.status_code == 200 and patch_of(response)["/spec/schedulerName"] == "volcano"
     assert not AdmissionDecision.objects.exists()
+
+
+def test_a_priority_filled_in_before_the_webhook_is_removed_with_the_new_class(client, k8s):
+    # The API server's Priority plugin runs first and writes the number of the pod's old class; it refuses
+    # a pod whose number disagrees with the class the webhook sets.
+    obj = pod()
+    obj["spec"]["priority"] = 0
+    ops = json.loads(base64.b64decode(post(client, review(obj)).json()["response"]["patch"]))
+    assert {"op": "remove", "path": "/spec/priority"} in ops
+    assert "/spec/priority" not in patch_of(post(client, review(pod())))
