@@ -5,6 +5,8 @@ number forms) and the error table."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -166,3 +168,20 @@ def test_error_table_is_relative_to_slurm_and_empty_where_slurm_measured_zero() 
     assert by_metric["wait p95 (s)"] == pytest.approx(-0.25)
     assert by_metric["wait p50 (s)"] is None and by_metric["wait p99 (s)"] is None
     assert by_metric["wait max (s)"] == 0.0
+
+
+def test_without_a_layout_the_harness_recomputes_the_table_from_the_recorded_slurm_runs() -> None:
+    """``make bench`` runs the script bare: no Slurm, one JSON line per recorded run."""
+    root = Path(__file__).resolve().parents[2]
+    recorded = sorted((root / "benchmarks/data/calibrate_slurm").glob("*.json"))
+    assert [path.stem for path in recorded] == ["partitioned", "pooled"]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks/calibrate_slurm.py")], capture_output=True, text=True, check=True
+    )
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["layout"] for r in reports] == ["partitioned", "pooled"]
+    for report, path in zip(reports, recorded, strict=True):
+        assert report["slurm"]["jobs"] == len(json.loads(path.read_text())["jobs"]) == report["jobs"]
+        assert [row["metric"] for row in report["table"]][-1] == "wait max (s)"
+        assert 0 < report["simulator"]["utilisation"] <= 1
+    assert len(reports[0]["partitions"]) == 3 and len(reports[1]["partitions"]) == 1
