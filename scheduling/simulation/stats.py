@@ -28,13 +28,14 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summary(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Count, mean and p50/p95/p99 of ``values`` (in the values' unit)."""
+    """Count, mean, p50/p95/p99 and max of ``values`` (in the values' unit)."""
     return {
         "count": len(values),
         "mean": sum(values) / len(values) if values else None,
         "p50": percentile(values, 50),
         "p95": percentile(values, 95),
         "p99": percentile(values, 99),
+        "max": max(values) if values else None,
     }
 
 

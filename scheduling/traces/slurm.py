@@ -141,7 +141,7 @@ def _line_of(text: str, job_id: object) -> int:
     return text.count("\n", 0, match.start()) + 1 if match else 1
 
 
-def _number(value: object) -> float | None:
+def sacct_number(value: object) -> float | None:
     """A plain number, or Slurm 23+'s ``{"set": .., "infinite": .., "number": ..}``; None if unset/infinite."""
     if isinstance(value, dict):
         if not value.get("set", True) or value.get("infinite", False):
@@ -159,22 +159,22 @@ def _json_job(path: str | Path, line: int, index: int, job: object) -> tuple[dat
     if not isinstance(job, dict):
         raise fail("", "a job object is required")
     times = job.get("time") if isinstance(job.get("time"), dict) else {}
-    submit, start, end = (_number(times.get(key)) for key in ("submission", "start", "end"))
+    submit, start, end = (sacct_number(times.get(key)) for key in ("submission", "start", "end"))
     if submit is None:
         raise fail("time.submission", "an epoch in seconds is required")
     if not start or not end:
         return None
     if end < start:
         raise fail("time.end", "ends before it starts")
-    limit = _number(times.get("limit"))
-    members = int(_number(job.get("allocation_nodes")) or 1)
+    limit = sacct_number(times.get("limit"))
+    members = int(sacct_number(job.get("allocation_nodes")) or 1)
     tres = job.get("tres", {}).get("allocated", []) if isinstance(job.get("tres"), dict) else []
     counts = {"gpu": 0.0, "cpu": 0.0, "mem": 0.0}
     for entry in tres if isinstance(tres, list) else []:
         kind, label = str(entry.get("type", "")), str(entry.get("name", ""))
         key = "gpu" if kind == "gres" and label.split(":")[0] == "gpu" else kind
         if key in counts:
-            counts[key] += _number(entry.get("count")) or 0.0
+            counts[key] += sacct_number(entry.get("count")) or 0.0
     gpus = int(counts["gpu"])
     if gpus % members:
         raise fail("tres.allocated", f"{gpus} GPUs do not split evenly over {members} nodes")
