@@ -4,14 +4,21 @@
 halved until it misses the target, the upper end doubled until it meets it, then the bracket is halved
 until it is one step wide. It assumes the wait percentile does not grow with capacity, and checks that
 only at the probed points (each probe is a full replay, so every probe is returned for the record).
+
+Two targets read a replay's figures: ``fleet_p95_wait_h`` (all started jobs together, the original
+target) and ``worst_team_p95_wait_h`` ("every team's p95 wait <= X"): each team's p95 counts its rejected
+and never-started jobs as infinite waits, so a fleet that rejects a team's jobs never meets the target.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 TARGET_P95_WAIT_H = 1.0
+TARGETS = ("fleet", "every-team")
 
 
 @dataclass(frozen=True)
@@ -54,3 +61,31 @@ def smallest_capacity(
         else:
             low_units = middle
     return CapacitySearch(high_units * step, low_units * step, step, target, tuple(probes))
+
+
+def fleet_p95_wait_h(figures: Mapping[str, Any]) -> float:
+    """p95 wait of every started job of the replay (rejected jobs not counted), 0 for none."""
+    return float(figures["wait_hours"]["all"]["p95"] or 0.0)
+
+
+def team_p95_waits_h(figures: Mapping[str, Any]) -> dict[str, float]:
+    """Each team's p95 wait counting rejected and never-started jobs as infinite (``math.inf``)."""
+    teams = figures["teams"]
+    return {
+        team: math.inf if row["wait_p95_hours_counting_unstarted"] is None else row["wait_p95_hours_counting_unstarted"]
+        for team, row in teams.items()
+    }
+
+
+def worst_team_p95_wait_h(figures: Mapping[str, Any]) -> float:
+    """The largest per-team p95 (``team_p95_waits_h``): the value "every team's p95 <= X" compares."""
+    return max(team_p95_waits_h(figures).values(), default=0.0)
+
+
+def target_measure(target: str) -> Callable[[Mapping[str, Any]], float]:
+    """The figure a capacity search compares with its bound, by name (``TARGETS``)."""
+    if target == "fleet":
+        return fleet_p95_wait_h
+    if target == "every-team":
+        return worst_team_p95_wait_h
+    raise ValueError(f"capacity target {target!r}: expected one of {', '.join(TARGETS)}")
