@@ -11,6 +11,7 @@ from scheduling.simulation import simulate_replay
 from scheduling.simulation.capacity import (
     fleet_p95_wait_h,
     smallest_capacity,
+    smallest_capacity_in_rounds,
     target_measure,
     team_p95_waits_h,
 )
@@ -100,3 +101,28 @@ def test_an_unknown_target_is_refused_by_name() -> None:
 def test_the_percentile_counts_misses_as_infinite(values: list[float], misses: int, expected: float | None) -> None:
     result = percentile_counting_misses(values, misses, 95)
     assert result == (pytest.approx(expected) if expected is not None and math.isfinite(expected) else expected)
+
+
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("threshold", [8, 40, 752, 790, 1504, 1505, 5000])
+def test_wider_rounds_find_the_serial_answer_in_fewer_rounds(width: int, threshold: int) -> None:
+    serial = smallest_capacity(falling_wait(threshold), low=752, high=1504, step=8)
+    rounds: list[list[int]] = []
+
+    def measure_many(capacities):  # type: ignore[no-untyped-def]
+        rounds.append(list(capacities))
+        return [falling_wait(threshold)(capacity) for capacity in capacities]
+
+    wide = smallest_capacity_in_rounds(measure_many, low=752, high=1504, step=8, width=width)
+
+    assert (wide.capacity_gpus, wide.largest_failing_gpus) == (serial.capacity_gpus, serial.largest_failing_gpus)
+    assert all(len(batch) <= width for batch in rounds)
+    assert len(rounds) < len(serial.probes)
+
+
+def test_width_one_probes_exactly_as_the_serial_bisection() -> None:
+    serial = smallest_capacity(falling_wait(1000), low=752, high=1504, step=8)
+    rounds = smallest_capacity_in_rounds(
+        lambda capacities: [falling_wait(1000)(c) for c in capacities], low=752, high=1504, step=8, width=1
+    )
+    assert rounds.probes == serial.probes
