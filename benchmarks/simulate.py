@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/simulate.py --only capacity     # bisection for p95 wait <= 1 h (long)
     .venv/bin/python benchmarks/simulate.py --only capacity --target every-team --target-hours 2
     .venv/bin/python benchmarks/simulate.py --only packing --policies fgd --seeds 42,43
+    .venv/bin/python benchmarks/simulate.py --only packing --quick --policies best-fit,fgd \
+        --fleet ../shared/traces/alibaba-clusterdata/cluster-trace-v2026-spot-gpu/node_info_df.csv
 
 Needs ../shared/traces (openb is read from there, never copied). Every run prints one line with its wall
 time and the CPU seconds of this process (``cpu_time_s``: what a run costs on one core when the machine is
@@ -67,9 +69,9 @@ def published_medians(workload: str = "openb_pod_list_default", column: str = "1
     return {ours: statistics.median(values[theirs]) for ours, theirs in PUBLISHED_NAMES.items() if theirs in values}
 
 
-def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
-    trace = load_trace("openb-default")
-    published = published_medians()
+def packing(seeds: tuple[int, ...], policies: tuple[str, ...], fleet: str | None = None) -> None:
+    trace = load_trace("openb-default", fleet=fleet)
+    published = published_medians() if fleet is None else {}  # published figures are for openb's own nodes
     for policy in policies:
         at_100: list[float] = []
         frag_75: list[float] = []
@@ -81,7 +83,8 @@ def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
             wall_times.append(round(wall, 2))
             at_100.append(result.at(100) or 0.0)
             frag_75.append(result.fragmentation_pct[75] or 0.0)
-            emit({"figure": "packing_run", "trace": "openb_pod_list_default", "policy": policy, "seed": seed,
+            emit({"figure": "packing_run", "trace": "openb_pod_list_default", "fleet": fleet or "openb",
+                  "nodes": len(trace.nodes), "policy": policy, "seed": seed,
                   "allocation_at_100": result.at(100), "fragmentation_pct_at_75": result.fragmentation_pct[75],
                   "pods_placed": result.pods_placed, "wall_time_s": round(wall, 2), "cpu_time_s": round(cpu, 2)})
         median = statistics.median(at_100)
@@ -168,6 +171,8 @@ def main() -> None:
                         help="run only these parts (repeatable); default: packing and replay")
     parser.add_argument("--seeds", default=None, help="comma-separated packing seeds (default 42..51)")
     parser.add_argument("--policies", default=None, help="comma-separated packing or replay policies")
+    parser.add_argument("--fleet", default=None,
+                        help="packing: node list replacing openb's (e.g. Alibaba 2026 spot-GPU node_info_df.csv)")
     parser.add_argument("--trace", default="philly", help="replay trace (default philly; philly-demo is small)")
     parser.add_argument("--capacity", type=int, default=None, help="replay fleet GPUs (default 2x mean demand)")
     parser.add_argument("--search", default="752,1504", help="capacity search bracket low,high in GPUs")
@@ -184,7 +189,7 @@ def main() -> None:
         unknown = set(policies) - set(POLICIES)
         if unknown:
             parser.error(f"packing policies are the engine's: {', '.join(POLICIES)}")
-        packing(seeds[:1] if args.quick else seeds, policies)
+        packing(seeds[:1] if args.quick else seeds, policies, args.fleet)
     replay_policies = tuple(args.policies.split(",")) if args.policies and "packing" not in parts else REPLAY_POLICIES
     if "replay" in parts:
         replay(args.trace, replay_policies, args.capacity)
