@@ -3,7 +3,10 @@
     .venv/bin/python benchmarks/simulate.py                     # 3 policies x 10 seeds, full Philly runs
     .venv/bin/python benchmarks/simulate.py --quick             # seed 42 only, full Philly runs (the speed figures)
     .venv/bin/python benchmarks/simulate.py --only capacity     # bisection for p95 wait <= 1 h (long)
+    .venv/bin/python benchmarks/simulate.py --only capacity --target every-team --target-hours 2
     .venv/bin/python benchmarks/simulate.py --only packing --policies fgd --seeds 42,43
+    .venv/bin/python benchmarks/simulate.py --only packing --quick --policies best-fit,fgd \
+        --fleet ../shared/traces/alibaba-clusterdata/cluster-trace-v2026-spot-gpu/node_info_df.csv
 
 Needs ../shared/traces (openb is read from there, never copied). Every run prints one line with its wall
 time and the CPU seconds of this process (``cpu_time_s``: what a run costs on one core when the machine is
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import statistics
 import sys
 import time
@@ -27,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.placement import POLICIES
 from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
-from scheduling.simulation.capacity import smallest_capacity
+from scheduling.simulation.capacity import TARGETS, smallest_capacity, target_measure, team_p95_waits_h
 from scheduling.traces import load_trace
 from scheduling.traces.registry import shared_traces_dir
 
@@ -65,9 +69,9 @@ def published_medians(workload: str = "openb_pod_list_default", column: str = "1
     return {ours: statistics.median(values[theirs]) for ours, theirs in PUBLISHED_NAMES.items() if theirs in values}
 
 
-def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
-    trace = load_trace("openb-default")
-    published = published_medians()
+def packing(seeds: tuple[int, ...], policies: tuple[str, ...], fleet: str | None = None) -> None:
+    trace = load_trace("openb-default", fleet=fleet)
+    published = published_medians() if fleet is None else {}  # published figures are for openb's own nodes
     for policy in policies:
         at_100: list[float] = []
         frag_75: list[float] = []
@@ -79,7 +83,8 @@ def packing(seeds: tuple[int, ...], policies: tuple[str, ...]) -> None:
             wall_times.append(round(wall, 2))
             at_100.append(result.at(100) or 0.0)
             frag_75.append(result.fragmentation_pct[75] or 0.0)
-            emit({"figure": "packing_run", "trace": "openb_pod_list_default", "policy": policy, "seed": seed,
+            emit({"figure": "packing_run", "trace": "openb_pod_list_default", "fleet": fleet or "openb",
+                  "nodes": len(trace.nodes), "policy": policy, "seed": seed,
                   "allocation_at_100": result.at(100), "fragmentation_pct_at_75": result.fragmentation_pct[75],
                   "pods_placed": result.pods_placed, "wall_time_s": round(wall, 2), "cpu_time_s": round(cpu, 2)})
         median = statistics.median(at_100)
@@ -125,24 +130,34 @@ def replay(trace_name: str, policies: tuple[str, ...], capacity: int | None) -> 
 
 
 def capacity_for_wait(
-    trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0
+    trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0, target: str = "fleet"
 ) -> None:
-    """Smallest capacity (a multiple of ``step`` GPUs) whose overall p95 queue wait is within target
-    (``simulation.capacity.smallest_capacity``); each probe is a full replay and prints its own line."""
+    """Smallest capacity (a multiple of ``step`` GPUs) whose p95 queue wait is within target
+    (``simulation.capacity.smallest_capacity``): overall (``fleet``) or for every team, its rejected jobs
+    counted as infinite waits (``every-team``); each probe is a full replay and prints its own line."""
     trace = load_trace(trace_name)
+    value_of = target_measure(target)
+    team_p95: dict[int, dict[str, float | None]] = {}
 
-    def p95(capacity: int) -> float:
+    def measure(capacity: int) -> float:
         result, wall, cpu = timed(lambda: simulate_replay(trace, policy, capacity_gpus=capacity))
         record = replay_record(trace_name, len(trace.jobs), result.as_dict(), wall, cpu)
-        record["figure"] = "capacity_probe"
+        team_p95[capacity] = {team: _finite(p95) for team, p95 in team_p95_waits_h(result.figures).items()}
+        record.update(figure="capacity_probe", team_p95_wait_hours=team_p95[capacity])
         emit(record)
-        return record["wait_hours"]["all"]["p95"] or 0.0
+        return value_of(result.figures)
 
-    search = smallest_capacity(p95, low=low, high=high, step=step, target=target_p95_h)
-    emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy,
+    search = smallest_capacity(measure, low=low, high=high, step=step, target=target_p95_h)
+    emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy, "target": target,
           "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
           "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step,
-          "probes": [list(probe) for probe in search.probes]})
+          "team_p95_wait_hours_at_answer": team_p95[search.capacity_gpus],
+          "probes": [[capacity, _finite(value)] for capacity, value in search.probes]})
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no infinity: an infinite wait (rejected or never-started jobs at the percentile) is null."""
+    return None if math.isinf(value) else round(value, 3)
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:
@@ -156,10 +171,15 @@ def main() -> None:
                         help="run only these parts (repeatable); default: packing and replay")
     parser.add_argument("--seeds", default=None, help="comma-separated packing seeds (default 42..51)")
     parser.add_argument("--policies", default=None, help="comma-separated packing or replay policies")
+    parser.add_argument("--fleet", default=None,
+                        help="packing: node list replacing openb's (e.g. Alibaba 2026 spot-GPU node_info_df.csv)")
     parser.add_argument("--trace", default="philly", help="replay trace (default philly; philly-demo is small)")
     parser.add_argument("--capacity", type=int, default=None, help="replay fleet GPUs (default 2x mean demand)")
     parser.add_argument("--search", default="752,1504", help="capacity search bracket low,high in GPUs")
     parser.add_argument("--step", type=int, default=32, help="capacity search resolution in GPUs (multiple of 8)")
+    parser.add_argument("--target", choices=TARGETS, default="fleet",
+                        help="capacity search: p95 of all started jobs, or of every team counting rejected jobs")
+    parser.add_argument("--target-hours", type=float, default=1.0, help="capacity search p95 wait bound in hours")
     args = parser.parse_args()
     parts = args.only or ["packing", "replay"]
     started = time.perf_counter()
@@ -169,14 +189,14 @@ def main() -> None:
         unknown = set(policies) - set(POLICIES)
         if unknown:
             parser.error(f"packing policies are the engine's: {', '.join(POLICIES)}")
-        packing(seeds[:1] if args.quick else seeds, policies)
+        packing(seeds[:1] if args.quick else seeds, policies, args.fleet)
     replay_policies = tuple(args.policies.split(",")) if args.policies and "packing" not in parts else REPLAY_POLICIES
     if "replay" in parts:
         replay(args.trace, replay_policies, args.capacity)
     if "capacity" in parts:
         low, high = (int(value) for value in args.search.split(","))
         for policy in replay_policies:
-            capacity_for_wait(args.trace, policy, low, high, args.step)
+            capacity_for_wait(args.trace, policy, low, high, args.step, args.target_hours, args.target)
     emit({"figure": "benchmark_wall_time_s", "value": round(time.perf_counter() - started, 1)})
 
 

@@ -18,6 +18,7 @@ from scheduling.services import (
     reaper,
     rebalance,
     report_delivery,
+    simulation_runs,
     table_changes,
     whatif,
 )
@@ -142,6 +143,12 @@ def run_whatif(self, scenario_id: int) -> dict[str, object]:
         whatif.fail_run(scenario_id, reason, replace_error=True)
         raise
     return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}
+
+
+@shared_task(acks_late=True, **_limits("whatif"))
+def replay_trace(spec: dict[str, object]) -> dict[str, object]:
+    """One replay of a fan-out (capacity search round, seed, sweep point); deterministic, so safe to run twice."""
+    return simulation_runs.replay_figures(spec)
 
 
 @shared_task(acks_late=True)

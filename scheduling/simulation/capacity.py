@@ -4,14 +4,21 @@
 halved until it misses the target, the upper end doubled until it meets it, then the bracket is halved
 until it is one step wide. It assumes the wait percentile does not grow with capacity, and checks that
 only at the probed points (each probe is a full replay, so every probe is returned for the record).
+
+Two targets read a replay's figures: ``fleet_p95_wait_h`` (all started jobs together, the original
+target) and ``worst_team_p95_wait_h`` ("every team's p95 wait <= X"): each team's p95 counts its rejected
+and never-started jobs as infinite waits, so a fleet that rejects a team's jobs never meets the target.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 TARGET_P95_WAIT_H = 1.0
+TARGETS = ("fleet", "every-team")
 
 
 @dataclass(frozen=True)
@@ -30,27 +37,102 @@ def smallest_capacity(
     measure: Callable[[int], float], *, low: int, high: int, step: int = 32, target: float = TARGET_P95_WAIT_H,
 ) -> CapacitySearch:
     """Smallest multiple of ``step`` GPUs with ``measure(capacity) <= target`` (bracket ``low``..``high``)."""
-    if step <= 0 or low <= 0 or high < low:
-        raise ValueError("capacity search needs 0 < low <= high and a positive step")
+    return smallest_capacity_in_rounds(
+        lambda capacities: [measure(capacity) for capacity in capacities], low=low, high=high, step=step, target=target
+    )
+
+
+def smallest_capacity_in_rounds(
+    measure_many: Callable[[Sequence[int]], Sequence[float]],
+    *,
+    low: int,
+    high: int,
+    step: int = 32,
+    target: float = TARGET_P95_WAIT_H,
+    width: int = 1,
+) -> CapacitySearch:
+    """``smallest_capacity`` probing up to ``width`` capacities per round (one round = one fan-out).
+
+    Width 1 is the serial bisection, probe for probe. Wider rounds split the bracket into ``width + 1``
+    parts; for a wait that does not grow with capacity the answer is the same, in fewer rounds.
+    """
+    if step <= 0 or low <= 0 or high < low or width < 1:
+        raise ValueError("capacity search needs 0 < low <= high, a positive step and a width of at least 1")
     probes: list[tuple[int, float]] = []
 
-    def meets(units: int) -> bool:
-        value = measure(units * step)
-        probes.append((units * step, value))
-        return value <= target
+    def meets(units: Sequence[int]) -> list[bool]:
+        values = measure_many([unit * step for unit in units])
+        probes.extend(zip([unit * step for unit in units], values, strict=True))
+        return [value <= target for value in values]
 
     low_units, high_units = max(1, low // step), max(1, -(-high // step))
-    high_met = False  # halving leaves high_units at a size just measured to meet the target
-    while low_units > 1 and meets(low_units):  # the lower end must miss the target
-        low_units, high_units, high_met = low_units // 2, low_units, True
-    if low_units == 1 and meets(1):
+    halvings = [low_units >> shift for shift in range(low_units.bit_length())]  # low, low/2, ..., 1
+    missed = _first(halvings, False, meets, width)  # the lower end must miss the target
+    if missed is None:  # even one step meets it
         return CapacitySearch(step, 0, step, target, tuple(probes))
-    while not high_met and not meets(high_units):
-        low_units, high_units = high_units, high_units * 2
+    if missed > 0:  # a halving met the target: it is the upper end
+        low_units, high_units = halvings[missed], halvings[missed - 1]
+    else:  # double the upper end until it meets the target (stops only when it does, as serially)
+        low_units, high_units = _double_until_met(low_units, high_units, meets, width)
     while high_units - low_units > 1:
-        middle = (low_units + high_units) // 2
-        if meets(middle):
-            high_units = middle
-        else:
-            low_units = middle
+        low_units, high_units = _narrow(low_units, high_units, meets, width)
     return CapacitySearch(high_units * step, low_units * step, step, target, tuple(probes))
+
+
+Meets = Callable[[Sequence[int]], list[bool]]
+
+
+def _first(units: Sequence[int], wanted: bool, meets: Meets, width: int) -> int | None:
+    """Index of the first of ``units`` whose outcome is ``wanted``, probing ``width`` at a time."""
+    for start in range(0, len(units), width):
+        for offset, ok in enumerate(meets(units[start : start + width])):
+            if ok is wanted:
+                return start + offset
+    return None
+
+
+def _double_until_met(low_units: int, high_units: int, meets: Meets, width: int) -> tuple[int, int]:
+    while True:
+        chain = [high_units << shift for shift in range(width)]
+        met = _first(chain, True, meets, width)
+        if met is not None:
+            return (chain[met - 1] if met else low_units), chain[met]
+        low_units, high_units = chain[-1], chain[-1] * 2
+
+
+def _narrow(low_units: int, high_units: int, meets: Meets, width: int) -> tuple[int, int]:
+    """One round: ``width`` cuts of the bracket; the smallest that meets and the largest below it that misses."""
+    cuts = sorted({low_units + (high_units - low_units) * j // (width + 1) for j in range(1, width + 1)})
+    cuts = [unit for unit in cuts if low_units < unit < high_units]
+    outcomes = dict(zip(cuts, meets(cuts), strict=True))
+    high_units = min([high_units, *(unit for unit, ok in outcomes.items() if ok)])
+    low_units = max([low_units, *(unit for unit, ok in outcomes.items() if not ok and unit < high_units)])
+    return low_units, high_units
+
+
+def fleet_p95_wait_h(figures: Mapping[str, Any]) -> float:
+    """p95 wait of every started job of the replay (rejected jobs not counted), 0 for none."""
+    return float(figures["wait_hours"]["all"]["p95"] or 0.0)
+
+
+def team_p95_waits_h(figures: Mapping[str, Any]) -> dict[str, float]:
+    """Each team's p95 wait counting rejected and never-started jobs as infinite (``math.inf``)."""
+    teams = figures["teams"]
+    return {
+        team: math.inf if row["wait_p95_hours_counting_unstarted"] is None else row["wait_p95_hours_counting_unstarted"]
+        for team, row in teams.items()
+    }
+
+
+def worst_team_p95_wait_h(figures: Mapping[str, Any]) -> float:
+    """The largest per-team p95 (``team_p95_waits_h``): the value "every team's p95 <= X" compares."""
+    return max(team_p95_waits_h(figures).values(), default=0.0)
+
+
+def target_measure(target: str) -> Callable[[Mapping[str, Any]], float]:
+    """The figure a capacity search compares with its bound, by name (``TARGETS``)."""
+    if target == "fleet":
+        return fleet_p95_wait_h
+    if target == "every-team":
+        return worst_team_p95_wait_h
+    raise ValueError(f"capacity target {target!r}: expected one of {', '.join(TARGETS)}")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduling.simulation.stats import SIZE_BUCKETS, size_bucket, summary
+from scheduling.simulation.stats import SIZE_BUCKETS, percentile_counting_misses, size_bucket, summary
 
 if TYPE_CHECKING:
     from scheduling.simulation.replay import JobRun, Replay
@@ -127,17 +128,25 @@ def _team_figures(replay: Replay, capacity_gpu_s: float) -> dict[str, dict[str, 
             "share_of_gpu_hours": used.get(team, 0.0) / total_used,
             "utilisation": used.get(team, 0.0) / capacity_gpu_s,
             "wait_hours": _waits(started),
+            "wait_p95_hours_counting_unstarted": _p95_counting_unstarted(started, len(runs) - len(started)),
         }
     return teams
 
 
+def _p95_counting_unstarted(started: list[JobRun], unstarted: int) -> float | None:
+    """p95 wait where a job rejected or still queued at the end waits forever; JSON null = infinite."""
+    p95 = percentile_counting_misses([_wait_h(run) for run in started], unstarted, 95)
+    return None if p95 is None or math.isinf(p95) else p95
+
+
 def _waits(started: list[JobRun]) -> dict[str, dict[str, float | int | None]]:
     """Hours from submission to first start, by job size."""
-    pairs = []
-    for run in started:
-        first = run.first_start if run.first_start is not None else run.job.submit_s
-        pairs.append((run.gpus, (first - run.job.submit_s) / HOUR))
-    return _by_size(pairs)
+    return _by_size([(run.gpus, _wait_h(run)) for run in started])
+
+
+def _wait_h(run: JobRun) -> float:
+    first = run.first_start if run.first_start is not None else run.job.submit_s
+    return (first - run.job.submit_s) / HOUR
 
 
 def _by_size(pairs: list[tuple[float, float]]) -> dict[str, dict[str, float | int | None]]:

@@ -27,6 +27,24 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def percentile_counting_misses(values: Sequence[float], misses: int, q: float) -> float | None:
+    """``percentile`` over ``values`` plus ``misses`` infinite values (jobs that never started).
+
+    ``math.inf`` when the percentile reaches the misses (interpolating towards an infinite wait is
+    infinite); ``None`` for no jobs at all.
+    """
+    count = len(values) + misses
+    if count == 0:
+        return None
+    position = (count - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, count - 1)
+    if low >= len(values) or (high >= len(values) and position > low):
+        return math.inf
+    ordered = sorted(values)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 def summary(values: Sequence[float]) -> dict[str, float | int | None]:
     """Count, mean, p50/p95/p99 and max of ``values`` (in the values' unit)."""
     return {

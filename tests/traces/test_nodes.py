@@ -111,3 +111,41 @@ def test_an_empty_fleet_is_an_error(fixtures: Path, tmp_path: Path) -> None:
 
     with pytest.raises(TraceFormatError, match="no nodes"):
         load_trace(str(fixtures / "generic_jobs.csv"), fleet=fleet)
+
+
+# Alibaba 2026 spot-GPU layout (cluster-trace-v2026-spot-gpu/node_info_df.csv): column order as published,
+# rows made up here (the trace itself is research-or-study only and is read from ../shared/traces).
+SPOT = """gpu_model,gpu_capacity_num,cpu_num,node_name
+GPU-series-1,4,192,0
+A10,1,128,1
+A100-SXM4-80GB,8,128,2
+"""
+
+
+def test_an_alibaba_spot_gpu_node_list_keeps_names_models_and_sizes(tmp_path: Path) -> None:
+    nodes, report = read_node_list(write(tmp_path, "node_info_df.csv", SPOT))
+
+    assert [(n.name, n.gpu_total, n.gpu_model) for n in nodes] == [
+        ("0", 4, "GPU-series-1"),
+        ("1", 1, "A10"),
+        ("2", 8, "A100-SXM4-80GB"),
+    ]
+    assert [n.cpu_milli_total for n in nodes] == [192_000, 128_000, 128_000]  # vCPUs -> milli-cores
+    assert [n.memory_mib_total for n in nodes] == [0, 0, 0]  # not in the file: not tracked
+    assert {n.leaf_switch for n in nodes} == {"leaf000"}  # 32 hosts to a leaf in file order
+    assert [n.nvlink_domain for n in nodes] == ["0", "1", "2"]
+    assert (report.rows_read, report.rows_kept) == (3, 3)
+
+
+def test_a_bad_spot_gpu_row_names_its_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "node_info_df.csv", SPOT + "A10,one,128,3\n")
+
+    with pytest.raises(TraceFormatError, match=r"node_info_df.csv:5: column 'gpu_capacity_num'"):
+        read_node_list(path)
+
+
+def test_a_duplicate_spot_gpu_node_name_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "node_info_df.csv", SPOT + "A10,1,128,1\n")
+
+    with pytest.raises(TraceFormatError, match="node_name"):
+        read_node_list(path)

@@ -20,6 +20,7 @@ from scheduling.traces import (
     read_tiresias_jobs,
 )
 from scheduling.traces.helios import allocation_ratio
+from scheduling.traces.nodes import read_node_list
 
 OPENB = Path("alibaba-clusterdata/cluster-trace-gpu-v2023/csv")
 EARTH = Path("helios/HeliosArtifact/analysis/2_cluster characterization/Earth_vcs")
@@ -104,3 +105,19 @@ def test_philly_vc_node_counts(shared_traces: Path) -> None:
     )
 
     assert (len(nodes), sum(nodes.values())) == (11, 352)
+
+
+SPOT_NODES = Path("alibaba-clusterdata/cluster-trace-v2026-spot-gpu/node_info_df.csv")
+
+
+def test_the_alibaba_2026_spot_gpu_fleet_has_4278_nodes_of_six_models(shared_traces: Path) -> None:
+    path = shared_traces / SPOT_NODES
+    if not path.is_file():
+        pytest.skip(f"{path} absent (alibaba/clusterdata cluster-trace-v2026-spot-gpu, see docs/simulator.md)")
+    nodes, report = read_node_list(path)
+
+    assert (len(nodes), report.rows_skipped) == (4278, 0)
+    assert len({node.gpu_model for node in nodes}) == 6  # the README's "6 GPU card types"
+    by_model = Counter(node.gpu_model for node in nodes)
+    assert by_model["A10"] == 2494 and by_model["H800"] == 219
+    assert Counter(node.gpu_total for node in nodes if node.gpu_model == "GPU-series-1") == {1: 902, 8: 77, 4: 10}

@@ -1,0 +1,74 @@
+"""Replays fanned out over Celery workers: capacity searches, multi-seed runs and sweeps.
+
+A replay is described by a JSON-safe spec (``trace``, ``policy``, optional ``capacity_gpus`` and
+``seed``); ``replay_figures`` runs one (what the ``replay_trace`` task calls), ``run_replays`` runs a
+list: as one Celery group on the app's broker when the app has a result backend to collect answers
+from, else one after the other in this process. The simulator is deterministic for a spec, so both
+ways give the same figures (less ``wall_time_s``), in the order of the specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from celery import Celery, current_app, group
+
+from scheduling.simulation import simulate_replay
+from scheduling.simulation.capacity import CapacitySearch, smallest_capacity_in_rounds, target_measure
+from scheduling.traces import load_trace
+
+TASK = "scheduling.tasks.replay_trace"
+SPEC_KEYS = {"trace", "policy", "capacity_gpus", "seed"}
+RESULT_TIMEOUT_S = 3600.0
+
+
+def replay_figures(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The replay JSON for one spec, without its wall time (the one figure two runs never share)."""
+    _check(spec)
+    trace = load_trace(str(spec["trace"]))
+    result = simulate_replay(
+        trace, str(spec["policy"]), seed=int(spec.get("seed", 0)), capacity_gpus=spec.get("capacity_gpus")
+    )
+    return {key: value for key, value in result.figures.items() if key != "wall_time_s"}
+
+
+def run_replays(specs: Sequence[Mapping[str, Any]], *, app: Celery | None = None) -> list[dict[str, Any]]:
+    """Figures for each spec, in order: one task per spec on the app's workers, or here without a backend."""
+    for spec in specs:
+        _check(spec)
+    app = app or current_app
+    if not app.conf.result_backend or app.conf.task_always_eager:
+        return [replay_figures(spec) for spec in specs]
+    tasks = group(app.signature(TASK, args=[dict(spec)]) for spec in specs)
+    return list(tasks.apply_async().get(timeout=RESULT_TIMEOUT_S))
+
+
+def search_capacity(
+    spec: Mapping[str, Any],
+    *,
+    low: int,
+    high: int,
+    step: int,
+    target: str = "fleet",
+    target_hours: float = 1.0,
+    width: int = 1,
+    app: Celery | None = None,
+) -> CapacitySearch:
+    """``capacity.smallest_capacity_in_rounds`` with each round's ``width`` replays run by ``run_replays``."""
+    value_of = target_measure(target)
+
+    def measure_many(capacities: Sequence[int]) -> list[float]:
+        runs = run_replays([{**spec, "capacity_gpus": capacity} for capacity in capacities], app=app)
+        return [value_of(figures) for figures in runs]
+
+    return smallest_capacity_in_rounds(measure_many, low=low, high=high, step=step, target=target_hours, width=width)
+
+
+def _check(spec: Mapping[str, Any]) -> None:
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise ValueError(f"replay spec: unknown field(s) {sorted(unknown)}; expected {sorted(SPEC_KEYS)}")
+    for field in ("trace", "policy"):
+        if not spec.get(field):
+            raise ValueError(f"replay spec: field {field!r} is required")
