@@ -87,7 +87,9 @@ def record_finished_jobs(orchestrator: Orchestrator, jobs: Iterable[FinishedJob]
             new.append(row)
         elif field_values(row, ACCOUNTED_FIELDS) != before:
             changed.append(row)
-    Workload.objects.bulk_create(new, batch_size=1000)
+    # Two workers may read the same window at once (the read runs after the scrape's lease is released): the
+    # second one's rows are the same jobs with the same values, so its conflicting inserts are skipped.
+    Workload.objects.bulk_create(new, batch_size=1000, ignore_conflicts=True)
     write_rows(Workload, changed, [*ACCOUNTED_FIELDS, "pending_reason"])
     return len(new) + len(changed)
 
