@@ -119,7 +119,8 @@ def fleet_capacity(gpu_model: str = "") -> int:
 
 
 def orchestrator_health(since: datetime) -> list[Orchestrator]:
-    """Every orchestrator with its latest scrape (duration, outcome) and its scrape record in the window."""
+    """Every orchestrator with its latest scrape (duration, outcome), its scrape record in the window and its
+    Slurm accounting source (a freshness of its own)."""
     latest = CollectorRun.objects.filter(orchestrator=OuterRef("pk")).order_by("-started_at")
     window = Q(runs__started_at__gte=since)
     return list(
@@ -136,5 +137,7 @@ def orchestrator_health(since: datetime) -> list[Orchestrator]:
             runs_in_window=Count("runs", filter=window),
             failures_in_window=Count("runs", filter=window & Q(runs__ok=False)),
             max_ms_in_window=Max("runs__duration_ms", filter=window),
-        ).order_by("name")
+        )
+        .select_related("accounting_source")
+        .order_by("name")
     )

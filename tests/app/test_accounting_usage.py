@@ -99,3 +99,13 @@ def test_a_failing_slurmdbd_makes_the_source_stale_and_erases_nothing(orchestrat
 def test_an_orchestrator_without_accounting_reads_nothing(orchestrator):
     assert sync_accounting(orchestrator) is None
     assert not AccountingSource.objects.exists()
+
+
+def test_the_orchestrators_page_shows_a_stale_accounting_source_with_its_error(orchestrator, client, django_user_model):
+    sync_accounting(orchestrator, reading(finished("47", "research", 1, EPOCH, 10)), now=T0)
+    orchestrator.options = {"accounting": {"sacct": "/nonexistent/sacct"}}
+    orchestrator.save()
+    sync_accounting(orchestrator, now=T0 + timedelta(minutes=1))
+    client.force_login(django_user_model.objects.create_superuser("root", password="x"))
+    page = client.get("/orchestrators/").content.decode()
+    assert "accounting: <span class=\"badge bad\">stale</span>" in page and "nonexistent" in page
