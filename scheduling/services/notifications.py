@@ -44,6 +44,29 @@ def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
     return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
 
 
+def request_amended(request: QuotaRequest, *, base_url: str) -> int:
+    recipients = deciders_of(request)
+    if not recipients:
+        return 0
+    change = request.history.order_by("-history_date").values_list("history_change_reason", flat=True).first()
+    subject = f"[gpuportal] Quota request #{request.pk} amended by {request.requester}"
+    body = (
+        f"{request.requester} amended request #{request.pk} for team {request.team}, still awaiting a decision: "
+        f"{change}.\n\nIt now asks for {request.gpus} {request.gpu_model or 'GPUs of any model'} from "
+        f"{request.starts_at:%Y-%m-%d %H:%M} to {request.ends_at:%Y-%m-%d %H:%M} (UTC).\n\n"
+        f"Approve or deny: {_link(request, base_url)}\n"
+    )
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+
+
+def who_hears_of_amendment(request: QuotaRequest) -> str:
+    """What to tell the requester about the mail ``request_amended`` sends: to whom, or that nobody gets one."""
+    recipients = deciders_of(request)
+    if recipients:
+        return f"an email goes to {', '.join(recipients)}"
+    return "no decider has an email address, so nobody was emailed: they see the change on the request's page"
+
+
 def who_hears_of_decision(request: QuotaRequest) -> str:
     """What to tell the decider about the mail ``request_decided`` sends: to whom, or that nobody gets one."""
     requester = request.requester

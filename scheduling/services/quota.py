@@ -150,6 +150,45 @@ def withdraw_request(request_id: int, *, by, reason: str = "") -> QuotaRequest:
     return request
 
 
+AMENDABLE_FIELDS = ("gpus", "starts_at", "ends_at", "justification")
+
+
+@transaction.atomic
+def amend_request(request_id: int, *, by, changes: dict, reason: str) -> QuotaRequest:
+    """The requester corrects a request nobody has decided yet (amount, dates, justification) instead of
+    withdrawing and filing anew; the history row says what changed, who and why, and the deciders hear of it."""
+    request = QuotaRequest.objects.select_for_update().select_related("team").get(pk=request_id)
+    if request.requester_id != by.pk:
+        raise PermissionDenied("only the person who asked may amend a request; a lead or an admin decides it.")
+    if request.state != State.SUBMITTED:
+        raise ValidationError({"state": f"a {request.state} request cannot be amended: it is already decided."})
+    before = {name: getattr(request, name) for name in AMENDABLE_FIELDS}
+    for name in AMENDABLE_FIELDS:
+        if name in changes:
+            setattr(request, name, changes[name].strip() if name == "justification" else changes[name])
+    what = describe_amendment(before, request)
+    if not what:
+        raise ValidationError({"gpus": "nothing to amend: the GPUs, dates and justification are as they were."})
+    validate_request_fields(request)
+    _audited_save(request, by=by, reason=f"amended ({what}): {require_reason(reason)}")
+    _notify_on_commit(notifications.request_amended, request.pk)
+    return request
+
+
+def describe_amendment(before: dict, request: QuotaRequest) -> str:
+    """'GPUs 8 → 16; end 2026-12-12 00:00 → 2026-12-14 00:00': what a decider needs to see changed."""
+    labels = {"gpus": "GPUs", "starts_at": "start", "ends_at": "end"}
+    shown = lambda value: f"{value:%Y-%m-%d %H:%M}" if isinstance(value, datetime) else str(value)  # noqa: E731
+    parts = [
+        f"{label} {shown(before[name])} → {shown(getattr(request, name))}"
+        for name, label in labels.items()
+        if before[name] != getattr(request, name)
+    ]
+    if before["justification"] != request.justification:
+        parts.append("justification rewritten")
+    return "; ".join(parts)
+
+
 @transaction.atomic
 def revoke_grant(grant_id: int, *, by, reason: str) -> QuotaGrant:
     grant = QuotaGrant.objects.select_for_update().select_related("request").get(pk=grant_id)
