@@ -89,6 +89,17 @@ class AmendRequestForm(forms.Form):
         return self._kept_if_same_minute("ends_at")
 
 
+class ExtendGrantForm(forms.Form):
+    """The requester asks to keep a grant's GPUs longer: a new end and why (a new request the deciders see)."""
+
+    ends_at = forms.DateTimeField(label="New end (UTC)", widget=DATETIME_INPUT)
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=JUSTIFICATION_MAX_CHARS,
+        error_messages={"required": "A justification is required: say why the GPUs are needed longer."},
+    )
+
+
 class DecisionForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),

@@ -55,6 +55,11 @@ def expire_grants() -> dict[str, int]:
 
 
 @shared_task(acks_late=True)
+def remind_expiring_grants() -> int:
+    return quota.remind_expiring_grants()
+
+
+@shared_task(acks_late=True)
 def purge_idempotency_keys() -> int:
     """Idempotency keys are kept a day (services/idempotency.py); older rows only take room."""
     return idempotency.purge_expired()

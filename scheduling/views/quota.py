@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.filters import QuotaRequestFilter
-from scheduling.forms import AmendRequestForm, DecisionForm, QuotaRequestForm
+from scheduling.forms import AmendRequestForm, DecisionForm, ExtendGrantForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access
 from scheduling.selectors import enforcement as enforcement_reads
@@ -129,7 +129,10 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     amend_form = AmendRequestForm.for_request(item, request.POST if request.POST.get("action") == "amend" else None)
     if amend_form.is_bound and _amend(request, item, amend_form):
         return redirect("quota-detail", pk=item.pk)
-    if request.method == "POST" and not amend_form.is_bound:
+    extend_form = ExtendGrantForm(request.POST if request.POST.get("action") == "extend" else None, prefix="extend")
+    if extend_form.is_bound and (extension := _extend(request, item, extend_form)):
+        return redirect("quota-detail", pk=extension.pk)
+    if request.method == "POST" and not (amend_form.is_bound or extend_form.is_bound):
         if not can_decide:
             raise PermissionDenied("Only a lead of the team (not the requester) or an admin decides this request.")
         if form.is_valid() and _decide(request, item, form):
@@ -150,6 +153,8 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": history,
             "amendments": [h for h in history if (h.history_change_reason or "").startswith("amended")],
             "amend_form": amend_form,
+            "extend_form": extend_form,
+            "extensions": item.extensions.order_by("created_at"),
             "grant": grant,
             "enforcement": enforcement_reads.team_enforcement(item.team) if grant else [],
         },
@@ -183,6 +188,19 @@ def _amend(request: HttpRequest, item: QuotaRequest, form: AmendRequestForm) -> 
     told = notifications.who_hears_of_amendment(item)
     messages.success(request, f"Request #{item.pk} amended; it still awaits a decision; {told}.")
     return True
+
+
+def _extend(request: HttpRequest, item: QuotaRequest, form: ExtendGrantForm) -> QuotaRequest | None:
+    """Ask for an extension from the granted request's page; errors stay on the form, named by field."""
+    if not form.is_valid():
+        return None
+    try:
+        extension = quota.extend_grant(item.pk, by=request.user, **form.cleaned_data)
+    except ValidationError as error:
+        _errors_to_form(form, error)
+        return None
+    messages.success(request, f"Extension requested as #{extension.pk}; it goes to the deciders of {item.team}.")
+    return extension
 
 
 def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> bool:
