@@ -13,6 +13,7 @@ from scheduling.forms import AmendRequestForm, DecisionForm, ExtendGrantForm, Qu
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access
 from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.selectors.teams import teams_now
 from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
@@ -53,10 +54,12 @@ def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
 
 @login_required
 def quota_new(request: HttpRequest) -> HttpResponse:
+    # Beside the form, what each team one may ask for has and uses now: sizing a request starts there.
+    standing = teams_now(access.teams_visible_to(request.user))
     if request.method != "POST":
-        return render(request, "scheduling/quota_form.html", {"form": _request_form(request)})
+        return render(request, "scheduling/quota_form.html", {"form": _request_form(request), "standing": standing})
     form = _request_form(request, request.POST)
-    context: dict = {"form": form}
+    context: dict = {"form": form, "standing": standing}
     if form.is_valid():
         data = form.cleaned_data
         check = feasibility.check_request(

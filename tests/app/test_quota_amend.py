@@ -7,8 +7,9 @@ import pytest
 from django.core import mail
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
+from django.utils import timezone
 
-from scheduling.models import QuotaRequest
+from scheduling.models import QuotaRequest, Workload
 from scheduling.services import quota
 
 pytestmark = pytest.mark.django_db
@@ -104,3 +105,16 @@ def test_a_bad_amendment_on_the_page_names_the_field_and_changes_nothing(client,
     assert "Why amend: Say why you amend it" in body
     submitted.refresh_from_db()
     assert submitted.gpus == 8 and 'id="amended"' not in body
+
+
+def test_the_request_form_shows_each_team_s_guarantee_burst_and_use_now(client, cast, teams, queues, orchestrator):
+    Workload.objects.create(
+        orchestrator=orchestrator, team=teams["nlp"], user="rita", external_id="7", gang_size=2, gpus_per_member=8,
+        state=Workload.State.RUNNING, submitted_at=timezone.now(),
+    )  # fmt: skip
+    client.force_login(cast["researcher"])  # sees nlp only
+    body = client.get(reverse("quota-new")).content.decode()
+    row = body[body.index('<tr data-team="nlp">') :].split("</tr>")[0]
+    cells = [cell.split(">")[-1] for cell in row.split("</td>")[:-1]]
+    assert cells == ["NLP", "8", "32", "16", "0"]
+    assert 'data-team="production"' not in body  # only the teams one may ask for
