@@ -57,3 +57,17 @@ def test_alice_amends_the_lead_sees_it_approves_and_alice_asks_to_extend(session
     assert page.url.endswith(f"/quota/{extension.pk}/")
     assert f"request #{request.pk}" in page.locator("#extends").inner_text()
     assert alice.errors == [] and lead.errors == []
+
+
+def test_on_a_phone_the_quota_list_shows_period_and_state_without_scrolling_sideways(session, federation):
+    alice = session(width=1440)
+    alice.log_in("alice", "alice")
+    _send_request(alice, _local(federation), _local(federation + timedelta(days=3)))
+    phone = session(width=390)
+    phone.log_in("alice", "alice")
+    page = phone.go("/quota/")
+    for header in ("Period", "State"):
+        box = page.locator("#request-table th", has_text=header).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, (header, box)
+    assert not page.locator("#request-table th", has_text="Requested by").is_visible()
+    assert phone.errors == []
