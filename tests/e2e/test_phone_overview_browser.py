@@ -22,3 +22,30 @@ def test_on_a_phone_the_latest_rebalance_rows_are_short(session, federation):
     heights = [rows.nth(i).bounding_box()["height"] for i in range(3)]
     assert max(heights) < 120, heights
     assert admin.errors == []
+
+
+def _overlap(a, b) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and (b["y"] < a["y"] + a["height"])
+    )
+
+
+def test_on_a_phone_rotated_chart_labels_never_overlap_a_legend(session, federation):
+    admin = session(width=390)
+    admin.log_in("admin", "admin")
+    page = admin.go("/utilisation/")
+    page.wait_for_selector(".js-plotly-plot .legend")
+    checked = 0
+    for chart in page.locator(".js-plotly-plot").all():
+        legend = chart.locator(".legend")
+        if legend.count() == 0:
+            continue
+        box = legend.first.bounding_box()
+        labels = chart.locator(".xtick text, .g-xtitle text").all()
+        assert labels, "a chart with a legend has x labels"
+        assert not any(_overlap(box, label.bounding_box()) for label in labels)
+        checked += 1
+    assert checked >= 2 and admin.errors == []
