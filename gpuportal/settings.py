@@ -400,6 +400,8 @@ GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:800
 # Quota request periods (issue 16): the longest period, the farthest a start may lie ahead, the most it may be
 # backdated. Unbounded periods (0001-01-01 to 9999-12-31) were accepted and approvable before.
 GPUPORTAL_QUOTA_MAX_DAYS = env.int("GPUPORTAL_QUOTA_MAX_DAYS", default=366)
+# How long before a grant ends its requester and the team's leads are reminded (once per grant).
+GPUPORTAL_GRANT_REMINDER_DAYS = env.int("GPUPORTAL_GRANT_REMINDER_DAYS", default=7)
 GPUPORTAL_QUOTA_MAX_LEAD_DAYS = env.int("GPUPORTAL_QUOTA_MAX_LEAD_DAYS", default=366)
 GPUPORTAL_QUOTA_MAX_BACKDATE_DAYS = env.int("GPUPORTAL_QUOTA_MAX_BACKDATE_DAYS", default=7)
 GPUPORTAL_LEDGER = {  # issue 10, docs/ledger.md
@@ -412,6 +414,7 @@ CELERY_BEAT_SCHEDULE = {
     # issue 18: governance read back, diffed and enforced (auto) or planned (review) every round
     "reconcile-governance": {"task": "scheduling.tasks.reconcile_governance", "schedule": GPUPORTAL_ROUND_SECONDS},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
+    "remind-expiring-grants": {"task": "scheduling.tasks.remind_expiring_grants", "schedule": crontab(minute=23)},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},
     "reap-stale-work": {"task": "scheduling.tasks.reap_stale_work", "schedule": 60},
     # docs/identity.md: LDAP users' groups searched again, OIDC users' last claims mapped again

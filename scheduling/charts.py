@@ -42,7 +42,8 @@ def render(data: list[dict[str, Any]], layout: dict[str, Any], *, title: str, su
     layout = {
         "margin": {"l": 55, "r": 15, "t": 10, "b": 40},
         "height": height,
-        "legend": {"orientation": "h", "y": -0.18},
+        # Above the plot: below it, rotated tick labels and the x-axis title (a phone rotates them) ran into it.
+        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
         "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2937"},

@@ -55,6 +55,51 @@ class QuotaRequestForm(forms.Form):
         return data
 
 
+class AmendRequestForm(forms.Form):
+    """The requester's correction of a submitted request: the shape of the fields; the service keeps the rules."""
+
+    gpus = forms.IntegerField(
+        label="GPUs", min_value=1, max_value=100_000, error_messages={"min_value": "GPUs must be at least 1."}
+    )
+    starts_at = forms.DateTimeField(label="Start (UTC)", widget=DATETIME_INPUT)
+    ends_at = forms.DateTimeField(label="End (UTC)", widget=DATETIME_INPUT)
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=JUSTIFICATION_MAX_CHARS)
+    reason = forms.CharField(
+        label="Why amend",
+        max_length=COMMENT_MAX_CHARS,
+        error_messages={"required": "Say why you amend it: the deciders see the reason with the change."},
+    )
+
+    @classmethod
+    def for_request(cls, request: QuotaRequest, data=None) -> "AmendRequestForm":
+        fields = ("gpus", "starts_at", "ends_at", "justification")
+        return cls(data, initial={name: getattr(request, name) for name in fields}, prefix="amend")
+
+    def _kept_if_same_minute(self, name: str):
+        """The inputs show minutes: a date sent back unchanged keeps its seconds, so it does not read as amended."""
+        typed, before = self.cleaned_data.get(name), self.initial.get(name)
+        if typed and before and typed == before.replace(second=0, microsecond=0):
+            return before
+        return typed
+
+    def clean_starts_at(self):
+        return self._kept_if_same_minute("starts_at")
+
+    def clean_ends_at(self):
+        return self._kept_if_same_minute("ends_at")
+
+
+class ExtendGrantForm(forms.Form):
+    """The requester asks to keep a grant's GPUs longer: a new end and why (a new request the deciders see)."""
+
+    ends_at = forms.DateTimeField(label="New end (UTC)", widget=DATETIME_INPUT)
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=JUSTIFICATION_MAX_CHARS,
+        error_messages={"required": "A justification is required: say why the GPUs are needed longer."},
+    )
+
+
 class DecisionForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),

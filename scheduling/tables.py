@@ -65,19 +65,23 @@ class WorkloadTable(tables.Table):
         return value or "waiting for its turn in the queue"
 
 
+WIDE_ONLY = {"th": {"class": "wide-only"}, "td": {"class": "wide-only"}}
+
+
 class QuotaRequestTable(tables.Table):
     id = tables.Column(verbose_name="#", linkify=("quota-detail", {"pk": tables.A("pk")}))
     team = tables.Column(accessor="team__name", verbose_name="Team")
-    requester = tables.Column(accessor="requester__username", verbose_name="Requested by")
+    # On a phone the secondary columns step aside (portal.css: .wide-only) so Period and State stay on screen.
+    requester = tables.Column(accessor="requester__username", verbose_name="Requested by", attrs=WIDE_ONLY)
     gpus = tables.Column(verbose_name="GPUs", empty_values=())
     period = tables.Column(verbose_name="Period", empty_values=(), order_by=("starts_at",))
     state = tables.Column(verbose_name="State")
-    created_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Created (UTC)")
+    created_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Created (UTC)", attrs=WIDE_ONLY)
 
     class Meta:
         model = QuotaRequest
         attrs = ATTRS
-        fields = ("id", "team", "requester", "gpus", "period", "state", "created_at")
+        fields = ("id", "team", "period", "state", "gpus", "requester", "created_at")
         empty_text = "No quota requests."
         order_by = ("-created_at",)
 
@@ -86,6 +90,14 @@ class QuotaRequestTable(tables.Table):
         return f"{record.gpus} {record.gpu_model or 'any model'} · {where}"
 
     def render_period(self, record):
+        # Each end on its own line: the column stays narrow enough for a phone.
+        return format_html(
+            '<span class="nowrap">{} →</span> <span class="nowrap">{}</span>',
+            f"{record.starts_at:%Y-%m-%d %H:%M}",
+            f"{record.ends_at:%Y-%m-%d %H:%M}",
+        )
+
+    def value_period(self, record):
         return f"{record.starts_at:%Y-%m-%d %H:%M} → {record.ends_at:%Y-%m-%d %H:%M}"
 
     def render_state(self, value, record):

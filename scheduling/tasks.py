@@ -63,6 +63,11 @@ def resync_identities() -> dict[str, int]:
 
 
 @shared_task(acks_late=True)
+def remind_expiring_grants() -> int:
+    return quota.remind_expiring_grants()
+
+
+@shared_task(acks_late=True)
 def purge_idempotency_keys() -> int:
     """Idempotency keys are kept a day (services/idempotency.py); older rows only take room."""
     return idempotency.purge_expired()

@@ -72,6 +72,9 @@ class QuotaRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_comment = models.TextField(blank=True)
+    # An extension (as ColdFront's renewal): a new request for the period right after this grant's end,
+    # decided and promise-checked like any other request.
+    extends = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="extensions")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     history = HistoricalRecords()
@@ -109,6 +112,9 @@ class QuotaGrant(models.Model):
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.SCHEDULED)
+    # Set once the reminder of the end went out, so beat sends it once per grant; who was told, in words.
+    expiry_reminded_at = models.DateTimeField(null=True, blank=True)
+    expiry_reminded_to = models.TextField(blank=True)
     history = HistoricalRecords()
 
     class Meta:

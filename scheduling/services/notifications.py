@@ -29,6 +29,12 @@ def deciders_of(request: QuotaRequest) -> list[str]:
     return emails
 
 
+def _extension_note(request: QuotaRequest) -> str:
+    if request.extends_id is None:
+        return ""
+    return f"It extends request #{request.extends_id}, whose grant ends at this request's start.\n\n"
+
+
 def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
     recipients = deciders_of(request)
     if not recipients:
@@ -39,9 +45,33 @@ def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
     body = (
         f"{request.requester} asks for {request.gpus} {request.gpu_model or 'GPUs of any model'} for team "
         f"{request.team} from {request.starts_at:%Y-%m-%d %H:%M} to {request.ends_at:%Y-%m-%d %H:%M} (UTC).\n\n"
-        f"Justification:\n{request.justification}\n\nApprove or deny: {_link(request, base_url)}\n"
+        f"{_extension_note(request)}Justification:\n{request.justification}\n\n"
+        f"Approve or deny: {_link(request, base_url)}\n"
     )
     return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+
+
+def request_amended(request: QuotaRequest, *, base_url: str) -> int:
+    recipients = deciders_of(request)
+    if not recipients:
+        return 0
+    change = request.history.order_by("-history_date").values_list("history_change_reason", flat=True).first()
+    subject = f"[gpuportal] Quota request #{request.pk} amended by {request.requester}"
+    body = (
+        f"{request.requester} amended request #{request.pk} for team {request.team}, still awaiting a decision: "
+        f"{change}.\n\nIt now asks for {request.gpus} {request.gpu_model or 'GPUs of any model'} from "
+        f"{request.starts_at:%Y-%m-%d %H:%M} to {request.ends_at:%Y-%m-%d %H:%M} (UTC).\n\n"
+        f"Approve or deny: {_link(request, base_url)}\n"
+    )
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+
+
+def who_hears_of_amendment(request: QuotaRequest) -> str:
+    """What to tell the requester about the mail ``request_amended`` sends: to whom, or that nobody gets one."""
+    recipients = deciders_of(request)
+    if recipients:
+        return f"an email goes to {', '.join(recipients)}"
+    return "no decider has an email address, so nobody was emailed: they see the change on the request's page"
 
 
 def who_hears_of_decision(request: QuotaRequest) -> str:
@@ -63,6 +93,42 @@ def request_decided(request: QuotaRequest, *, base_url: str) -> int:
         f"{request.decided_by}.\n\nComment: {request.decision_comment or '(none)'}\n\n{_link(request, base_url)}\n"
     )
     return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, [address])], fail_silently=True)
+
+
+def expiry_audience(grant) -> list:
+    """The requester and the leads of the grant's team and the teams above it: who hears that a grant ends."""
+    lineage = [grant.team_id, *Team.objects.tree().ancestors(grant.team_id)]
+    leads = get_user_model().objects.filter(
+        memberships__team_id__in=lineage, memberships__role=Membership.Role.LEAD, is_active=True
+    )
+    people = {grant.request.requester.pk: grant.request.requester}
+    people.update({lead.pk: lead for lead in leads.order_by("username")})
+    return list(people.values())
+
+
+def who_hears_of_expiry(grant) -> str:
+    """In words, who the reminder reaches by email and who has no address ('sent to rita at r@x; leo has none')."""
+    audience = expiry_audience(grant)
+    reached = [f"{person} at {person.email}" for person in audience if person.email]
+    missed = [str(person) for person in audience if not person.email]
+    told = f"sent to {', '.join(reached)}" if reached else "nobody could be emailed"
+    return told + (f"; no email address for {', '.join(missed)}" if missed else "")
+
+
+def grant_expiring(grant, *, base_url: str) -> int:
+    recipients = sorted({person.email for person in expiry_audience(grant) if person.email})
+    if not recipients:
+        return 0
+    request = grant.request
+    subject = f"[gpuportal] Grant of request #{request.pk} ends {grant.ends_at:%Y-%m-%d %H:%M} UTC"
+    body = (
+        f"Team {grant.team}'s grant of {grant.gpus} {grant.gpu_model or 'GPUs'} (request #{request.pk} by "
+        f"{request.requester}) ends on {grant.ends_at:%Y-%m-%d %H:%M} UTC.\n\nTo keep the GPUs, the requester "
+        f"asks to extend it on the request's page; the extension is decided like a new request: "
+        f"{_link(request, base_url)}\n\n"
+        f"This reminder was {grant.expiry_reminded_to}.\n"
+    )
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
 
 
 def admin_addresses() -> list[str]:

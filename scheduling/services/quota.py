@@ -6,7 +6,7 @@ decision mails nobody).
 """
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -56,6 +56,7 @@ def create_request(
     gpu_model: str = "",
     orchestrator=None,
     submit: bool = True,
+    extends: QuotaRequest | None = None,
 ) -> QuotaRequest:
     if not requester.has_perm("scheduling.submit_quota_request", team):
         raise PermissionDenied(f"{requester} is not a member of {team.slug}.")
@@ -68,6 +69,7 @@ def create_request(
         starts_at=starts_at,
         ends_at=ends_at,
         justification=justification.strip(),
+        extends=extends,
     )
     validate_request_fields(request)
     with transaction.atomic():
@@ -110,15 +112,7 @@ def approve_request(request_id: int, *, by, comment: str = "", now: datetime | N
     _require_capacity(request)
     request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
     _audited_save(request, by=by, reason=comment or "approved")
-    grant = QuotaGrant(
-        request=request,
-        team=request.team,
-        gpus=request.gpus,
-        gpu_model=request.gpu_model,
-        orchestrator=request.orchestrator,
-        starts_at=request.starts_at,
-        ends_at=request.ends_at,
-    )
+    grant = QuotaGrant(request=request, starts_at=request.starts_at, ends_at=request.ends_at, **_same_gpus(request))
     _audited_save(grant, by=by, reason=comment or "approved")
     sync_grant_states(now=now)
     _notify_on_commit(notifications.request_decided, request.pk)
@@ -148,6 +142,85 @@ def withdraw_request(request_id: int, *, by, reason: str = "") -> QuotaRequest:
     _move(request, State.WITHDRAWN)
     _audited_save(request, by=by, reason=require_reason(reason.strip() or "withdrawn by the requester"))
     return request
+
+
+EXTENDABLE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
+
+
+@transaction.atomic
+def extend_grant(request_id: int, *, by, ends_at: datetime, justification: str) -> QuotaRequest:
+    """The requester asks to keep a granted request's GPUs past its end: a new request from the grant's end to
+    ``ends_at``, same team, GPUs, model and orchestrator, decided and promise-checked like any new request."""
+    # Locked so two extensions sent at once cannot both pass the one-pending-extension rule.
+    granted = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team", "grant").get(pk=request_id)
+    if granted.requester_id != by.pk:
+        raise PermissionDenied("only the person who asked may extend a grant; others file a request of their own.")
+    grant = getattr(granted, "grant", None)
+    if grant is None or grant.state not in EXTENDABLE_GRANT_STATES:
+        raise ValidationError({"ends_at": f"a {granted.state} request has no live grant to extend."})
+    if ends_at <= grant.ends_at:
+        raise ValidationError(
+            {"ends_at": f"the new end must be after the grant's end, {grant.ends_at:%Y-%m-%d %H:%M}."}
+        )
+    if granted.extensions.filter(state=State.SUBMITTED).exists():
+        raise ValidationError({"ends_at": "an extension of this grant already awaits a decision; amend that one."})
+    return create_request(
+        requester=by,
+        starts_at=grant.ends_at,
+        ends_at=ends_at,
+        justification=justification,
+        extends=granted,
+        **_same_gpus(granted),
+    )
+
+
+def _same_gpus(request: QuotaRequest) -> dict:
+    """What a grant, or an extension, carries over from its request: whose GPUs, how many, which, where."""
+    return {
+        "team": request.team,
+        "gpus": request.gpus,
+        "gpu_model": request.gpu_model,
+        "orchestrator": request.orchestrator,
+    }
+
+
+AMENDABLE_FIELDS = ("gpus", "starts_at", "ends_at", "justification")
+
+
+@transaction.atomic
+def amend_request(request_id: int, *, by, changes: dict, reason: str) -> QuotaRequest:
+    """The requester corrects a request nobody has decided yet (amount, dates, justification) instead of
+    withdrawing and filing anew; the history row says what changed, who and why, and the deciders hear of it."""
+    request = QuotaRequest.objects.select_for_update().select_related("team").get(pk=request_id)
+    if request.requester_id != by.pk:
+        raise PermissionDenied("only the person who asked may amend a request; a lead or an admin decides it.")
+    if request.state != State.SUBMITTED:
+        raise ValidationError({"state": f"a {request.state} request cannot be amended: it is already decided."})
+    before = {name: getattr(request, name) for name in AMENDABLE_FIELDS}
+    for name in AMENDABLE_FIELDS:
+        if name in changes:
+            setattr(request, name, changes[name].strip() if name == "justification" else changes[name])
+    what = describe_amendment(before, request)
+    if not what:
+        raise ValidationError({"gpus": "nothing to amend: the GPUs, dates and justification are as they were."})
+    validate_request_fields(request)
+    _audited_save(request, by=by, reason=f"amended ({what}): {require_reason(reason)}")
+    _notify_on_commit(notifications.request_amended, request.pk)
+    return request
+
+
+def describe_amendment(before: dict, request: QuotaRequest) -> str:
+    """'GPUs 8 → 16; end 2026-12-12 00:00 → 2026-12-14 00:00': what a decider needs to see changed."""
+    labels = {"gpus": "GPUs", "starts_at": "start", "ends_at": "end"}
+    shown = lambda value: f"{value:%Y-%m-%d %H:%M}" if isinstance(value, datetime) else str(value)  # noqa: E731
+    parts = [
+        f"{label} {shown(before[name])} → {shown(getattr(request, name))}"
+        for name, label in labels.items()
+        if before[name] != getattr(request, name)
+    ]
+    if before["justification"] != request.justification:
+        parts.append("justification rewritten")
+    return "; ".join(parts)
 
 
 @transaction.atomic
@@ -214,3 +287,35 @@ def _set_grant_state(grant: QuotaGrant, grant_state: str, request_state: str) ->
     _audited_save(grant, by=None, reason=f"period {'started' if grant_state == 'active' else 'ended'}")
     _move(grant.request, request_state)
     _audited_save(grant.request, by=None, reason=grant.state)
+
+
+def remind_expiring_grants(now: datetime | None = None) -> int:
+    """Tell the requester and the team's leads, once per grant, that a live grant ends within
+    ``GPUPORTAL_GRANT_REMINDER_DAYS``, in time to ask for an extension. Returns how many grants were reminded."""
+    now = now or timezone.now()
+    horizon = now + timedelta(days=settings.GPUPORTAL_GRANT_REMINDER_DAYS)
+    due = QuotaGrant.objects.filter(
+        state__in=(QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE),
+        ends_at__gt=now,
+        ends_at__lte=horizon,
+        expiry_reminded_at__isnull=True,
+    )
+    reminded = 0
+    for grant_id in due.values_list("pk", flat=True):
+        reminded += _remind_once(grant_id, now=now)
+    return reminded
+
+
+@transaction.atomic
+def _remind_once(grant_id: int, *, now: datetime) -> int:
+    """One grant under its row lock: a second beat (or worker) finds it reminded and sends nothing."""
+    grant = (
+        QuotaGrant.objects.select_for_update(of=("self",)).select_related("request__requester", "team").get(pk=grant_id)
+    )
+    if grant.expiry_reminded_at is not None:
+        return 0
+    grant.expiry_reminded_at = now
+    grant.expiry_reminded_to = notifications.who_hears_of_expiry(grant)
+    _audited_save(grant, by=None, reason=f"reminder of the end: {grant.expiry_reminded_to}")
+    transaction.on_commit(lambda: notifications.grant_expiring(grant, base_url=settings.GPUPORTAL_BASE_URL))
+    return 1

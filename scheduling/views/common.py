@@ -52,20 +52,31 @@ class TimeRange:
     until: datetime
     pinned: bool
     choices: tuple[tuple[str, str], ...]
+    custom: bool = False  # a free from/to window rather than a preset
 
     @property
     def label(self) -> str:
+        if self.custom:
+            return f"{self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC"
         return RANGES[self.key][0]
 
     def permalink_query(self, **extra: str) -> str:
+        if self.custom:
+            return urlencode({"from": _minute(self.since), "to": _minute(self.until), **extra})
         end = self.until.replace(microsecond=0).isoformat()
         return urlencode({"range": self.key, "end": end, **extra})
+
+
+def _minute(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%dT%H:%M}"
 
 
 def time_range(request: HttpRequest, default: str = "24h", allowed: tuple[str, ...] = tuple(RANGES)) -> TimeRange:
     key = request.GET.get("range", default)
     if key not in allowed:
         key = default
+    if request.GET.get("from") or request.GET.get("to"):
+        return _free_range(request, key, allowed)
     end = _pinned_end(request.GET.get("end", ""))
     now = timezone.now()
     pinned = end is not None and end < now
@@ -73,10 +84,33 @@ def time_range(request: HttpRequest, default: str = "24h", allowed: tuple[str, .
     return TimeRange(key, until - RANGES[key][1], until, pinned, tuple((k, RANGES[k][0]) for k in allowed))
 
 
+def _free_range(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> TimeRange:
+    """``from``/``to`` beside the presets: both needed, from before to, and no longer than the page's longest
+    preset (what the page can read at its cost)."""
+    texts = {name: request.GET.get(name, "") for name in ("from", "to")}
+    for name, other in (("from", "to"), ("to", "from")):
+        if not texts[name]:
+            raise BadQuery(name, f"is needed with {other} (a window has both ends)", "")
+    since, until = (_moment(name, texts[name]) for name in ("from", "to"))
+    if since >= until:
+        raise BadQuery("from", f"must be before to ({texts['to']})", texts["from"])
+    longest = max(allowed, key=lambda k: RANGES[k][1])
+    if until - since > RANGES[longest][1]:
+        span = RANGES[longest][0].lower().replace("last ", "")
+        raise BadQuery("to", f"may be at most {span} after from", texts["to"])
+    choices = tuple((k, RANGES[k][0]) for k in allowed)
+    return TimeRange(key, since, until, until < timezone.now(), choices, custom=True)
+
+
 def _pinned_end(text: str) -> datetime | None:
     """The ``end`` of a permalink, aware; None when absent. An impossible date is a BadQuery, not a 500."""
     if not text:
         return None
+    return _moment("end", text)
+
+
+def _moment(parameter: str, text: str) -> datetime:
+    """A date and time from the query, aware (UTC); an impossible one is a BadQuery naming ``parameter``."""
     try:
         end = parse_datetime(text)  # None when not ISO-like, ValueError when ISO-like but impossible
         if end is not None and timezone.is_naive(end):
@@ -86,7 +120,7 @@ def _pinned_end(text: str) -> datetime | None:
     except (ValueError, OverflowError):
         end = None
     if end is None or end < EARLIEST_END:
-        raise BadQuery("end", END_RULE, text)
+        raise BadQuery(parameter, END_RULE, text)
     return end
 
 

@@ -9,10 +9,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.filters import QuotaRequestFilter
-from scheduling.forms import DecisionForm, QuotaRequestForm
+from scheduling.forms import AmendRequestForm, DecisionForm, ExtendGrantForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access
 from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.selectors.teams import teams_now
 from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
@@ -53,10 +54,12 @@ def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
 
 @login_required
 def quota_new(request: HttpRequest) -> HttpResponse:
+    # Beside the form, what each team one may ask for has and uses now: sizing a request starts there.
+    standing = teams_now(access.teams_visible_to(request.user))
     if request.method != "POST":
-        return render(request, "scheduling/quota_form.html", {"form": _request_form(request)})
+        return render(request, "scheduling/quota_form.html", {"form": _request_form(request), "standing": standing})
     form = _request_form(request, request.POST)
-    context: dict = {"form": form}
+    context: dict = {"form": form, "standing": standing}
     if form.is_valid():
         data = form.cleaned_data
         check = feasibility.check_request(
@@ -126,7 +129,13 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     form = DecisionForm(request.POST or None)
     if request.method == "POST" and request.POST.get("action") == "withdraw":
         return _withdraw(request, item)
-    if request.method == "POST":
+    amend_form = AmendRequestForm.for_request(item, request.POST if request.POST.get("action") == "amend" else None)
+    if amend_form.is_bound and _amend(request, item, amend_form):
+        return redirect("quota-detail", pk=item.pk)
+    extend_form = ExtendGrantForm(request.POST if request.POST.get("action") == "extend" else None, prefix="extend")
+    if extend_form.is_bound and (extension := _extend(request, item, extend_form)):
+        return redirect("quota-detail", pk=extension.pk)
+    if request.method == "POST" and not (amend_form.is_bound or extend_form.is_bound):
         if not can_decide:
             raise PermissionDenied("Only a lead of the team (not the requester) or an admin decides this request.")
         if form.is_valid() and _decide(request, item, form):
@@ -145,6 +154,10 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_decide": can_decide,
             "check": check,
             "history": history,
+            "amendments": [h for h in history if (h.history_change_reason or "").startswith("amended")],
+            "amend_form": amend_form,
+            "extend_form": extend_form,
+            "extensions": item.extensions.order_by("created_at"),
             "grant": grant,
             "enforcement": enforcement_reads.team_enforcement(item.team) if grant else [],
         },
@@ -162,6 +175,35 @@ def _withdraw(request: HttpRequest, item: QuotaRequest) -> HttpResponse:
             request, f"Request #{item.pk} withdrawn: nobody will decide it now. File a new one if plans change again."
         )
     return redirect("quota-detail", pk=item.pk)
+
+
+def _amend(request: HttpRequest, item: QuotaRequest, form: AmendRequestForm) -> bool:
+    """Amend from the page; errors stay on the form, named by field."""
+    if not form.is_valid():
+        return False
+    changes = {name: value for name, value in form.cleaned_data.items() if name != "reason"}
+    try:
+        quota.amend_request(item.pk, by=request.user, changes=changes, reason=form.cleaned_data["reason"])
+    except ValidationError as error:
+        _errors_to_form(form, error)
+        return False
+    item.refresh_from_db()
+    told = notifications.who_hears_of_amendment(item)
+    messages.success(request, f"Request #{item.pk} amended; it still awaits a decision; {told}.")
+    return True
+
+
+def _extend(request: HttpRequest, item: QuotaRequest, form: ExtendGrantForm) -> QuotaRequest | None:
+    """Ask for an extension from the granted request's page; errors stay on the form, named by field."""
+    if not form.is_valid():
+        return None
+    try:
+        extension = quota.extend_grant(item.pk, by=request.user, **form.cleaned_data)
+    except ValidationError as error:
+        _errors_to_form(form, error)
+        return None
+    messages.success(request, f"Extension requested as #{extension.pk}; it goes to the deciders of {item.team}.")
+    return extension
 
 
 def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> bool:
