@@ -19,12 +19,14 @@ from scheduling.models import (
     Node,
     Orchestrator,
     Queue,
+    QuotaRequest,
     Team,
     UsageSample,
     Workload,
 )
 from scheduling.selectors.fleet import engine_nodes
 
+from . import quota
 from .ledger import evaluate_quietly, record_demo_views
 from .metrics import refresh_rollups
 
@@ -82,6 +84,36 @@ def _create_users(teams: dict[str, Team]) -> None:
         user = users.create_user(username=username, password=password, is_staff=staff, is_superuser=staff)
         if team:
             Membership.objects.create(user=user, team=teams[team], role=role)
+
+
+def seed_quota_requests(now: datetime | None = None) -> int:
+    """Two requests through the real services, so the quota pages show both flows at once: alice's waits for a
+    decision; bob's was approved and ends within the reminder lead time (the extend form and the reminder).
+    Only into a demo that has none, so a second setup adds nothing."""
+    if QuotaRequest.objects.exists():
+        return 0
+    users = {user.username: user for user in get_user_model().objects.filter(username__in=("admin", "alice", "bob"))}
+    teams = {team.slug: team for team in Team.objects.filter(slug__in=("nlp", "inference"))}
+    now = now or timezone.now()
+    quota.create_request(
+        requester=users["alice"],
+        team=teams["nlp"],
+        gpus=8,
+        gpu_model="H100",
+        starts_at=now + timedelta(days=3),
+        ends_at=now + timedelta(days=17),
+        justification="Two weeks of ablations for the long-context paper before the deadline.",
+    )
+    granted = quota.create_request(
+        requester=users["bob"],
+        team=teams["inference"],
+        gpus=8,
+        starts_at=now + timedelta(hours=1),
+        ends_at=now + timedelta(days=5),
+        justification="Load test of the new serving stack at twice today's traffic.",
+    )
+    quota.approve_request(granted.pk, by=users["admin"], comment="Fits: the fleet has headroom this week.")
+    return 2
 
 
 def demo_orchestrators():

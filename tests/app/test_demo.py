@@ -2,10 +2,11 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduling.models import Node, UsageRollup, UsageSample, Workload
+from scheduling.models import Node, QuotaGrant, QuotaRequest, UsageRollup, UsageSample, Workload
 from scheduling.services import demo
 
 pytestmark = pytest.mark.django_db
@@ -89,3 +90,13 @@ def test_the_demo_people_own_some_of_their_teams_jobs(federation):
     assert Workload.objects.filter(user="alice").exclude(team__slug="nlp").count() == 0
     assert Workload.objects.filter(user="alice", team__slug="nlp").exists()
     assert Workload.objects.filter(user="bob", team__slug="inference").exists()
+
+
+def test_the_demo_files_a_pending_request_and_a_grant_that_ends_soon_once():
+    demo.create_demo_federation()
+    assert demo.seed_quota_requests() == 2
+    states = dict(QuotaRequest.objects.values_list("requester__username", "state"))
+    assert states == {"alice": QuotaRequest.State.SUBMITTED, "bob": QuotaRequest.State.APPROVED}
+    grant = QuotaGrant.objects.get(request__requester__username="bob")
+    assert grant.ends_at - timezone.now() < timedelta(days=settings.GPUPORTAL_GRANT_REMINDER_DAYS)
+    assert demo.seed_quota_requests() == 0 and QuotaRequest.objects.count() == 2

@@ -42,6 +42,8 @@ class Command(BaseCommand):
                 "(make demo passes it)."
             )
         demo.create_demo_federation()
+        if demo.seed_quota_requests():
+            self.stdout.write("Filed two quota requests: alice's awaits a decision, bob's is granted and ends soon.")
         if Workload.objects.exists():
             self.stdout.write("Demo history already present; keeping it.")
         else:
