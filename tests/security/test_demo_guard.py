@@ -4,6 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from scheduling.models import QuotaGrant, QuotaRequest
+
 pytestmark = pytest.mark.django_db
 
 
@@ -17,6 +19,8 @@ def test_demo_setup_refuses_without_being_told_this_is_a_demo_even_with_debug_on
 def test_demo_setup_runs_with_the_flag_or_the_setting(settings, capsys):
     call_command("demo_setup", "--i-know-this-is-a-demo", "--history-days", "0.05")
     assert get_user_model().objects.get(username="admin").is_superuser
+    QuotaGrant.objects.all().delete()  # the demo's grants and requests protect their people
+    QuotaRequest.objects.all().delete()
     get_user_model().objects.all().delete()
     settings.GPUPORTAL_DEMO = True
     call_command("demo_setup", "--history-days", "0.05")
