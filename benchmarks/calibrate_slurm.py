@@ -49,7 +49,7 @@ RECORDED = ROOT / "benchmarks" / "data" / "calibrate_slurm"
 RUN_ARGUMENTS = ("start_hours", "jobs", "factor", "max_duration", "nodes", "groups")
 # Per --tag (default: the layout): slurmctld port (slurmdbd = +2), slurmrestd port, slurmd port base,
 # apart from CI's fixtures so both layouts (and the smoke test) can run at once.
-PORTS = {"partitioned": (37017, 37020, 37100), "pooled": (37217, 37220, 37300), "smoke": (37417, 37420, 37500)}
+PORTS = {"partitioned": (27017, 27020, 27100), "pooled": (27217, 27220, 27300), "smoke": (27417, 27420, 27500)}
 
 
 def layout_partitions(jobs: list[cal.CalibJob], layout: str, nodes: int, groups: int) -> list[cal.Partition]:

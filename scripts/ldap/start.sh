@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Start a private slapd on loopback with a throwaway config and a seeded directory (seed.ldif beside this
 # file: users alice, bob, carol with password "secret-<name>", groups gpu-vision-leads, gpu-vision-users, nlp).
-# Never Debian's service or port 389: own port ($LDAP_PORT, 36389) and own database under $LDAP_STATE_DIR.
+# Never Debian's service or port 389: own port ($LDAP_PORT, 26389) and own database under $LDAP_STATE_DIR.
 # Prints KEY=VALUE lines (also written to $STATE/env): LDAP_URI, LDAP_BASE, LDAP_BIND_DN, LDAP_BIND_PASSWORD.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 STATE=${LDAP_STATE_DIR:-/tmp/gpuportal-ldap}
-PORT=${LDAP_PORT:-36389}
+PORT=${LDAP_PORT:-26389}
 BASE="dc=gpuportal,dc=test"
 ADMIN_DN="cn=admin,$BASE"
 ADMIN_PASSWORD="admin-secret"  # a throwaway directory on loopback, deleted by the next start

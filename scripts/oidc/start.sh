@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start a throwaway OpenID Connect provider on loopback: a small Django project (provider/) running
 # django-oauth-toolkit's OIDC provider, with an RS256 key generated now, a registered confidential client
-# and users whose `groups` claim lists their groups (seed.py). Own port ($OIDC_PORT, 36080), own state.
+# and users whose `groups` claim lists their groups (seed.py). Own port ($OIDC_PORT, 26080), own state.
 #   PYTHON              an interpreter with django-oauth-toolkit (the project's .venv: its dev lock has it)
 #   OIDC_REDIRECT_URIS  the client's allowed callbacks (default: the test client's and a loopback portal's on
 #                       any port, RFC 8252)
@@ -12,7 +12,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 STATE=${OIDC_STATE_DIR:-/tmp/gpuportal-oidc}
-PORT=${OIDC_PORT:-36080}
+PORT=${OIDC_PORT:-26080}
 PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 export OIDC_STATE_DIR=$STATE
 export OIDC_CLIENT_ID=${OIDC_CLIENT_ID:-gpuportal}

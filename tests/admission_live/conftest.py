@@ -29,13 +29,13 @@ from kubernetes import config as k8s_config
 
 from tests.k8s_live.conftest import BIN, SCRIPTS, require_fixture
 
-WEBHOOK_PORT = 33444
+WEBHOOK_PORT = 25444
 PORTS = {
-    "K8S_ETCD_PORT": "33379",
-    "K8S_ETCD_PEER_PORT": "33380",
-    "K8S_API_PORT": "33443",
-    "K8S_SCHEDULER_PORT": "33459",
-    "K8S_CONTROLLER_MANAGER_PORT": "33457",
+    "K8S_ETCD_PORT": "25379",
+    "K8S_ETCD_PEER_PORT": "25380",
+    "K8S_API_PORT": "25443",
+    "K8S_SCHEDULER_PORT": "25459",
+    "K8S_CONTROLLER_MANAGER_PORT": "25457",
 }
 WEBHOOK_NAME = "mutate.admission.gpuportal.io"
 
@@ -108,7 +108,7 @@ class TLSServer(ThreadedWSGIServer):
     def server_close(self) -> None:
         # The API server keeps its connection alive: cut it too, or a "stopped" webhook would still answer;
         # then wait for the handler threads, which still hold the test's shared database connection.
-        for sock in self.accepted:
+        for sock in getattr(self, "accepted", ()):  # absent when binding failed: let that error show
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         super().server_close()
@@ -128,7 +128,7 @@ class TLSLiveServerThread(LiveServerThread):
 
 @pytest.fixture
 def webhook(cluster, transactional_db) -> Iterator[TLSLiveServerThread]:
-    """The portal's webhook on https://127.0.0.1:33444 for one test (a test may stop it early)."""
+    """The portal's webhook on https://127.0.0.1:25444 for one test (a test may stop it early)."""
     shared = {c.alias: c for c in connections.all() if c.vendor == "sqlite" and c.is_in_memory_db()}
     for connection in shared.values():
         connection.inc_thread_sharing()

@@ -26,7 +26,7 @@ def namespaces(cluster):
 @pytest.fixture
 def governed(queues):
     Team.objects.create(slug="broke", name="Broke")  # a team with no GPU quota at all
-    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://127.0.0.1:33443")
+    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://127.0.0.1:25443")
 
 
 def gpu_pod(name: str, gpus: int = 2) -> k8s.V1Pod:

@@ -1,6 +1,6 @@
 """A real slapd (Debian's) with a seeded directory, started by ``scripts/ldap/start.sh`` for this package.
 
-Own port (36389) and state directory, so it never meets another fixture; skipped with a reason when slapd
+Own port (26389) and state directory, so it never meets another fixture; skipped with a reason when slapd
 is not installed, a failure under CI=true (CI installs it with ``scripts/ldap/install.sh``).
 """
 
@@ -19,7 +19,7 @@ from tests.support import require
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "ldap"
-LDAP_PORT = "36389"
+LDAP_PORT = "26389"
 LDAP_STATE_DIR = "/tmp/gpuportal-ldap-tests"
 SERVICES = "scheduling.services"
 
@@ -104,7 +104,7 @@ def directory(slapd):
     connection.unbind_s()
 
 
-OIDC_PORT = "36080"
+OIDC_PORT = "26080"
 OIDC_STATE_DIR = "/tmp/gpuportal-oidc-tests"
 OIDC_SCRIPTS = REPO / "scripts" / "oidc"
 

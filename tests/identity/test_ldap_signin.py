@@ -71,7 +71,7 @@ def test_a_membership_an_admin_typed_in_survives_every_sync(client, ldap_signin,
 def test_a_directory_that_fails_during_a_resync_changes_nothing(client, ldap_signin, mapped_teams, settings):
     sign_in(client, "bob", "secret-bob")
     before = roles_of("bob")
-    settings.AUTH_LDAP_SERVER_URI = "ldap://127.0.0.1:36388"  # nothing listens there
+    settings.AUTH_LDAP_SERVER_URI = "ldap://127.0.0.1:26388"  # nothing listens there
     assert directory_service.resync_identities() == {"ldap": 0, "oidc": 0, "failed": 1}
     assert roles_of("bob") == before and before
 

@@ -1,5 +1,5 @@
 """benchmarks/calibrate_slurm.py end to end on a tiny window (12 jobs, about a minute) against the real
-Slurm fixture on its own ports (37417..) and state dir: every job runs in its team's partition, within
+Slurm fixture on its own ports (27417..) and state dir: every job runs in its team's partition, within
 its whole-minute limit, and the report compares Slurm's figures with the simulator's."""
 
 from __future__ import annotations
