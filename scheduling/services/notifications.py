@@ -12,6 +12,11 @@ def _link(request: QuotaRequest, base_url: str) -> str:
     return f"{base_url.rstrip('/')}{reverse('quota-detail', args=[request.pk])}"
 
 
+def _send(subject: str, body: str, recipients: list[str]) -> int:
+    """One mail to ``recipients``; a mail server that fails never fails the decision that caused it."""
+    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+
+
 def deciders_of(request: QuotaRequest) -> list[str]:
     """Addresses of the leads of the request's team and the teams above it, or of the admins if none
     of those leads has an address; never the requester."""
@@ -48,7 +53,7 @@ def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
         f"{_extension_note(request)}Justification:\n{request.justification}\n\n"
         f"Approve or deny: {_link(request, base_url)}\n"
     )
-    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+    return _send(subject, body, recipients)
 
 
 def request_amended(request: QuotaRequest, *, base_url: str) -> int:
@@ -63,7 +68,7 @@ def request_amended(request: QuotaRequest, *, base_url: str) -> int:
         f"{request.starts_at:%Y-%m-%d %H:%M} to {request.ends_at:%Y-%m-%d %H:%M} (UTC).\n\n"
         f"Approve or deny: {_link(request, base_url)}\n"
     )
-    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+    return _send(subject, body, recipients)
 
 
 def who_hears_of_amendment(request: QuotaRequest) -> str:
@@ -92,7 +97,7 @@ def request_decided(request: QuotaRequest, *, base_url: str) -> int:
         f"Your request for {request.gpus} {request.gpu_model or 'GPUs'} for {request.team} was {verb} by "
         f"{request.decided_by}.\n\nComment: {request.decision_comment or '(none)'}\n\n{_link(request, base_url)}\n"
     )
-    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, [address])], fail_silently=True)
+    return _send(subject, body, [address])
 
 
 def expiry_audience(grant) -> list:
@@ -128,7 +133,7 @@ def grant_expiring(grant, *, base_url: str) -> int:
         f"{_link(request, base_url)}\n\n"
         f"This reminder was {grant.expiry_reminded_to}.\n"
     )
-    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+    return _send(subject, body, recipients)
 
 
 def admin_addresses() -> list[str]:
@@ -146,4 +151,4 @@ def double_ownership_opened(findings) -> int:
     subject = f"[gpuportal] Double ownership: {nodes}"
     body = "\n\n".join(f"{f.node} ({f.orchestrators}):\n{f.explanation}" for f in findings)
     body += f"\n\nThe ledger: {link}\nThe finding closes by itself once only one orchestrator may schedule there.\n"
-    return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
+    return _send(subject, body, recipients)
