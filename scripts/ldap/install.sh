@@ -23,19 +23,11 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-POLICY=/usr/sbin/policy-rc.d
-created_policy=0
-if [ ! -e "$POLICY" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$POLICY"
-    chmod +x "$POLICY"
-    created_policy=1
-fi
-trap '[ "$created_policy" -eq 1 ] && rm -f "$POLICY"' EXIT
+# shellcheck source=../lib/apt-no-start.sh
+. "$(dirname "$0")/../lib/apt-no-start.sh"
 # slapd's debconf would otherwise ask for an admin password; start.sh builds its own throwaway config.
 # Not fatal: another apt step's dpkg may hold debconf's lock, and Debian's default (unused) config does no harm.
 echo "slapd slapd/no_configuration boolean true" | debconf-set-selections 2>/dev/null \
     || echo "debconf is busy: slapd gets Debian's default configuration (never started, start.sh uses its own)"
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}"
+apt_install_without_starting "${PACKAGES[@]}"
 echo "installed: slapd $(dpkg-query -W -f='${Version}' slapd)"

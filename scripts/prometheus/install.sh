@@ -14,16 +14,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-POLICY=/usr/sbin/policy-rc.d
-created_policy=0
-if [ ! -e "$POLICY" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$POLICY"
-    chmod +x "$POLICY"
-    created_policy=1
-fi
-trap '[ "$created_policy" -eq 1 ] && rm -f "$POLICY"' EXIT
-apt-get update -qq
-# --no-install-recommends leaves out node-exporter and friends, which we never use.
-apt-get install -y -qq --no-install-recommends prometheus
+# shellcheck source=../lib/apt-no-start.sh
+. "$(dirname "$0")/../lib/apt-no-start.sh"
+# --no-install-recommends (in the helper) leaves out node-exporter and friends, which we never use.
+apt_install_without_starting prometheus
 echo "installed: $(prometheus --version 2>&1 | head -1)"

@@ -25,20 +25,10 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-# --no-install-recommends keeps the emulator and docs out; policy-rc.d stops the Debian
+# --no-install-recommends keeps the emulator and docs out; the helper's policy-rc.d stops the Debian
 # postinst from starting system-wide slurmctld/slurmd/slurmdbd/munge services we never use (MariaDB is
 # started by .ci/run when this machine has not already started it).
-POLICY=/usr/sbin/policy-rc.d
-created_policy=0
-if [ ! -e "$POLICY" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$POLICY"
-    chmod +x "$POLICY"
-    created_policy=1
-fi
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [ "$created_policy" -eq 1 ]; then
-    rm -f "$POLICY"
-fi
+# shellcheck source=../lib/apt-no-start.sh
+. "$(dirname "$0")/../lib/apt-no-start.sh"
+apt_install_without_starting "${missing[@]}"
 echo "installed: ${missing[*]}"
