@@ -7,6 +7,7 @@ instant always yields the same jobs: rounds can be retried and history refilled 
 import bisect
 import csv
 import math
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -44,20 +45,27 @@ class _Row:
     duration_s: float
     gpus: int
     vc: str
+    team_ordinal: int  # the row's place among its team's rows, so each person gets a share of their own team's jobs
 
 
 @cache
 def slice_rows(path: Path = SLICE) -> tuple[_Row, ...]:
+    seen: Counter[str] = Counter()
+    rows = []
     with path.open(newline="") as handle:
-        return tuple(
-            _Row(
-                (datetime.fromisoformat(row["timestamp"]) - SLICE_START).total_seconds(),
-                min(float(row["duration"]), MAX_DURATION_S),
-                int(row["num_gpus"]),
-                row["cluster"],
+        for row in csv.DictReader(handle):
+            team = team_for_vc(row["cluster"])
+            rows.append(
+                _Row(
+                    (datetime.fromisoformat(row["timestamp"]) - SLICE_START).total_seconds(),
+                    min(float(row["duration"]), MAX_DURATION_S),
+                    int(row["num_gpus"]),
+                    row["cluster"],
+                    seen[team],
+                )
             )
-            for row in csv.DictReader(handle)
-        )
+            seen[team] += 1
+    return tuple(rows)
 
 
 def gang_shape(gpus: int) -> tuple[int, int]:
@@ -99,14 +107,15 @@ def arrivals(start_s: float, end_s: float, speedup: float) -> list[DemoJob]:
     return jobs
 
 
-# The demo's people submit a seventh of their team's jobs, so "My workloads" shows alice and bob their own.
+# The demo's people submit every seventh job of their team, so "My workloads" shows alice and bob their own in
+# any stretch of history (counted per team: the trace's row number once left bob none for hours).
 DEMO_SUBMITTERS = {"nlp": "alice", "inference": "bob"}
 
 
-def _user(team: str, index: int) -> str:
-    if index % 7 == 0 and team in DEMO_SUBMITTERS:
+def _user(team: str, team_ordinal: int) -> str:
+    if team_ordinal % 7 == 0 and team in DEMO_SUBMITTERS:
         return DEMO_SUBMITTERS[team]
-    return f"{team}-user{index % 7 + 1}"
+    return f"{team}-user{team_ordinal % 7 + 1}"
 
 
 def _job(cycle: int, index: int, row: _Row, submitted_at: float, speedup: float) -> DemoJob:
@@ -117,7 +126,7 @@ def _job(cycle: int, index: int, row: _Row, submitted_at: float, speedup: float)
         external_id=f"philly-{cycle}-{index}",
         orchestrator=orchestrator,
         team=team,
-        user=_user(team, index),
+        user=_user(team, row.team_ordinal),
         kind=kind,
         gang_size=members,
         gpus_per_member=per_member,
