@@ -5,6 +5,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from scheduling.models import CapacityReport, LedgerFinding, QuotaGrant, QuotaRequest, Workload
+from scheduling.templatetags.durations import duration
 
 ATTRS = {"class": "grid"}
 
@@ -186,3 +187,74 @@ class LedgerFindingTable(tables.Table):
 
     def render_orchestrators(self, record):
         return ", ".join(record.orchestrator_names)
+
+
+class HoursColumn(tables.Column):
+    def render(self, value):
+        return f"{value:,.1f}"
+
+
+class WaitColumn(tables.Column):
+    """A wait in words ("2 h 5 min"); "—" when there is none (nothing started)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(empty_values=(), **kwargs)
+
+    def render(self, value):
+        return duration(value)
+
+
+class NextLevelColumn(tables.Column):
+    """The cell links the drill-down's next level: the table's ``link(row)``, None for no link."""
+
+    def render(self, value, record, table):
+        url = table.link(record)
+        return format_html('<a href="{}">{}</a>', url, value) if url else value
+
+
+class _DrillDownTable(tables.Table):
+    """A level of the utilisation drill-down: rows are dataclasses from ``selectors.drilldown``; ``link`` maps
+    a row to the next level's URL (None: the reader may not go further)."""
+
+    def __init__(self, data, *, link, **kwargs):
+        super().__init__(data, **kwargs)
+        self.link = link
+
+
+class UserUsageTable(_DrillDownTable):
+    """A team's GPU-hours per user in a window (``drilldown.UserUsage``)."""
+
+    user = NextLevelColumn(verbose_name="User")
+    gpu_hours = HoursColumn(verbose_name="GPU-hours")
+    jobs = tables.Column(verbose_name="Jobs run")
+    mean_wait_s = WaitColumn(verbose_name="Mean wait")
+    p95_wait_s = WaitColumn(verbose_name="p95 wait")
+    share_pct = tables.Column(verbose_name="Share of the team")
+
+    class Meta:
+        attrs = {**ATTRS, "id": "user-usage"}
+        empty_text = "Nobody in this team ran or waited for GPUs in this window."
+        order_by = ("-gpu_hours",)
+
+    def render_share_pct(self, value):
+        return f"{value:.1f} %"
+
+
+class JobInWindowTable(_DrillDownTable):
+    """A user's jobs in a window (``drilldown.JobInWindow``): GPU-hours are the part inside the window; a job
+    that did not start shows no wait."""
+
+    external_id = NextLevelColumn(verbose_name="Job")
+    orchestrator = tables.Column(verbose_name="Orchestrator")
+    team = tables.Column(verbose_name="Team", attrs=WIDE_ONLY)
+    gpus = tables.Column(verbose_name="GPUs")
+    started_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Start (UTC)")
+    finished_at = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="End (UTC)", attrs=WIDE_ONLY)
+    gpu_hours = HoursColumn(verbose_name="GPU-hours in window")
+    wait_s = WaitColumn(verbose_name="Wait")
+    state = tables.Column(verbose_name="State")
+
+    class Meta:
+        attrs = {**ATTRS, "id": "user-jobs"}
+        empty_text = "No jobs of this user in this window."
+        order_by = ("-started_at",)
