@@ -8,22 +8,47 @@ NODES, TEAMS_TOP, TEAMS_PER_TOP, WORKLOADS = 1000, 10, 4, 5000
 
 def build_fleet(clients: int) -> list[str]:
     """Return one API token per client user; build the fleet the first time."""
-    from django.contrib.auth import get_user_model
     from knox.models import AuthToken
+
+    return [AuthToken.objects.create(user)[1] for user, _team in client_users(clients)]
+
+
+def build_sessions(clients: int) -> list[tuple[str, str]]:
+    """One signed-in browser session per client user (as ``django.contrib.auth.login`` stores it) and the slug
+    of the team the user leads; build the fleet the first time."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    sessions = []
+    for user, team in client_users(clients):
+        store = SessionStore()
+        store.update({
+            "_auth_user_id": str(user.pk),
+            "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
+            "_auth_user_hash": user.get_session_auth_hash(),
+        })  # fmt: skip
+        store.create()
+        sessions.append((store.session_key, team))
+    return sessions
+
+
+def client_users(clients: int):
+    """(user, the slug of the team they lead): bench0 is a portal admin, the others lead a leaf team each."""
+    from django.contrib.auth import get_user_model
 
     from scheduling.models import Membership, Team
 
     if not Team.objects.filter(slug="bench-0").exists():
         _build()
     users = get_user_model().objects
-    tokens = []
     leaf = list(Team.objects.filter(parent__isnull=False).order_by("pk"))
+    result = []
     for index in range(clients):
+        team = leaf[index % len(leaf)]
         user, created = users.get_or_create(username=f"bench{index}", defaults={"is_staff": index == 0})
         if created:
-            Membership.objects.create(user=user, team=leaf[index % len(leaf)], role=Membership.Role.LEAD)
-        tokens.append(AuthToken.objects.create(user)[1])
-    return tokens
+            Membership.objects.create(user=user, team=team, role=Membership.Role.LEAD)
+        result.append((user, team.slug))
+    return result
 
 
 def _build() -> None:

@@ -1,4 +1,5 @@
-"""API load: 20 concurrent clients on loopback against gunicorn + PostgreSQL for a bounded time.
+"""API (or, with ``--html``, page) load: 20 concurrent clients on loopback against gunicorn + PostgreSQL for a
+bounded time.
 
 Prints one JSON line per endpoint and one for the whole run (p50/p95/p99 ms, requests/s, errors) with
 the CPU the run cost per request: the gunicorn workers' (``server_cpu_ms_per_request``), the PostgreSQL
@@ -10,8 +11,10 @@ absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the
 List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); the
 run reports the share served that way. ``--writes-per-s N`` commits N small writes a second beside the
 clients (each to the node table, as a collector round writes it); ``--no-response-cache`` turns reuse off.
+``--html`` signs each client in with a session cookie instead of a token and walks the main HTML pages
+(``PAGES``; ``{team}`` is the team that client's user leads; client 0 is a portal admin) instead of the API.
 Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--threads 4]
-       [--worker-class gthread|sync] [--writes-per-s 0] [--no-response-cache] [--quick]
+       [--worker-class gthread|sync] [--writes-per-s 0] [--no-response-cache] [--html] [--quick]
 """
 
 import argparse
@@ -38,6 +41,15 @@ ENDPOINTS = (
     "/api/v1/quota-requests/",
     "/api/v1/usage/rollups/?resolution=hour&pool=true",
     "/api/v1/collector-runs/",
+)
+
+PAGES = (
+    "/",
+    "/teams/",
+    "/quota/",
+    "/utilisation/",
+    "/workloads/mine/?scope=team",
+    "/teams/{team}/",
 )
 
 
@@ -89,7 +101,8 @@ def _redis_up() -> bool:
         return False
 
 
-def populate(env: dict[str, str], clients: int) -> list[str]:
+def populate(env: dict[str, str], clients: int, html: bool) -> list[tuple[dict[str, str], list[str]]]:
+    """Per client: its request headers (a token, or a session cookie with ``html``) and the paths it walks."""
     os.environ.update(env)
     import django
 
@@ -97,9 +110,12 @@ def populate(env: dict[str, str], clients: int) -> list[str]:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from benchmarks._fleet_fixture import build_fleet
+    from benchmarks._fleet_fixture import build_fleet, build_sessions
 
-    return build_fleet(clients)
+    if html:
+        sessions = build_sessions(clients)
+        return [({"Cookie": f"sessionid={key}"}, [page.format(team=team) for page in PAGES]) for key, team in sessions]
+    return [({"Authorization": f"Token {token}"}, list(ENDPOINTS)) for token in build_fleet(clients)]
 
 
 def free_port() -> int:
@@ -111,18 +127,28 @@ def free_port() -> int:
 CACHE_HEADER = "X-Gpuportal-Cache"
 
 
+def _kind(path: str) -> str:
+    """The path a sample is reported under: a client's own team page counts with the other team pages."""
+    return path if path.startswith("/api/") or not path.startswith("/teams/bench-") else "/teams/{team}/"
+
+
 async def client_loop(
-    base: str, token: str, deadline: float, samples: dict[str, list[float]], errors: list[str], hits: list[bool]
+    base: str,
+    client: tuple[dict[str, str], list[str]],
+    deadline: float,
+    samples: dict[str, list[float]],
+    errors: list[str],
+    hits: list[bool],
 ):
-    """One client: the endpoints in turn, one request at a time, until the deadline (aiohttp)."""
+    """One client: its paths in turn, one request at a time, until the deadline (aiohttp)."""
     import aiohttp
 
-    headers = {"Authorization": f"Token {token}"}
+    headers, paths = client
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(base_url=base, headers=headers, timeout=timeout) as session:
         index = 0
         while time.perf_counter() < deadline:
-            path = ENDPOINTS[index % len(ENDPOINTS)]
+            path = paths[index % len(paths)]
             index += 1
             started = time.perf_counter()
             try:
@@ -134,7 +160,7 @@ async def client_loop(
             except (aiohttp.ClientError, TimeoutError) as error:
                 errors.append(f"{path}: {type(error).__name__}")
                 continue
-            samples[path].append((time.perf_counter() - started) * 1000)
+            samples[_kind(path)].append((time.perf_counter() - started) * 1000)
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -215,6 +241,7 @@ def main() -> None:
     )
     parser.add_argument("--writes-per-s", type=float, default=0, help="commits a second beside the clients")
     parser.add_argument("--no-response-cache", action="store_true", help="recompute every list answer")
+    parser.add_argument("--html", action="store_true", help="the main HTML pages with a session, not the API")
     parser.add_argument("--quick", action="store_true", help="5 s, for a smoke run")
     args = parser.parse_args()
     seconds = 5 if args.quick else args.seconds
@@ -222,7 +249,8 @@ def main() -> None:
     env = environment(url)
     if args.no_response_cache:
         env["API_RESPONSE_CACHE_SECONDS"] = "0"
-    tokens = populate(env, args.clients)
+    clients = populate(env, args.clients, args.html)
+    scenario = "html_load" if args.html else "api_load"
     port = free_port()
     server = subprocess.Popen(
         [
@@ -246,8 +274,8 @@ def main() -> None:
     )
     try:
         _wait_for(port)
-        _warm_up(f"http://127.0.0.1:{port}", tokens[0], args.workers)
-        samples: dict[str, list[float]] = {path: [] for path in ENDPOINTS}
+        _warm_up(f"http://127.0.0.1:{port}", clients[0], args.workers)
+        samples: dict[str, list[float]] = {_kind(path): [] for path in clients[0][1]}
         errors: list[str] = []
         hits: list[bool] = []
         commits: list[int] = []
@@ -261,7 +289,7 @@ def main() -> None:
 
         async def run():
             await asyncio.gather(
-                *(client_loop(f"http://127.0.0.1:{port}", t, deadline, samples, errors, hits) for t in tokens)
+                *(client_loop(f"http://127.0.0.1:{port}", c, deadline, samples, errors, hits) for c in clients)
             )
 
         asyncio.run(run())
@@ -275,7 +303,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
-                    "scenario": "api_load",
+                    "scenario": scenario,
                     "endpoint": path,
                     "requests": len(values),
                     "p50_ms": percentile(values, 50),
@@ -292,7 +320,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "scenario": "api_load_total",
+                "scenario": f"{scenario}_total",
                 "database": vendor,
                 "cache": env.get("CACHE_URL", "locmem (per worker)"),
                 "clients": args.clients,
@@ -318,15 +346,17 @@ def main() -> None:
     )
 
 
-def _warm_up(base: str, token: str, workers: int) -> None:
-    """Touch every endpoint in every worker first (one client, ``2 × workers`` rounds): the run measures
+def _warm_up(base: str, client: tuple[dict[str, str], list[str]], workers: int) -> None:
+    """Touch every path in every worker first (one client, ``2 × workers`` rounds): the run measures
     steady state, not first imports."""
     import aiohttp
 
+    headers, paths = client
+
     async def rounds():
-        async with aiohttp.ClientSession(base_url=base, headers={"Authorization": f"Token {token}"}) as session:
+        async with aiohttp.ClientSession(base_url=base, headers=headers) as session:
             for _ in range(workers * 2):
-                for path in ENDPOINTS:
+                for path in paths:
                     async with session.get(path) as response:
                         await response.read()
 

@@ -91,6 +91,9 @@ TEMPLATES = [
     },
 ]
 
+# <select> in Python, the same markup: Django's template includes a template per <option> (gpuportal/form_renderer.py).
+FORM_RENDERER = "gpuportal.form_renderer.PortalFormRenderer"
+
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'gpuportal.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The demo's web server and worker write at once: WAL lets readers proceed, IMMEDIATE avoids

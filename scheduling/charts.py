@@ -36,8 +36,17 @@ def _default(value: object) -> str:
     raise TypeError(f"cannot chart {type(value).__name__}")
 
 
-def render(data: list[dict[str, Any]], layout: dict[str, Any], *, title: str, summary: str, height: int = 320) -> str:
-    """One chart: a titled <figure> whose plot Plotly draws, with a text alternative for screen readers."""
+def render(
+    data: list[dict[str, Any]],
+    layout: dict[str, Any],
+    *,
+    title: str,
+    summary: str,
+    height: int = 320,
+    links: Sequence[str | None] | None = None,
+) -> str:
+    """One chart: a titled <figure> whose plot Plotly draws, with a text alternative for screen readers.
+    ``links``: where a click on the n-th x value goes (static/js/charts.js follows it; None: nowhere)."""
     div_id = f"chart-{next(_ids)}"
     layout = {
         "margin": {"l": 55, "r": 15, "t": 10, "b": 40},
@@ -56,7 +65,9 @@ def render(data: list[dict[str, Any]], layout: dict[str, Any], *, title: str, su
         if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
             axis.setdefault("automargin", True)
     config = {**CONFIG, "toImageButtonOptions": {"format": "png", "filename": _file_name(title), "scale": 2}}
-    figure = {"data": data, "layout": layout, "config": config}
+    figure: dict[str, Any] = {"data": data, "layout": layout, "config": config}
+    if links:
+        figure["links"] = list(links)
     return (
         f'<figure class="chart-figure"><figcaption>{escape(title)}</figcaption>'
         f'<div id="{div_id}" class="plot" data-figure="{div_id}-figure" role="img" '
@@ -353,7 +364,7 @@ def fragmentation_trend_chart(points: Sequence[Any]) -> str:
     )
 
 
-def gpu_hours_chart(rows: Sequence[Any], title: str) -> str:
+def gpu_hours_chart(rows: Sequence[Any], title: str, links: Sequence[str | None] | None = None) -> str:
     names = [r.label for r in rows]
     data = [
         {
@@ -391,6 +402,28 @@ def gpu_hours_chart(rows: Sequence[Any], title: str) -> str:
         {"barmode": "group", "yaxis": _axis("GPU-hours", rangemode="tozero"), "hovermode": "closest"},
         title=title,
         summary=summary or "No usage in this window.",
+        links=links,
+    )
+
+
+def user_hours_chart(rows: Sequence[Any], title: str, links: Sequence[str | None]) -> str:
+    """GPU-hours per user (the drill-down's second level); a bar opens that user's jobs."""
+    data = [
+        {
+            "type": "bar",
+            "x": [r.user for r in rows],
+            "y": [round(r.gpu_hours, 1) for r in rows],
+            "name": "GPU-hours",
+            "marker": {"color": PALETTE[0]},
+        }
+    ]
+    summary = "; ".join(f"{r.user}: {r.gpu_hours:.0f} GPU-h" for r in rows[:12])
+    return render(
+        data,
+        {"yaxis": _axis("GPU-hours", rangemode="tozero"), "hovermode": "closest", "showlegend": False},
+        title=title,
+        summary=summary or "No usage in this window.",
+        links=links,
     )
 
 
@@ -478,10 +511,26 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
         future = series.future_hours
         band = f"{fit.coverage:.0%} interval"
         data += [
-            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.upper), "name": band,
-             "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
-            {"type": "scatter", "mode": "lines", "x": future, "y": list(fit.lower), "name": band,
-             "fill": "tonexty", "fillcolor": "rgba(230,159,0,0.25)", "line": {"width": 0}},
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": future,
+                "y": list(fit.upper),
+                "name": band,
+                "line": {"width": 0},
+                "showlegend": False,
+                "hoverinfo": "skip",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": future,
+                "y": list(fit.lower),
+                "name": band,
+                "fill": "tonexty",
+                "fillcolor": "rgba(230,159,0,0.25)",
+                "line": {"width": 0},
+            },
             _line(future, list(fit.mean), "forecast", PALETTE[1]),
         ]
     ends = [*series.history_hours[:1], *(series.future_hours[-1:] or series.history_hours[-1:])]
@@ -494,8 +543,13 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
         )
     else:
         summary = f"{series.label}: {fit.message}"
-    return render(data, {"yaxis": _axis("GPUs wanted (allocated + pending)", rangemode="tozero")},
-                  title=f"{series.label}: demand and forecast", summary=summary, height=280)
+    return render(
+        data,
+        {"yaxis": _axis("GPUs wanted (allocated + pending)", rangemode="tozero")},
+        title=f"{series.label}: demand and forecast",
+        summary=summary,
+        height=280,
+    )
 
 
 def whatif_allocation_chart(baseline: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
@@ -518,8 +572,13 @@ def whatif_wait_chart(team_rows: Sequence[Mapping[str, Any]]) -> str:
     """p95 queue wait per team, baseline vs scenario, as grouped bars."""
     teams = [row["team"] for row in team_rows]
     data = [
-        {"type": "bar", "x": teams, "y": [row[side].get("p95") for row in team_rows], "name": f"{side} p95 wait",
-         "marker": {"color": colour}}
+        {
+            "type": "bar",
+            "x": teams,
+            "y": [row[side].get("p95") for row in team_rows],
+            "name": f"{side} p95 wait",
+            "marker": {"color": colour},
+        }
         for side, colour in (("baseline", PALETTE[0]), ("scenario", PALETTE[1]))
     ]
     summary = "; ".join(

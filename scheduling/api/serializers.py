@@ -231,6 +231,27 @@ class DecisionSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
 
 
+class AmendSerializer(serializers.Serializer):
+    """The requester's correction of a submitted request: only the fields sent change (as the page's form)."""
+
+    gpus = serializers.IntegerField(required=False, min_value=1, max_value=100_000)
+    starts_at = serializers.DateTimeField(required=False)
+    ends_at = serializers.DateTimeField(required=False)
+    justification = serializers.CharField(required=False, max_length=JUSTIFICATION_MAX_CHARS)
+    reason = serializers.CharField(
+        max_length=COMMENT_MAX_CHARS, help_text="Why amend: the deciders see it with the change, in the history."
+    )
+
+
+class ExtendSerializer(serializers.Serializer):
+    """Keep a live grant's GPUs longer: a new request from the grant's end to ``ends_at``, decided as any."""
+
+    ends_at = serializers.DateTimeField(help_text="The new end; after the grant's end.")
+    justification = serializers.CharField(
+        max_length=JUSTIFICATION_MAX_CHARS, help_text="Why the GPUs are needed longer (the deciders read it)."
+    )
+
+
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=COMMENT_MAX_CHARS)
 

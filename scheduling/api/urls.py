@@ -12,6 +12,7 @@ from . import identity, ledger, views
 from .planning import WhatIfViewSet
 from .reports import CapacityReportViewSet, ReportSubscriptionView
 from .routing import RouteView
+from .usage import TeamUsersView, UserJobsView
 
 
 def docs_page(view):
@@ -49,6 +50,9 @@ router.register("group-mappings", identity.GroupMappingViewSet, basename="groupm
 urlpatterns = [
     # Before the router, whose reports/<pk>/ would otherwise take "subscription" for an id.
     path("v1/reports/subscription/", ReportSubscriptionView.as_view(), name="report-subscription-api"),
+    # Before the router, whose usage/ prefixes would otherwise take these paths.
+    path("v1/usage/teams/<slug:slug>/users/", TeamUsersView.as_view(), name="usage-team-users"),
+    path("v1/usage/teams/<slug:slug>/users/<str:user>/jobs/", UserJobsView.as_view(), name="usage-user-jobs"),
     path("v1/", include(router.urls)),
     path("v1/fragmentation/", views.FragmentationView.as_view(), name="fragmentation"),
     path("v1/route", RouteView.as_view(), name="route"),

@@ -213,6 +213,27 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
         withdrawn = quota.withdraw_request(self.get_object().pk, by=request.user, reason=self._comment(request))
         return Response(serializers.QuotaRequestSerializer(withdrawn).data)
 
+    @extend_schema(request=serializers.AmendSerializer, responses=serializers.QuotaRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def amend(self, request, pk=None):
+        """The requester corrects a submitted request (GPUs, dates, justification; only the fields sent change)
+        with a ``reason``; the history records what changed, who and why, and the deciders are told."""
+        body = serializers.AmendSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        changes = {name: value for name, value in body.validated_data.items() if name != "reason"}
+        reason = body.validated_data["reason"]
+        amended = quota.amend_request(self.get_object().pk, by=request.user, changes=changes, reason=reason)
+        return Response(serializers.QuotaRequestSerializer(amended).data)
+
+    @extend_schema(request=serializers.ExtendSerializer, responses={201: serializers.QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def extend(self, request, pk=None):
+        """The requester asks to keep a live grant's GPUs to a new end: answers the new (submitted) request."""
+        body = serializers.ExtendSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        extension = quota.extend_grant(self.get_object().pk, by=request.user, **body.validated_data)
+        return Response(serializers.QuotaRequestSerializer(extension).data, status=status.HTTP_201_CREATED)
+
     @staticmethod
     def _comment(request) -> str:
         decision = serializers.DecisionSerializer(data=request.data)

@@ -9,12 +9,13 @@ Built on the predicates in ``scheduling/rules.py`` and the team tree (``Team.obj
 - what-if scenarios are read by their author, by admins, by members of any team for fleet-wide ones, and
   by the branch of the team they were run for (its members, and the teams above and below);
 - the weekly report's per-user rows are read by admins and by leads for the teams they lead and below
-  (Open XDMoD's rule: a PI sees their group's users, staff see everyone).
+  (Open XDMoD's rule: a PI sees their group's users, staff see everyone); the utilisation drill-down follows
+  the same rule, and shows any other member of a team only their own row (XDMoD's "user" role).
 """
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from scheduling.models import Membership, QuotaRequest, Team, TeamTree, WhatIfScenario
+from scheduling.models import Membership, QuotaRequest, Team, TeamTree, WhatIfScenario, Workload
 from scheduling.rules import is_portal_admin
 
 
@@ -103,3 +104,22 @@ def report_scope(user, tree: TeamTree | None = None) -> frozenset[str] | None:
         return None
     tree = tree or Team.objects.tree()
     return frozenset(tree.teams[tid].slug for tid in lead_team_ids(user, tree) if tid in tree.teams)
+
+
+def usage_users_readable_by(user, team: Team, tree: TeamTree | None = None) -> frozenset[str] | None:
+    """Whose per-user usage rows of ``team`` (its whole subtree) ``user`` may read by name: everyone's (None)
+    for admins and for leads of the team or a team above it (``report_scope``, the weekly report's rule); their
+    own username for anyone else who may see the team; nobody (empty) for the rest. Rows of others a member may
+    not read are summed into one unnamed row, so the team's total still adds up."""
+    tree = tree or Team.objects.tree()
+    scope = report_scope(user, tree)
+    if scope is None or team.slug in scope:
+        return None
+    if not user.has_perm("scheduling.see_team", team):
+        return frozenset()
+    return frozenset({user.get_username()})
+
+
+def workloads_visible_to(user, queryset: QuerySet | None = None) -> QuerySet:
+    """Workloads of the teams the user may see (the API's ``/workloads/`` and the job page agree on it)."""
+    return only_visible(Workload.objects.all() if queryset is None else queryset, user)

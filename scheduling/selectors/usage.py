@@ -203,7 +203,7 @@ class WaitStats:
     p99_s: float
 
 
-def _percentile(sorted_values: list[float], fraction: float) -> float:
+def percentile(sorted_values: list[float], fraction: float) -> float:
     """Nearest-rank percentile of an ascending list."""
     rank = max(1, -(-len(sorted_values) * fraction // 1))
     return sorted_values[int(rank) - 1]
@@ -259,7 +259,7 @@ def wait_stats(waits_by_bucket: dict[int, list[float]]) -> list[WaitStats]:
         values = sorted(waits_by_bucket[bucket])
         label = f"{bucket} GPU" if bucket <= GANG_SHAPES[-1] else f">{GANG_SHAPES[-1]} GPU"
         stats.append(
-            WaitStats(label, len(values), _percentile(values, 0.5), _percentile(values, 0.9), _percentile(values, 0.99))
+            WaitStats(label, len(values), percentile(values, 0.5), percentile(values, 0.9), percentile(values, 0.99))
         )
     return stats
 

@@ -9,12 +9,15 @@ Needs PostgreSQL 14 or later (``CREATE OR REPLACE TRIGGER``); elsewhere nothing 
 stores no list answers.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
+from django.core.cache import cache
 from django.db import connections
 
 from scheduling.models import TableChange
 
+T = TypeVar("T")
 TRIGGER = "gpuportal_note_change"
 LOG_TABLE = TableChange._meta.db_table  # the only name interpolated into SQL here (values are parameters)
 _FUNCTION = (
@@ -89,3 +92,19 @@ def compact(using: str = "default") -> int:
             f" SELECT (SELECT count(*) FROM gone) - (SELECT count(*) FROM folded)"
         )
         return int(cursor.fetchone()[0])
+
+
+def cached_while_unchanged(name: str, tables: Iterable[str], compute: Callable[[], T], timeout_s: int = 600) -> T:
+    """``compute()``'s answer, reused while none of ``tables`` (every table it reads) has been written: the key
+    holds their generations, read before computing, so a stored answer is never older than its key (a commit
+    in between makes it newer, and the next reader's key differs). Computed every time where generations do
+    not exist (SQLite) and inside a transaction (its own uncommitted writes would count in the key)."""
+    connection = connections["default"]
+    if connection.in_atomic_block or not supported():
+        return compute()
+    key = f"unchanged:{name}:" + ",".join(f"{t}={g}" for t, g in sorted(generations(tables).items()))
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        cache.set(key, found, timeout_s)
+    return found

@@ -1,5 +1,8 @@
 """Thin views: read through selectors, write through services, check permissions with rules."""
 
+from .drilldown import team_users as usage_team
+from .drilldown import user_jobs as usage_user
+from .drilldown import workload_detail
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .fleet import fragmentation, orchestrators, utilisation
 from .governance import governance
@@ -37,8 +40,11 @@ __all__ = [
     "report_subscription",
     "team_detail",
     "team_list",
+    "usage_team",
+    "usage_user",
     "utilisation",
     "whatif_detail",
     "whatif_list",
     "whatif_status",
+    "workload_detail",
 ]

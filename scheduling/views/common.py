@@ -60,6 +60,16 @@ class TimeRange:
             return f"{self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC"
         return RANGES[self.key][0]
 
+    @property
+    def query(self) -> str:
+        """The query that asks for this window again as the user asked for it: a live preset stays live, a
+        pinned or free window stays put (links from one page of a drill-down to the next carry it)."""
+        if self.custom:
+            return self.permalink_query()
+        if self.pinned:
+            return urlencode({"range": self.key, "end": self.until.replace(microsecond=0).isoformat()})
+        return urlencode({"range": self.key})
+
     def permalink_query(self, **extra: str) -> str:
         if self.custom:
             return urlencode({"from": _minute(self.since), "to": _minute(self.until), **extra})

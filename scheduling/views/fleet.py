@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from scheduling import charts
 from scheduling.selectors import access, fleet, fragmentation_trend, usage
@@ -51,6 +52,8 @@ def utilisation(request: HttpRequest) -> HttpResponse:
     # jobs is hundreds of thousands of rows to read on each render).
     wait_since = max(window.since, window.until - WAIT_MAX_SPAN)
     waits = usage.queue_waits(wait_since, window.until)
+    team_rows = [r for r in by_team if r.depth == 0] or by_team
+    drill = f"?{window.query}"
     context = {
         "window": window,
         "by_orchestrator": by_orchestrator,
@@ -60,7 +63,11 @@ def utilisation(request: HttpRequest) -> HttpResponse:
         "wait_since": wait_since,
         "wait_clipped": wait_since > window.since,
         "orchestrator_chart": charts.gpu_hours_chart(by_orchestrator, "GPU-hours by orchestrator"),
-        "team_chart": charts.gpu_hours_chart([r for r in by_team if r.depth == 0] or by_team, "GPU-hours by team"),
+        "drill_query": drill,
+        # A team's bar opens its users in the same window (the drill-down), as its name in the table does.
+        "team_chart": charts.gpu_hours_chart(
+            team_rows, "GPU-hours by team", [reverse("usage-team", args=[r.key]) + drill for r in team_rows]
+        ),
         "wait_chart": charts.wait_chart(waits),
     }
     return render(request, "scheduling/utilisation.html", context)

@@ -7,6 +7,7 @@ from django.shortcuts import render
 from scheduling import charts
 from scheduling.selectors import busy, fleet, ledger, rebalance, usage
 from scheduling.selectors import teams as teams_reads
+from scheduling.services.table_changes import cached_while_unchanged
 
 from .common import time_range
 
@@ -17,7 +18,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     pools = fleet.pools_now()
     teams = teams_reads.teams_now()
     series = usage.orchestrator_series(window.since, window.until)
-    gangs = fleet.largest_gangs_now()
+    # Placement over every node (a thousand engine nodes): the same answer until a node or pool changes.
+    gangs = cached_while_unchanged("largest-gangs", fleet.LARGEST_GANGS_TABLES, fleet.largest_gangs_now)
     plan, moves = rebalance.latest_plan_summary()
     total = sum(p.gpus_total for p in pools)
     shown = [t for t in teams if t.depth == 0] + [t for t in teams if t.depth > 0]

@@ -12,7 +12,19 @@
     var figure = JSON.parse(block.textContent);
     holder.dataset.drawn = "1";
     window.Plotly.newPlot(holder, figure.data, figure.layout, figure.config);
+    followLinks(holder, figure);
     addCsvLink(holder, figure);
+  }
+
+  // A chart whose x values lead somewhere (the utilisation drill-down: a team's bar opens its users):
+  // a click on a bar goes there; the same links are in the table beside the chart for keyboards.
+  function followLinks(holder, figure) {
+    if (!figure.links) { return; }
+    holder.classList.add("linked");
+    holder.on("plotly_click", function (event) {
+      var url = event.points.length ? figure.links[event.points[0].pointIndex] : null;
+      if (url) { window.location.assign(url); }
+    });
   }
 
   // The chart's data as CSV, one row per point (trace, x, y), built in the browser: the PNG is the

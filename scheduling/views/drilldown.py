@@ -1,0 +1,119 @@
+"""The utilisation drill-down (Open XDMoD's): team → its users → a user's jobs → a job, in one window.
+
+The window (a live preset, a pinned one or a free from/to) rides along in every link and breadcrumb; each
+level's table downloads as CSV (``paginate``). Who may see whose rows is ``access.usage_users_readable_by``
+(the weekly report's rule) for the per-user levels and ``access.workloads_visible_to`` (the API's) for a job.
+"""
+
+from urllib.parse import quote
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+
+from scheduling import charts
+from scheduling.models import Team
+from scheduling.selectors import access, drilldown
+from scheduling.selectors import workloads as workload_reads
+from scheduling.tables import JobInWindowTable, UserUsageTable
+
+from .common import TimeRange, paginate, time_range
+
+PER_PAGE = 50
+
+
+def visible_team(request: HttpRequest, slug: str) -> Team:
+    """The team, or a 404 for one the user may not see (the same answer as a team that does not exist)."""
+    team = get_object_or_404(Team, slug=slug)
+    if not request.user.has_perm("scheduling.see_team", team):
+        raise Http404("No team matches the given query.")
+    return team
+
+
+def user_url(team: Team, user: str, window: TimeRange) -> str:
+    return f"{reverse('usage-user', args=[team.slug, quote(user, safe='')])}?{window.query}"
+
+
+def job_url(pk: int, team: Team, window: TimeRange) -> str:
+    return f"{reverse('workload-detail', args=[pk])}?team={team.slug}&{window.query}"
+
+
+@login_required
+def team_users(request: HttpRequest, slug: str) -> HttpResponse:
+    team = visible_team(request, slug)
+    window = time_range(request, default="7d")
+    readable = access.usage_users_readable_by(request.user, team)
+    usage = drilldown.team_users(team, window.since, window.until, readable)
+    link = lambda row: user_url(team, row.user, window) if row.named else None  # noqa: E731
+    table = UserUsageTable(usage.rows, link=link)
+    paginate(request, table, PER_PAGE)
+    named = [row for row in usage.rows if row.named]
+    context = {
+        "team": team,
+        "window": window,
+        "usage": usage,
+        "table": table,
+        "all_named": readable is None,
+        "chart": charts.user_hours_chart(named, f"{team.name}: GPU-hours by user", [link(row) for row in named]),
+    }
+    return render(request, "scheduling/usage_team.html", context)
+
+
+@login_required
+def user_jobs(request: HttpRequest, slug: str, user: str) -> HttpResponse:
+    team = visible_team(request, slug)
+    readable = access.usage_users_readable_by(request.user, team)
+    if readable is not None and user not in readable:
+        raise Http404("No user of this team matches the given query.")
+    window = time_range(request, default="7d")
+    jobs = drilldown.jobs_in_window(Team.objects.tree().subtree(team.pk), window.since, window.until, user)
+    table = JobInWindowTable(jobs, link=lambda job: job_url(job.pk, team, window))
+    paginate(request, table, PER_PAGE)
+    context = {
+        "team": team,
+        "user_name": user,
+        "window": window,
+        "table": table,
+        "gpu_hours": sum(job.gpu_hours for job in jobs),
+        "ran": sum(1 for job in jobs if job.ran_in_window),
+        "count": len(jobs),
+    }
+    return render(request, "scheduling/usage_user.html", context)
+
+
+@login_required
+def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    workloads = access.workloads_visible_to(request.user).select_related("orchestrator", "team")
+    workload = get_object_or_404(workloads, pk=pk)
+    row = workload_reads.workload_rows(workloads.filter(pk=pk))[0]
+    window = time_range(request, default="7d")
+    context = {
+        "w": workload,
+        "row": row,
+        "wait_s": (workload.started_at - workload.submitted_at).total_seconds() if workload.started_at else None,
+        "placement": drilldown.placement(workload),
+        "crumbs": _job_crumbs(request, workload, window),
+    }
+    return render(request, "scheduling/workload_detail.html", context)
+
+
+def _job_crumbs(request: HttpRequest, workload, window: TimeRange) -> list[tuple[str, str | None]]:
+    """Utilisation › team › user, each linked when the reader may open it, in the window they came with."""
+    crumbs: list[tuple[str, str | None]] = [("Utilisation", f"{reverse('utilisation')}?{window.query}")]
+    team = _team_above(request.GET.get("team", ""), workload) or workload.team
+    if team is None or not request.user.has_perm("scheduling.see_team", team):
+        return crumbs
+    crumbs.append((team.name, f"{reverse('usage-team', args=[team.slug])}?{window.query}"))
+    readable = access.usage_users_readable_by(request.user, team)
+    user = workload.user or drilldown.UNKNOWN_USER
+    crumbs.append((user, user_url(team, user, window) if readable is None or user in readable else None))
+    return crumbs
+
+
+def _team_above(slug: str, workload) -> Team | None:
+    """The team the reader drilled down from (``?team=``), when the job belongs to it or a team below it."""
+    team = Team.objects.filter(slug=slug).first() if slug else None
+    if team is None or workload.team_id not in Team.objects.tree().subtree(team.pk):
+        return None
+    return team
