@@ -1,10 +1,11 @@
 """A researcher's (or a lead's team's) running and pending workloads, each wait explained.
 
-Who owns a workload: ingested workloads carry the orchestrator's submitter name in ``Workload.user`` (the
-Slurm user, the Kubernetes owner label or service account, the Ray job submitter), not a portal user. Until
-an identity map exists, the rule is: **a workload is a portal user's when ``Workload.user`` equals their
-username** (exactly, case-sensitive, as Slurm and Kubernetes spell users). A lead's "my team's" view is
-every active workload of the teams they lead and the teams below them.
+Who owns a workload: ingest maps the orchestrator's names for the submitter (the Slurm user, the Kubernetes
+``gpuportal.io/user`` label, service account or namespace, the Ray job submitter) to a portal user by
+engine/owners.py and the admins' overrides, and stores that username in ``Workload.user`` ("" when nobody;
+the orchestrator's own name stays in ``cluster_user``). So **a workload is a portal user's when
+``Workload.user`` equals their username**. A lead's "my team's" view is every active workload of the teams
+they lead and the teams below them.
 
 Pool snapshots (``pool_snapshots``) turn the database's current picture into the engine's: nodes with
 their free GPUs, each pool's queue in priority order, running work with its expected end (start + time
@@ -62,7 +63,7 @@ class WorkloadRow:
 
 
 def owned_by(username: str) -> Q:
-    """The ownership rule (see the module docstring): the orchestrator's user name is the portal username."""
+    """The ownership rule (see the module docstring): ingest mapped the submitter to this portal username."""
     return Q(user=username)
 
 
