@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from scheduling.engine.governance_state import GovernanceInputError, InputProblem
+
 
 class NameKind(StrEnum):
     SLURM_USER = "slurm_user"
@@ -89,32 +91,18 @@ class Owner:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerProblem:
-    """Why an override cannot be used: the field it concerns and the rule it breaks."""
-
-    field: str
-    message: str
-
-
-class OwnerInputError(ValueError):
-    def __init__(self, problems: Sequence[OwnerProblem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(f"{p.field}: {p.message}" for p in self.problems))
-
-
 def name_problem(kind: NameKind, name: str) -> str:
     """Why ``name`` cannot be a name of ``kind`` ("" when it can)."""
     pattern, rule = NAME_RULES[kind]
     return "" if pattern.fullmatch(name) else f"{name!r} is not {rule}"
 
 
-def override_problems(override: Override, usernames: frozenset[str]) -> list[OwnerProblem]:
+def override_problems(override: Override, usernames: frozenset[str]) -> list[InputProblem]:
     problems = []
     if override.username not in usernames:
-        problems.append(OwnerProblem("user", f"{override.username!r} is not a portal user"))
+        problems.append(InputProblem("user", f"{override.username!r} is not a portal user"))
     if message := name_problem(override.kind, override.name):
-        problems.append(OwnerProblem("name", message))
+        problems.append(InputProblem("name", message))
     return problems
 
 
@@ -126,7 +114,7 @@ class OwnerMap:
         self.overrides = tuple(overrides)
         problems = [p for o in self.overrides for p in override_problems(o, self.usernames)]
         if problems:
-            raise OwnerInputError(problems)
+            raise GovernanceInputError(problems)
         self._claimants: dict[tuple[str, NameKind, str], set[str]] = defaultdict(set)
         for o in self.overrides:
             self._claimants[(o.orchestrator, o.kind, o.name)].add(o.username)

@@ -9,6 +9,7 @@ Submitter names map by engine/owners.py, with the admins' ``IdentityOverride`` r
 ``owner_map`` each collection round, Slurm governance its cluster user per member.
 """
 
+import logging
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
@@ -16,10 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling.engine.identity import MAPPED, GroupRule, HeldMembership, SyncPlan, memberships_from_groups, plan_sync
-from scheduling.engine.owners import PERSONAL, Claim, NameKind, Override, OwnerMap
+from scheduling.engine.owners import PERSONAL, Claim, NameKind, Override, OwnerMap, override_problems
 from scheduling.models import ExternalIdentity, GroupMapping, IdentityOverride, Membership, Team
 from scheduling.services.audit import save_audited, stamp_author
 
+logger = logging.getLogger(__name__)
 REASON_MAX_GROUPS = 20  # an audit reason names this many groups at most (a directory may list hundreds)
 
 
@@ -41,7 +43,11 @@ def owner_map(claims: Iterable[Claim] | None = None) -> OwnerMap:
     if claims is not None:
         users = users.filter(username__in={c.name for c in claims if c.kind in PERSONAL})
     usernames = {*users.values_list("username", flat=True), *(o.username for o in overrides)}
-    return OwnerMap(usernames, overrides)
+    # Rows are checked when saved; one written around the checks must not stop every collection round.
+    usable = [o for o in overrides if not override_problems(o, frozenset(usernames))]
+    if len(usable) < len(overrides):
+        logger.warning("identity overrides left out (invalid): %s", [o for o in overrides if o not in usable])
+    return OwnerMap(usernames, usable)
 
 
 def save_identity_override(override: IdentityOverride, *, by, reason: str) -> IdentityOverride:

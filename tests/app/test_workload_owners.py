@@ -79,3 +79,9 @@ def test_slurm_governance_creates_associations_under_the_overridden_cluster_user
     IdentityOverride.objects.create(user=cast["lead"], kind="slurm_user", name="shared")
     IdentityOverride.objects.create(user=cast["lead"], kind="ray_submitter", name="Leo")
     assert enforcement.gov_orchestrator(orchestrator).user_overrides == {"rita": "rs01", "leo": "shared"}
+
+
+def test_an_override_written_around_the_checks_is_left_out_not_fatal_to_the_round(orchestrator, teams, cast, caplog):
+    IdentityOverride.objects.create(user=cast["researcher"], kind="slurm_user", name="not a slurm name")
+    assert ingest(orchestrator, observed("1", [slurm("leo")]))["1"] == ("leo", "leo")
+    assert "identity overrides left out" in caplog.text

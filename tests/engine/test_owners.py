@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scheduling.engine.governance_state import GovernanceInputError
 from scheduling.engine.owners import (
     Claim,
     NameKind,
     Override,
-    OwnerInputError,
     OwnerMap,
     kubernetes_claims,
     ray_claims,
@@ -99,7 +99,7 @@ def test_no_claims_map_to_nobody():
 
 
 def test_an_override_naming_an_unknown_user_is_refused_naming_the_field():
-    with pytest.raises(OwnerInputError, match="user: 'zed' is not a portal user") as error:
+    with pytest.raises(GovernanceInputError, match="user: 'zed' is not a portal user") as error:
         OwnerMap(USERS, [Override(SLURM, "z", "zed")])
     assert [p.field for p in error.value.problems] == ["user"]
 
@@ -109,7 +109,7 @@ def test_an_override_naming_an_unknown_user_is_refused_naming_the_field():
     [(SLURM, "alice smith"), (SA, "runner"), (SA, "ML/Runner"), (NS, "Not_A_Namespace"), (LABEL, "-x"), (RAY, " ")],
 )
 def test_an_override_with_a_name_its_kind_cannot_have_is_refused_naming_the_field(kind, name):
-    with pytest.raises(OwnerInputError, match=r"name: .* is not ") as error:
+    with pytest.raises(GovernanceInputError, match=r"name: .* is not ") as error:
         OwnerMap(USERS, [Override(kind, name, "alice")])
     assert [p.field for p in error.value.problems] == ["name"]
 
