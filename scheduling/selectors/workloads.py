@@ -11,8 +11,8 @@ Pool snapshots (``pool_snapshots``) turn the database's current picture into the
 their free GPUs, each pool's queue in priority order, running work with its expected end (start + time
 limit) and GPU indices laid out the way ``selectors.fleet`` lays out allocated GPUs (lowest first), each
 team's running GPUs and its burst limit as the cap. A pool's snapshot reads every active workload of the
-pool as plain values (not models) and is cached for ``SNAPSHOT_TTL_S`` seconds: with 50,000 workloads
-(5,000 active) a researcher's page of 100 rows renders in ~90 ms warm on SQLite, ~200 ms without the cache.
+pool as plain values (not models) and is cached for ``SNAPSHOT_TTL_S`` seconds. The pending rows of one pool
+share one backfill pass (``estimate_starts``); figures in docs/performance.md (``benchmarks/my_workloads.py``).
 """
 
 from __future__ import annotations
