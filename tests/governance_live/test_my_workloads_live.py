@@ -10,7 +10,6 @@ database owners_slurm_acct (none of the other live fixtures' ports or state)."""
 from __future__ import annotations
 
 import json
-import re
 from decimal import Decimal
 from io import StringIO
 
@@ -113,20 +112,11 @@ def test_a_job_submitted_as_a_mapped_cluster_login_is_in_that_users_my_workloads
 def test_alice_sees_her_capped_slurm_job_explained_with_a_request_quota_link(capped_job, portal, session):
     browser = session()
     browser.log_in("alice", "alice")
-    page = browser.go("/")
-    page.get_by_role("link", name="My workloads").click()
-    page.get_by_label("Job ID").fill(capped_job)
-    page.get_by_role("button", name="Search").click()
     job = Workload.objects.get(external_id=capped_job)
-    row = page.locator(f"#workload-{job.pk}")
-    row.wait_for()
+    row = browser.my_workload_row(capped_job, job.pk)
     assert f"hpc:{capped_job}" in row.inner_text() and f"as {CLUSTER_LOGIN}" in row.inner_text()
     explanation = row.locator(".explanation").inner_text()
     assert "your team is at its GPU limit of 8 (burst): 8 in use, this job needs 1 more" in explanation
     assert "Slurm says: AssocGrpGRES" in explanation
-    link = row.get_by_role("link", name="Request quota →")
-    assert link.get_attribute("href") == "/quota/new/?team=research"
-    link.click()
-    page.wait_for_url(re.compile(r".*/quota/new/\?team=research$"))
-    assert page.get_by_label("Team", exact=True).input_value() == str(job.team_id)
+    assert browser.request_quota_from(row, "research") == str(job.team_id)
     assert browser.errors == []
