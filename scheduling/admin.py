@@ -189,6 +189,16 @@ class GroupMappingAdmin(AuditedAdmin):
     search_fields = ("pattern", "team__slug")
 
 
+@admin.register(models.IdentityOverride)
+class IdentityOverrideAdmin(AuditedAdmin):
+    """Whose a submitter name is where the default (the portal user of that name) is wrong or silent."""
+
+    list_display = ("user", "kind", "name", "orchestrator")
+    list_filter = ("kind", "orchestrator")
+    search_fields = ("user__username", "name")
+    autocomplete_fields = ("user",)
+
+
 @admin.register(models.ExternalIdentity)
 class ExternalIdentityAdmin(ModelAdmin):
     """Who signed in through LDAP or OIDC, and the groups last seen (written by sign-in and re-sync only)."""

@@ -37,7 +37,6 @@ GOVERNANCE = {
         "cluster": NAME,
         "root_account": NAME,
         "typed_gres": FLAG,
-        "user_overrides": {"type": "object", "additionalProperties": NAME},
         "sacctmgr": PATH,  # the fleet's own sacctmgr (a path, or a wrapper such as a chroot's)
     },
     "kubernetes": {

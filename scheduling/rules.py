@@ -94,3 +94,4 @@ rules.add_perm("scheduling.view_whatif", is_portal_admin | is_author | (is_fleet
 rules.add_perm("scheduling.see_fleet_plans", is_portal_admin | is_in_a_team)
 rules.add_perm("scheduling.edit_inventory", is_portal_admin)  # fleet hosts and node aliases
 rules.add_perm("scheduling.edit_group_mappings", is_portal_admin)  # directory group -> team, role
+rules.add_perm("scheduling.edit_identity_overrides", is_portal_admin)  # submitter name -> portal user

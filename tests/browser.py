@@ -3,6 +3,7 @@ Playwright against pytest-django's live server. Registered once, in tests/confte
 browser defined in two conftest files would start Playwright twice, which its sync API refuses."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,24 @@ class Session:
         self.page.get_by_label("Password").fill(password)
         self.page.get_by_role("button", name="Log in").click()
         self.page.wait_for_url(self.base_url + "/")
+
+    def my_workload_row(self, search: str, pk: int):
+        """"My workloads" reached by the overview's link and searched for ``search``: the row of workload ``pk``."""
+        page = self.go("/")
+        page.get_by_role("link", name="My workloads").click()
+        page.get_by_label("Job ID").fill(search)
+        page.get_by_role("button", name="Search").click()
+        row = page.locator(f"#workload-{pk}")
+        row.wait_for()
+        return row
+
+    def request_quota_from(self, row, team_slug: str) -> str:
+        """Follow a row's "Request quota →" link to the quota form; the team the form has chosen (its id)."""
+        link = row.get_by_role("link", name="Request quota →")
+        assert link.get_attribute("href") == f"/quota/new/?team={team_slug}"
+        link.click()
+        self.page.wait_for_url(re.compile(rf".*/quota/new/\?team={team_slug}$"))
+        return self.page.get_by_label("Team", exact=True).input_value()
 
     def close(self) -> None:
         self.context.close()

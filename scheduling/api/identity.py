@@ -1,9 +1,11 @@
-"""Group mappings (directory group pattern -> team, role): anyone signed in reads, admins write with a
-``reason`` recorded with their name in the mapping's history (docs/identity.md)."""
+"""Group mappings (directory group pattern -> team, role) and identity overrides (submitter name -> portal
+user): anyone signed in reads, admins write with a ``reason`` recorded with their name in the row's history
+(docs/identity.md)."""
 
+from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from scheduling.models import GroupMapping, Team
+from scheduling.models import GroupMapping, IdentityOverride, Orchestrator, Team
 from scheduling.services import identity
 
 from .ledger import REASON, AuditedViewSet
@@ -26,3 +28,31 @@ class GroupMappingViewSet(AuditedViewSet):
     filterset_fields = ["role"]
     write_permission = "scheduling.edit_group_mappings"
     save_row = staticmethod(identity.save_group_mapping)
+
+
+class IdentityOverrideSerializer(serializers.ModelSerializer):
+    user = serializers.SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all(),
+        error_messages={"does_not_exist": "{value!r} is not a portal user"},
+    )
+    orchestrator = serializers.SlugRelatedField(
+        slug_field="name", queryset=Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
+        required=False, allow_null=True,
+        error_messages={"does_not_exist": "{value!r} is not a Slurm, Kubernetes or Ray orchestrator"},
+    )
+    reason = serializers.CharField(**REASON)
+
+    class Meta:
+        model = IdentityOverride
+        fields = ["id", "user", "orchestrator", "kind", "name", "reason"]
+        validators = []  # the model's conditional unique constraints, checked by full_clean on save
+
+
+class IdentityOverrideViewSet(AuditedViewSet):
+    """On ``orchestrator`` (null: every one) the ``kind`` name ``name`` is portal user ``user``."""
+
+    queryset = IdentityOverride.objects.select_related("user", "orchestrator")
+    serializer_class = IdentityOverrideSerializer
+    filterset_fields = ["kind"]
+    write_permission = "scheduling.edit_identity_overrides"
+    save_row = staticmethod(identity.save_identity_override)

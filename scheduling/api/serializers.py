@@ -182,6 +182,7 @@ class WorkloadSerializer(ModelSerializer):
             "orchestrator",
             "team",
             "user",
+            "cluster_user",
             "name",
             "kind",
             "gang_size",

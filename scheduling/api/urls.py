@@ -46,6 +46,7 @@ router.register("ledger/ownership", ledger.OwnershipIntervalViewSet, basename="o
 router.register("ledger/hosts", ledger.FleetHostViewSet, basename="fleethost")
 router.register("ledger/aliases", ledger.NodeAliasViewSet, basename="nodealias")
 router.register("group-mappings", identity.GroupMappingViewSet, basename="groupmapping")
+router.register("identity-overrides", identity.IdentityOverrideViewSet, basename="identityoverride")
 
 urlpatterns = [
     # Before the router, whose reports/<pk>/ would otherwise take "subscription" for an id.

@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from scheduling.engine.owners import USER_LABEL, kubernetes_claims
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
 from . import conditions
@@ -235,11 +236,15 @@ def _workload(
     running = state is WorkloadState.RUNNING
     started = [t for pod in pods if (t := epoch(pod.status.startTime))] if running else []
     queue = ((podgroup.spec if podgroup else None) or wire.PodGroupSpec()).queue
+    claims = kubernetes_claims(
+        labels, meta.namespace, first_pod.spec.serviceAccountName, label_keys=(USER_LABEL, teams.k8s_user_label)
+    )
     return ObservedWorkload(
         external_id=key,
         orchestrator=orchestrator,
         team=teams.k8s_team(meta.namespace, labels),
-        user=str(labels.get(teams.k8s_user_label, "")),
+        user=claims[0].name if claims else "",
+        claims=claims,
         name=meta.name,
         state=state,
         gang_size=size,

@@ -69,6 +69,7 @@ class Container(Wire):
 
 class PodSpec(Wire):
     nodeName: str = ""
+    serviceAccountName: str = ""
     priority: int | None = None
     containers: list[Container] = []
     initContainers: list[Container] = []

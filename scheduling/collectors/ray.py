@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from scheduling.engine.owners import RAY_SUBMITTER_KEYS, Claim, ray_claims
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
 from . import conditions
@@ -134,22 +135,26 @@ def parse_node(
 
 
 class _JobIndex:
-    """job id -> (team, user) from ``/api/jobs/`` so tasks, actors and groups inherit their job's team."""
+    """job id -> (team, submitter claims) from ``/api/jobs/`` so tasks, actors and groups inherit their job's team
+    and submitter."""
 
     def __init__(self, jobs: Any, teams: TeamMapping) -> None:
         if not isinstance(jobs, list):
             raise MalformedResponse("jobs: expected a JSON list")
         self.teams = teams
-        self.by_id: dict[str, tuple[str, str]] = {}
+        self.by_id: dict[str, tuple[str, tuple[Claim, ...]]] = {}
         for job in jobs:
             job_id = job.get("job_id") or (job.get("driver_info") or {}).get("id")
             if job_id:
                 metadata = job.get("metadata") or {}
                 team = teams.ray_team(metadata, job.get("entrypoint"))
-                self.by_id[str(job_id)] = (team, str(metadata.get(teams.ray_user_key, "")))
+                claims = ray_claims(metadata, (*RAY_SUBMITTER_KEYS, teams.ray_user_key))
+                self.by_id[str(job_id)] = (team, claims)
 
-    def owner(self, job_id: Any) -> tuple[str, str]:
-        return self.by_id.get(str(job_id), (self.teams.default_team, ""))
+    def owner(self, job_id: Any) -> dict[str, Any]:
+        """The ``team``, ``user`` and ``claims`` of a workload of job ``job_id``."""
+        team, claims = self.by_id.get(str(job_id), (self.teams.default_team, ()))
+        return {"team": team, "user": claims[0].name if claims else "", "claims": claims}
 
 
 def _ms(value: Any) -> float | None:
@@ -164,14 +169,13 @@ def parse_placement_group(
     gpus = [float((b.get("unit_resources") or {}).get("GPU", 0.0)) for b in bundles]
     if state is None or not any(gpus):
         return None
-    team, user = jobs.owner(raw.get("creator_job_id"))
+    owner = jobs.owner(raw.get("creator_job_id"))
     stats = raw.get("stats") or {}
     created_ns = stats.get("creation_request_received_ns")
     return ObservedWorkload(
         external_id=f"pg:{raw['placement_group_id']}",
         orchestrator=orchestrator,
-        team=team,
-        user=user,
+        **owner,
         name=str(raw.get("name") or ""),
         state=state,
         gang_size=len(bundles),
@@ -194,13 +198,12 @@ def parse_task(
     state = TASK_STATES.get(str(require(raw, "state", (str,), "task")))
     if state is None or gpu == 0:
         return None
-    team, user = jobs.owner(raw.get("job_id"))
+    owner = jobs.owner(raw.get("job_id"))
     node = raw.get("node_id")
     return ObservedWorkload(
         external_id=f"task:{raw['task_id']}:{raw.get('attempt_number', 0)}",
         orchestrator=orchestrator,
-        team=team,
-        user=user,
+        **owner,
         name=str(raw.get("name") or raw.get("func_or_class_name") or ""),
         state=state,
         gpus_per_member=gpu,
@@ -221,13 +224,12 @@ def parse_actor(
     state = ACTOR_STATES.get(str(require(raw, "state", (str,), "actor")))
     if state is None or gpu == 0:
         return None
-    team, user = jobs.owner(raw.get("job_id"))
+    owner = jobs.owner(raw.get("job_id"))
     node = raw.get("node_id")
     return ObservedWorkload(
         external_id=f"actor:{raw['actor_id']}",
         orchestrator=orchestrator,
-        team=team,
-        user=user,
+        **owner,
         name=str(raw.get("name") or raw.get("class_name") or ""),
         state=state,
         gpus_per_member=gpu,

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from scheduling.engine.owners import Claim, NameKind
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
 from . import conditions
@@ -286,6 +287,7 @@ def parse_job(raw: dict[str, Any], *, orchestrator: str, teams: TeamMapping) -> 
         orchestrator=orchestrator,
         team=teams.slurm_team(raw.get("account"), raw.get("user_name")),
         user=str(raw.get("user_name") or ""),
+        claims=(Claim(NameKind.SLURM_USER, str(raw["user_name"])),) if raw.get("user_name") else (),
         name=str(raw.get("name") or ""),
         state=state,
         gang_size=nodes,

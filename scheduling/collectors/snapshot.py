@@ -17,6 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from scheduling.engine.owners import Claim
 from scheduling.engine.types import (
     MILLI_PER_GPU,
     Node,
@@ -128,6 +129,9 @@ class ObservedWorkload:
     array_id: str = ""
     queue: str = ""
     node_gpu_indices: tuple[tuple[int, ...], ...] = ()
+    # Every name the source gives the submitter, most specific first (engine/owners.py maps them to a
+    # portal user at ingest); ``user`` is the first of them, as the orchestrator shows it.
+    claims: tuple[Claim, ...] = ()
 
     @property
     def gpus(self) -> float:
@@ -226,9 +230,9 @@ class TeamMapping:
 
     slurm_field: str = "account"
     k8s_label: str = ""
-    k8s_user_label: str = "user"
+    k8s_user_label: str = "user"  # read after gpuportal.io/user
     ray_metadata_key: str = "team"
-    ray_user_key: str = "owner"
+    ray_user_key: str = "owner"  # read after metadata user and submitter
     ray_entrypoint_pattern: str = r"--team[= ](\S+)"
     aliases: dict[str, str] = field(default_factory=dict, hash=False)
     default_team: str = "unassigned"

@@ -60,10 +60,13 @@ class WaitExplanation:
 
 def explain_wait(
     request: Request, pool: PoolSnapshot, *, now: float, raw_reason: str = "", cap_label: str = "",
+    estimate: StartEstimate | None = None, state: ClusterState | None = None,
 ) -> WaitExplanation:
-    """Explain why ``request`` (pending in ``pool``) waits; ``cap_label`` names the cap ("burst", ...)."""
-    estimate = estimate_start(request, pool, now)
-    code, message, numbers = _diagnose(request, pool, raw_reason.strip(), cap_label)
+    """Explain why ``request`` (pending in ``pool``) waits; ``cap_label`` names the cap ("burst", ...).
+    A caller explaining many jobs of one pool passes each one's ``estimate`` (``estimate_starts``: one backfill
+    pass for all) and one ``state`` of the pool's nodes (read, never changed here)."""
+    estimate = estimate or estimate_start(request, pool, now)
+    code, message, numbers = _diagnose(request, pool, raw_reason.strip(), cap_label, state)
     if code in ("priority", "capacity", "fragmented", "topology", "host", "quota_cap"):
         message = f"{message}; {_estimate_phrase(estimate, now)}"
     numbers = {**numbers, "position": float(estimate.position), "ahead": float(estimate.ahead)}
@@ -81,7 +84,9 @@ def _estimate_phrase(estimate: StartEstimate, now: float) -> str:
 _Diagnosis = tuple[str, str, dict[str, float]]
 
 
-def _diagnose(request: Request, pool: PoolSnapshot, raw: str, cap_label: str) -> _Diagnosis:
+def _diagnose(
+    request: Request, pool: PoolSnapshot, raw: str, cap_label: str, state: ClusterState | None
+) -> _Diagnosis:
     quota = _quota_cause(request, pool, raw, cap_label)
     if quota is not None:
         return quota
@@ -92,7 +97,7 @@ def _diagnose(request: Request, pool: PoolSnapshot, raw: str, cap_label: str) ->
         never = raw == "DependencyNeverSatisfied"
         return "dependency", ("its dependency failed and will never be satisfied: cancel and resubmit" if never
                               else "waiting for the job it depends on to finish"), {}
-    state = ClusterState(pool.nodes)
+    state = state or ClusterState(pool.nodes)
     attempt = state.place(request)
     if isinstance(attempt, Placement):
         return _fits_now(request, pool)

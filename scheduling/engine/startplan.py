@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduling.engine.backfill import easy_backfill
 from scheduling.engine.placement import ClusterState
-from scheduling.engine.types import Node, Request, RunningWorkload
+from scheduling.engine.types import BackfillDecision, Node, Request, RunningWorkload
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,38 @@ def queue_with(request: Request, queue: Sequence[Request]) -> tuple[tuple[Reques
 def estimate_start(request: Request, pool: PoolSnapshot, now: float) -> StartEstimate:
     """Predicted start of ``request`` in ``pool`` (see the module docstring for the three steps)."""
     queue, index = queue_with(request, pool.queue)
+    return _estimate(request, pool, now, queue, index, lambda: _backfill(pool, queue[:index + 1], now))
+
+
+def estimate_starts(requests: Sequence[Request], pool: PoolSnapshot, now: float) -> dict[str, StartEstimate]:
+    """``estimate_start`` of each of ``requests``, all queued in ``pool``, from one backfill pass: EASY decides
+    each job before it looks at any later one, so its pass over the queue up to the last of them decides each
+    earlier one as a pass that stopped there would (one head, one reservation). A page of a pool's jobs then
+    costs one pass, not one per job. A request not in the queue is estimated on its own."""
+    index_of = {queued.id: i for i, queued in enumerate(pool.queue)}
+    queued = [r for r in requests if r.id in index_of]
+    last = max((index_of[r.id] for r in queued), default=-1)
+    shared: list[tuple[ClusterState, BackfillDecision]] = []
+
+    def decide() -> tuple[ClusterState, BackfillDecision]:
+        if not shared:
+            shared.append(_backfill(pool, pool.queue[:last + 1], now))
+        return shared[0]
+
+    estimates = {r.id: _estimate(r, pool, now, pool.queue, index_of[r.id], decide) for r in queued}
+    return {r.id: estimates.get(r.id) or estimate_start(r, pool, now) for r in requests}
+
+
+def _backfill(pool: PoolSnapshot, queue: Sequence[Request], now: float) -> tuple[ClusterState, BackfillDecision]:
+    state = ClusterState(pool.nodes)
+    return state, easy_backfill(state, queue, pool.running, now)
+
+
+def _estimate(
+    request: Request, pool: PoolSnapshot, now: float, queue: Sequence[Request], index: int,
+    decide: Callable[[], tuple[ClusterState, BackfillDecision]],
+) -> StartEstimate:
+    """Steps 1-3 for ``request`` at ``index`` of ``queue``; ``decide`` gives the backfill pass when needed."""
     ahead = queue[:index]
     ahead_gpus = sum(item.gpus for item in ahead)
     floor = max(now, pool.not_before)
@@ -87,10 +119,10 @@ def estimate_start(request: Request, pool: PoolSnapshot, now: float) -> StartEst
         return estimate(None, "quota")
     if quota_free_at > now:
         return estimate(quota_free_at, "quota")
-    state = ClusterState(pool.nodes)
-    decision = easy_backfill(state, queue[:index + 1], pool.running, now)
-    if request.id in decision.started_ids:
-        return estimate(now, "now" if decision.head_id is None else "backfill")
+    state, decision = decide()
+    if request.id in decision.started_ids:  # in queue order unless the blocked head is ahead of it
+        backfilled = decision.head_id is not None and any(item.id == decision.head_id for item in ahead)
+        return estimate(now, "backfill" if backfilled else "now")
     if decision.head_id == request.id:
         return estimate(decision.head_reservation_at, "reservation" if decision.head_reservation_at is not None
                         else "unknown")

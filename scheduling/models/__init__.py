@@ -8,6 +8,7 @@ from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
 from .operations import TaskStat
+from .owners import IdentityOverride
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
@@ -30,6 +31,7 @@ __all__ = [
     "FragmentationSample",
     "GroupMapping",
     "IdempotencyKey",
+    "IdentityOverride",
     "LedgerFinding",
     "LedgerRound",
     "Membership",

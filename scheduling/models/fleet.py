@@ -157,7 +157,10 @@ class Workload(models.Model):
     team = models.ForeignKey(
         "scheduling.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads"
     )
+    # The portal user the submitter maps to ("" when nobody: engine/owners.py), and the name the orchestrator
+    # gave the submitter (a Slurm user, a label, namespace/service account, a Ray submitter) as collected.
     user = models.CharField(max_length=150, blank=True)
+    cluster_user = models.CharField(max_length=255, blank=True)
     name = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.BATCH)
     gang_size = models.PositiveIntegerField(default=1)
@@ -187,6 +190,7 @@ class Workload(models.Model):
                 fields=["started_at", "submitted_at", "gang_size", "gpus_per_member"], name="workload_started_waits"
             ),
             models.Index(fields=["submitted_at"], name="workload_submitted"),
+            models.Index(fields=["user", "state"], name="workload_user_state"),  # "my workloads"
         ]
 
     def __str__(self) -> str:

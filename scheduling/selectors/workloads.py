@@ -1,17 +1,18 @@
 """A researcher's (or a lead's team's) running and pending workloads, each wait explained.
 
-Who owns a workload: ingested workloads carry the orchestrator's submitter name in ``Workload.user`` (the
-Slurm user, the Kubernetes owner label or service account, the Ray job submitter), not a portal user. Until
-an identity map exists, the rule is: **a workload is a portal user's when ``Workload.user`` equals their
-username** (exactly, case-sensitive, as Slurm and Kubernetes spell users). A lead's "my team's" view is
-every active workload of the teams they lead and the teams below them.
+Who owns a workload: ingest maps the orchestrator's names for the submitter (the Slurm user, the Kubernetes
+``gpuportal.io/user`` label, service account or namespace, the Ray job submitter) to a portal user by
+engine/owners.py and the admins' overrides, and stores that username in ``Workload.user`` ("" when nobody;
+the orchestrator's own name stays in ``cluster_user``). So **a workload is a portal user's when
+``Workload.user`` equals their username**. A lead's "my team's" view is every active workload of the teams
+they lead and the teams below them.
 
 Pool snapshots (``pool_snapshots``) turn the database's current picture into the engine's: nodes with
 their free GPUs, each pool's queue in priority order, running work with its expected end (start + time
 limit) and GPU indices laid out the way ``selectors.fleet`` lays out allocated GPUs (lowest first), each
 team's running GPUs and its burst limit as the cap. A pool's snapshot reads every active workload of the
-pool as plain values (not models) and is cached for ``SNAPSHOT_TTL_S`` seconds: with 50,000 workloads
-(5,000 active) a researcher's page of 100 rows renders in ~90 ms warm on SQLite, ~200 ms without the cache.
+pool as plain values (not models) and is cached for ``SNAPSHOT_TTL_S`` seconds. The pending rows of one pool
+share one backfill pass (``estimate_starts``); figures in docs/performance.md (``benchmarks/my_workloads.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from scheduling.engine.explain import WaitExplanation, explain_wait
-from scheduling.engine.startplan import PoolSnapshot, describe_wait
+from scheduling.engine.placement import ClusterState
+from scheduling.engine.startplan import PoolSnapshot, describe_wait, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import Orchestrator, Queue, Team, Workload
@@ -62,7 +64,7 @@ class WorkloadRow:
 
 
 def owned_by(username: str) -> Q:
-    """The ownership rule (see the module docstring): the orchestrator's user name is the portal username."""
+    """The ownership rule (see the module docstring): ingest mapped the submitter to this portal username."""
     return Q(user=username)
 
 
@@ -79,18 +81,16 @@ def active_workloads(user, *, scope: str = "mine", search: str = "") -> QuerySet
 
 
 def workload_rows(workloads: QuerySet[Workload], now: datetime | None = None) -> list[WorkloadRow]:
-    """Each workload with GPUs, age, and, when pending, its queue position, estimated start and explanation."""
+    """Each workload with GPUs, age, and, when pending, its queue position, estimated start and explanation.
+    The pending ones of a pool share one backfill pass and one picture of its nodes (``explanations``)."""
     now = now or timezone.now()
     listed = list(workloads)
-    pools = cached_pool_snapshots(now, {w.orchestrator_id for w in listed if w.state == Workload.State.PENDING})
+    pending = [w for w in listed if w.state == Workload.State.PENDING]
+    explained = explanations(pending, cached_pool_snapshots(now, {w.orchestrator_id for w in pending}), now)
     epoch = now.timestamp()
     rows = []
     for workload in listed:
-        explanation = None
-        if workload.state == Workload.State.PENDING and workload.orchestrator_id in pools:
-            request = engine_request(workload, workload.team.slug if workload.team else "")
-            explanation = explain_wait(request, pools[workload.orchestrator_id], now=epoch,
-                                       raw_reason=workload.pending_reason, cap_label=CAP_LABEL)
+        explanation = explained.get(workload.pk)
         estimate = explanation.estimate if explanation else None
         rows.append(WorkloadRow(
             workload, workload.gpus, (now - workload.submitted_at).total_seconds(),
@@ -99,6 +99,28 @@ def workload_rows(workloads: QuerySet[Workload], now: datetime | None = None) ->
             explanation,
         ))
     return rows
+
+
+def explanations(pending: list[Workload], pools: dict[int, PoolSnapshot], now: datetime) -> dict[int, WaitExplanation]:
+    """Why each pending workload waits, by pool: one ``estimate_starts`` pass and one node state per pool."""
+    epoch = now.timestamp()
+    by_pool: dict[int, list[Workload]] = defaultdict(list)
+    for workload in pending:
+        if workload.orchestrator_id in pools:
+            by_pool[workload.orchestrator_id].append(workload)
+    found = {}
+    for pool_id, workloads in by_pool.items():
+        pool = pools[pool_id]
+        requests = {w.pk: engine_request(w, w.team.slug if w.team else "") for w in workloads}
+        estimates = estimate_starts(list(requests.values()), pool, epoch)
+        state = ClusterState(pool.nodes)
+        for workload in workloads:
+            request = requests[workload.pk]
+            found[workload.pk] = explain_wait(
+                request, pool, now=epoch, raw_reason=workload.pending_reason, cap_label=CAP_LABEL,
+                estimate=estimates[request.id], state=state,
+            )
+    return found
 
 
 class _Active(NamedTuple):

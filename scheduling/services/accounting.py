@@ -16,8 +16,10 @@ from django.utils import timezone
 
 from scheduling.collectors import CollectorError
 from scheduling.collectors.slurm_accounting import FinishedJob
+from scheduling.engine.owners import Claim, NameKind
 from scheduling.models import AccountingSource, Orchestrator, Team, Workload
 
+from . import identity
 from .bulk import chunks, field_values, write_rows
 from .orchestrators import AccountingReader, accounting_reader, masked, teams_of
 
@@ -31,7 +33,9 @@ FINAL_STATES = {
     "CANCELLED": Workload.State.CANCELLED,
     "PREEMPTED": Workload.State.PREEMPTED,
 }  # every other end (FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ...) is a failure
-ACCOUNTED_FIELDS = ["team", "user", "state", "gang_size", "gpus_per_member", "started_at", "finished_at"]
+ACCOUNTED_FIELDS = [
+    "team", "user", "cluster_user", "state", "gang_size", "gpus_per_member", "started_at", "finished_at"
+]
 
 
 def sync_accounting(
@@ -76,6 +80,7 @@ def record_finished_jobs(orchestrator: Orchestrator, jobs: Iterable[FinishedJob]
     }
     teams = teams_of(orchestrator)
     team_ids = dict(Team.objects.values_list("slug", "pk"))
+    owners = identity.owner_map(Claim(NameKind.SLURM_USER, job.user) for job in by_id.values())
     new, changed = [], []
     for job_id, job in by_id.items():
         row = stored.get(job_id) or Workload(
@@ -83,6 +88,7 @@ def record_finished_jobs(orchestrator: Orchestrator, jobs: Iterable[FinishedJob]
         )
         before = field_values(row, ACCOUNTED_FIELDS) if row.pk else None
         _fill(row, job, team_ids.get(teams.slurm_team(job.account, job.user)))
+        row.user = owners.owner((Claim(NameKind.SLURM_USER, job.user),), orchestrator.name).username
         if row.pk is None:
             new.append(row)
         elif field_values(row, ACCOUNTED_FIELDS) != before:
@@ -95,7 +101,7 @@ def record_finished_jobs(orchestrator: Orchestrator, jobs: Iterable[FinishedJob]
 
 
 def _fill(row: Workload, job: FinishedJob, team_id: int | None) -> None:
-    row.team_id, row.user, row.state = team_id, job.user, FINAL_STATES.get(job.state, Workload.State.FAILED)
+    row.team_id, row.cluster_user, row.state = team_id, job.user, FINAL_STATES.get(job.state, Workload.State.FAILED)
     # Keep the scrape's gang shape when it still multiplies to the GPUs slurmdbd allocated.
     gang = row.gang_size if row.pk and row.gang_size and job.gpus % row.gang_size == 0 else 1
     row.gang_size, row.gpus_per_member = gang, job.gpus // gang

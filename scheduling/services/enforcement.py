@@ -60,6 +60,7 @@ from scheduling.engine.governance_types import (
     SlurmUser,
     VolcanoQueue,
 )
+from scheduling.engine.owners import NameKind
 from scheduling.engine.types import OrchestratorKind
 from scheduling.models import (
     AppliedObject,
@@ -76,6 +77,7 @@ from scheduling.models import (
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
+from . import identity
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .collection import real_orchestrators
@@ -205,7 +207,7 @@ def gov_orchestrator(orchestrator: Orchestrator, *, kueue: bool = False) -> GovO
         gpu_model=options.get("gpu_model", ""),
         slurm_root_account=options.get("root_account", "root"),
         slurm_typed_gres=bool(options.get("typed_gres", False)),
-        user_overrides=dict(options.get("user_overrides") or {}),
+        user_overrides=identity.owner_map(()).cluster_names(NameKind.SLURM_USER, orchestrator.name),
         volcano=bool(options.get("volcano", True)),
         kueue=kueue,
         kueue_cohort=options.get("kueue_cohort", "gpuportal"),

@@ -15,6 +15,7 @@ from scheduling.collectors.conditions import condition_of, is_planned
 from scheduling.collectors.snapshot import NodeCondition, ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
+from . import identity
 from .bulk import chunks, field_values, write_rows
 from .ledger import record_views
 from .metrics import refresh_rollups
@@ -142,6 +143,7 @@ def _fill_node(node: Node, seen: ObservedNode, orchestrator: Orchestrator, now: 
 WORKLOAD_FIELDS = [
     "team",
     "user",
+    "cluster_user",
     "name",
     "kind",
     "gang_size",
@@ -162,6 +164,7 @@ def _upsert_workloads(orchestrator: Orchestrator, observed: tuple[ObservedWorklo
     cluster nearly all of them); the active ones no longer listed are marked completed. Stored rows are
     read as plain tuples: building 40,000 model instances per round only to compare them costs seconds."""
     team_ids = dict(Team.objects.values_list("slug", "pk"))
+    owners = identity.owner_map(claim for item in observed for claim in item.claims)
     columns = ["pk", "external_id", *WORKLOAD_COLUMNS]
     active = Workload.objects.filter(orchestrator=orchestrator, state__in=Workload.ACTIVE_STATES)
     existing = {row[1]: row for row in active.values_list(*columns)}
@@ -176,6 +179,7 @@ def _upsert_workloads(orchestrator: Orchestrator, observed: tuple[ObservedWorklo
         counts[WORKLOAD_STATES[item.state]] += 1
         stored = dict(zip(WORKLOAD_COLUMNS, row[2:], strict=True)) if row else {}
         values = _workload_values(item, team_ids, stored, now)
+        values["user"] = owners.owner(item.claims, orchestrator.name).username
         if row is None:
             new_rows.append(Workload(orchestrator=orchestrator, external_id=item.external_id, **values))
         elif values != stored:
@@ -204,7 +208,7 @@ def _workload_values(item: ObservedWorkload, team_ids: dict[str, int], stored: d
     running = state == Workload.State.RUNNING
     return {
         "team_id": team_ids.get(item.team),
-        "user": item.user,
+        "cluster_user": item.user[:255],
         "name": item.name[:200],
         "kind": item.kind.value,
         "gang_size": item.gang_size * item.instances,

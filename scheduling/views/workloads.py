@@ -2,6 +2,7 @@
 a lead's "my team's" tab. Reads go through ``selectors.workloads`` (where the ownership rule lives)."""
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -11,7 +12,8 @@ from .common import BadQuery
 
 SCOPES = ("mine", "team")
 MAX_SEARCH = 200
-MAX_ROWS = 200  # each pending row is one backfill over its queue: a longer list is a search away
+# Each pending row shown is one backfill over its queue: only the rows of the page shown are explained.
+PAGE_SIZE = 50
 
 
 @login_required
@@ -24,14 +26,15 @@ def my_workloads(request: HttpRequest) -> HttpResponse:
     if scope == "team" and not led:
         scope = "mine"  # only leads have a team tab: others see their own work
     active = workload_reads.active_workloads(request.user, scope=scope, search=search)
-    total = active.count()
-    rows = workload_reads.workload_rows(active[:MAX_ROWS])
+    shown = Paginator(active, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = workload_reads.workload_rows(shown.object_list)
     context = {
         "rows": rows,
+        "page": shown,
         "scope": scope,
         "search": search,
         "led": led,
         "pending": sum(1 for row in rows if row.workload.state == "pending"),
-        "total": total,
+        "total": shown.paginator.count,
     }
     return render(request, "scheduling/my_workloads.html", context)

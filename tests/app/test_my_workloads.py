@@ -134,12 +134,22 @@ def test_alices_demo_workloads_say_why_they_wait(client, django_user_model):
     assert f'href="{reverse("quota-new")}?team=nlp"' in body
 
 
-def test_a_long_list_is_cut_to_the_newest_with_a_pointer_to_search(client, cast, jobs, monkeypatch):
+def test_a_long_list_is_paged_and_only_the_page_shown_is_explained(client, cast, jobs, monkeypatch):
+    from scheduling.selectors import workloads as reads
     from scheduling.views import workloads as view
 
-    monkeypatch.setattr(view, "MAX_ROWS", 1)
-    body = page(client, cast["researcher"])
-    assert "2 workloads, the first 1 shown (pending first, newest first; search by job ID for the others)" in body
+    monkeypatch.setattr(view, "PAGE_SIZE", 1)
+    explained = []
+    real = reads.explain_wait
+    monkeypatch.setattr(reads, "explain_wait", lambda request, *a, **k: explained.append(request.id) or real(
+        request, *a, **k))
+    first = page(client, cast["researcher"])
+    assert "2 workloads, 1–1 shown (pending first, newest first)" in first and "Page 1 of 2" in first
+    assert "slurm-a:1002" in first and "slurm-a:1001" not in first  # pending first
+    assert explained == [str(jobs["capped"].pk)]
+    second = page(client, cast["researcher"], page=2)
+    assert "slurm-a:1001" in second and "slurm-a:1002" not in second and 'rel="prev"' in second
+    assert page(client, cast["researcher"], page="x").count('<tr id="workload-') == 1  # a bad page: the first
 
 
 def test_the_team_page_links_to_the_explained_waits(client, cast, jobs, teams):

@@ -230,7 +230,7 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 @pytest.fixture(scope="session")
 def ray_workload(ray_cluster: RayCluster, tmp_path_factory) -> str:
-    """Submit scripts/ray/workload.py through the Jobs REST API with team metadata; wait until it
+    """Submit scripts/ray/workload.py through the Jobs REST API with team and submitter metadata; wait until it
     has placed everything and the autoscaler report shows its pending demand."""
     import httpx
 
@@ -239,7 +239,7 @@ def ray_workload(ray_cluster: RayCluster, tmp_path_factory) -> str:
     response = httpx.post(
         f"{ray_cluster.url}/api/jobs/",
         timeout=30,
-        json={"entrypoint": entrypoint, "metadata": {"team": "llm", "owner": "alice"}},
+        json={"entrypoint": entrypoint, "metadata": {"team": "llm", "user": "alice"}},
     )
     response.raise_for_status()
     submission = response.json()["submission_id"]

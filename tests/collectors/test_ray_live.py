@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from scheduling.collectors import RayActuator, RayCollector
 from scheduling.collectors.snapshot import WorkloadState
+from scheduling.models import Orchestrator, Workload
+from scheduling.selectors.workloads import active_workloads
+from scheduling.services.ingest import ingest_snapshot
 
 from .conftest import wait_for
 
@@ -75,6 +79,17 @@ def test_the_gang_the_actor_and_the_waiting_work_are_seen_with_their_team(ray_wo
     assert actor.state is WorkloadState.RUNNING and actor.gpus == 4
     assert sorted(w.gpus for w in by_name["too_big"] + by_name["wait_four"]) == [4, 4, 4, 16]
     assert {(w.team, w.user) for w in snapshot.workloads} == {("llm", "alice")}
+
+
+@pytest.mark.django_db
+def test_the_submitter_in_the_jobs_metadata_makes_its_work_that_portal_users(ray_cluster, ray_workload, collector):
+    alice = get_user_model().objects.create_user("alice")
+    ray = Orchestrator.objects.create(name="ray-live", kind="ray", endpoint=ray_cluster.url)
+    snapshot = _settled(collector)
+    ingest_snapshot(ray, snapshot)
+    mine = active_workloads(alice)
+    assert mine.count() == Workload.objects.filter(orchestrator=ray).count() > 0
+    assert {(w.cluster_user, w.team_id) for w in mine} == {("alice", None)}  # no portal team llm here
 
 
 def test_a_cluster_started_by_hand_can_only_be_observed(ray_cluster):

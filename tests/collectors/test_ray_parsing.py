@@ -9,6 +9,7 @@ import pytest
 from scheduling.collectors.errors import MalformedResponse, SourceUnavailable
 from scheduling.collectors.ray import _JobIndex, build_snapshot, load_report, pending_gpus, state_api_items
 from scheduling.collectors.snapshot import TeamMapping, WorkloadState
+from scheduling.engine.owners import Claim, NameKind
 from scheduling.engine.types import WorkloadKind
 
 from .conftest import load_fixture, load_shared, shared_dir
@@ -81,8 +82,18 @@ def test_pending_workloads_add_up_to_the_autoscaler_demand(snapshot):
 def test_teams_come_from_job_metadata_then_the_entrypoint(snapshot):
     assert {(w.team, w.user) for w in snapshot.workloads} == {("llm", "alice")}
     jobs = [{"job_id": "03000000", "entrypoint": "python train.py --team=vision", "metadata": {}}]
-    assert _JobIndex(jobs, TeamMapping()).owner("03000000") == ("vision", "")
-    assert _JobIndex(jobs, TeamMapping()).owner("unknown") == ("unassigned", "")
+    assert _JobIndex(jobs, TeamMapping()).owner("03000000") == {"team": "vision", "user": "", "claims": ()}
+    assert _JobIndex(jobs, TeamMapping()).owner("unknown") == {"team": "unassigned", "user": "", "claims": ()}
+
+
+def test_the_submitter_comes_from_metadata_user_or_submitter_before_the_legacy_owner_key():
+    jobs = [
+        {"job_id": "01", "metadata": {"submitter": "bob", "owner": "carol"}},
+        {"job_id": "02", "metadata": {"owner": "carol"}},
+    ]
+    index = _JobIndex(jobs, TeamMapping())
+    assert index.owner("01")["claims"] == (Claim(NameKind.RAY_SUBMITTER, "bob"),)
+    assert index.owner("02")["user"] == "carol"
 
 
 def test_a_truncated_or_partial_listing_is_refused_whole():

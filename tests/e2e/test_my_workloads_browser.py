@@ -1,7 +1,6 @@
 """Real headless chromium on "my workloads": alice's Slurm job waits at her team's cap, and the page says
 what to do about it, with a link to the quota form for her team."""
 
-import re
 from datetime import timedelta
 
 import pytest
@@ -21,17 +20,8 @@ def test_alice_sees_her_pending_job_explained_with_a_request_quota_link(session,
     )
     alice = session()
     alice.log_in("alice", "alice")
-    page = alice.go("/")
-    page.get_by_role("link", name="My workloads").click()
-    page.get_by_label("Job ID").fill("alice-capped")
-    page.get_by_role("button", name="Search").click()
-    row = page.locator(f"#workload-{job.pk}")
-    row.wait_for()
+    row = alice.my_workload_row("alice-capped", job.pk)
     assert "slurm-hpc:alice-capped-1" in row.inner_text()
     assert "your team is at its GPU limit of" in row.locator(".explanation").inner_text()
-    link = row.get_by_role("link", name="Request quota →")
-    assert link.get_attribute("href") == "/quota/new/?team=nlp"
-    link.click()
-    page.wait_for_url(re.compile(r".*/quota/new/\?team=nlp$"))
-    assert page.get_by_label("Team", exact=True).input_value() == str(job.team_id)
+    assert alice.request_quota_from(row, "nlp") == str(job.team_id)
     assert alice.errors == []

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine.explain import CODES, explain_wait
-from scheduling.engine.startplan import PoolSnapshot
+from scheduling.engine.startplan import PoolSnapshot, estimate_start, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, TopologyLevel
 
 from .fleets import dgx
@@ -121,3 +121,28 @@ def test_every_wait_gets_a_known_code_a_sentence_and_a_position(
     assert explanation.numbers["position"] == 1
     over_cap = cap is not None and in_use + job.gpus > cap
     assert (explanation.code == "quota_cap") == (over_cap or raw == "AssocGrpGRES")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    free=st.lists(st.integers(0, 8), min_size=1, max_size=5),
+    sizes=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 2), st.sampled_from([0, 600, 7200])),
+                   min_size=1, max_size=12),
+    ends=st.lists(st.sampled_from([None, 300.0, 3_600.0]), max_size=5),
+)
+def test_one_backfill_pass_estimates_every_queued_job_as_its_own_pass_would(data, free, sizes, ends) -> None:
+    nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
+    running = tuple(
+        RunningWorkload(f"r{i}", "t", float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
+                        expected_end=None if end is None else NOW + end)
+        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
+    )
+    queue = tuple(Request(f"q{i}", members=m, gpus_per_member=g, duration_estimate_s=d, team="t")
+                  for i, (g, m, d) in enumerate(sizes))
+    pool = PoolSnapshot("slurm", nodes, queue=queue, running=running, team_in_use={"t": 8.0},
+                        team_cap=data.draw(st.sampled_from([{}, {"t": 24.0}])))
+    asked = data.draw(st.lists(st.sampled_from(queue), unique_by=lambda r: r.id, min_size=1))
+    outsider = Request("new", gpus_per_member=2)
+    together = estimate_starts([*asked, outsider], pool, NOW)
+    assert together == {r.id: estimate_start(r, pool, NOW) for r in [*asked, outsider]}

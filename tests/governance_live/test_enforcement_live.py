@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
-from scheduling.models import DriftFinding, Membership, Orchestrator, Queue, Team
+from scheduling.models import DriftFinding, IdentityOverride, Membership, Orchestrator, Queue, Team
 from scheduling.services import enforcement
 from tests.k8s_live.conftest import cluster, wait_for  # noqa: F401 - the session's Kubernetes fixture
 from tests.support import active_grant
@@ -50,7 +50,7 @@ def portal_teams(django_user_model):
 
 
 def slurm_orchestrator(fleet) -> Orchestrator:
-    """The fleet as an auto-mode orchestrator; both members submit as root there (the identity override)."""
+    """The fleet as an auto-mode orchestrator; both members submit as root there (identity overrides)."""
     options = {
         "slurm_conf": fleet.env["SLURM_CONF"],
         "governance": {
@@ -58,10 +58,12 @@ def slurm_orchestrator(fleet) -> Orchestrator:
             "cluster": "gpuportal",
             "root_account": ROOT_ACCOUNT,
             "sacctmgr": fleet.sacctmgr_prefix()[0],
-            "user_overrides": {"alice": "root", "bob": "root"},
         },
     }
-    return Orchestrator.objects.create(name="hpc", kind="slurm", endpoint=fleet.url, options=options)
+    orchestrator = Orchestrator.objects.create(name="hpc", kind="slurm", endpoint=fleet.url, options=options)
+    for member in Membership.objects.select_related("user"):
+        IdentityOverride.objects.create(user=member.user, orchestrator=orchestrator, kind="slurm_user", name="root")
+    return orchestrator
 
 
 def slurm_accounts(fleet) -> dict:
