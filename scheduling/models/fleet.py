@@ -7,6 +7,18 @@ from simple_history.models import HistoricalRecords
 from scheduling.orchestrator_options import options_problems
 from scheduling.validators import check_credentials_ref, check_endpoint
 
+DEMO_PREFIX = "demo://"  # endpoints served by the embedded demo federation, not by a real cluster
+
+
+class OrchestratorQuerySet(models.QuerySet):
+    def real(self) -> "OrchestratorQuerySet":
+        """Enabled orchestrators a real cluster answers for (not the demo's)."""
+        return self.filter(enabled=True).exclude(endpoint__startswith=DEMO_PREFIX)
+
+    def governed(self) -> "OrchestratorQuerySet":
+        """The real Slurm, Kubernetes and Ray orchestrators: those governance enforces on."""
+        return self.real().filter(kind__in=Orchestrator.SCHEDULER_KINDS)
+
 
 class Orchestrator(models.Model):
     """One endpoint of kind slurm | kubernetes | ray, with the pool of nodes it owns.
@@ -39,6 +51,7 @@ class Orchestrator(models.Model):
     )
     breaker_state = models.JSONField(default=dict, blank=True, editable=False)
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    objects = OrchestratorQuerySet.as_manager()
     history = HistoricalRecords(
         excluded_fields=["last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until"]
     )

@@ -225,6 +225,7 @@ def test_a_failing_orchestrator_keeps_its_changes_pending_and_the_others_proceed
     outcome = rounds()
     down, up = outcome["a-down"], outcome["b-up"]
     assert down.error and "connection refused" in down.error and up.applied and not up.error
+    assert set(down.pending) == set(up.applied)  # the same intent, not yet applied there: retried next round
     assert not AppliedObject.objects.filter(orchestrator__name="a-down").exists()
     assert EnforcementOutcome.objects.get(orchestrator__name="a-down").error
     clusters["a-down"].down = False
