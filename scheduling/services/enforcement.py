@@ -264,8 +264,10 @@ class KubernetesCluster:
     gov: KubernetesGovernance
     volcano: bool
     kueue: bool = False
+    mapped: dict[str, list[str]] = field(default_factory=dict)  # options.governance.namespaces
 
     def read(self, desired: DesiredState) -> list[NativeObject]:
+        missing_namespaces(self.mapped, self.gov.namespace_names())
         found: list[NativeObject] = [*self.gov.read_namespaces(), *self.gov.read_quotas()]
         if self.volcano:
             found += self.gov.read_volcano_queues()
@@ -275,6 +277,20 @@ class KubernetesCluster:
 
     def apply(self, changes: Sequence[Change]) -> list[ApplyResult]:
         return apply_kubernetes(changes, self.gov)
+
+
+def missing_namespaces(mapped: dict[str, list[str]], existing: set[str]) -> None:
+    """An explicit mapping names namespaces where the team's workloads run: one missing from the cluster is
+    almost surely a typo, and making it would cap an empty namespace while the real one stays uncapped. So the
+    orchestrator's round stops there, before any write (docs/governance.md, "Namespaces: made or refused")."""
+    problems = [
+        InputProblem(f"options.governance.namespaces.{team}", f"namespace {name!r} does not exist on the cluster")
+        for team, names in sorted(mapped.items())
+        for name in names
+        if name not in existing
+    ]
+    if problems:
+        raise GovernanceInputError(problems)
 
 
 @dataclass
@@ -299,7 +315,8 @@ def cluster_for(orchestrator: Orchestrator) -> Cluster:
         return SlurmCluster(SlurmAccountingWriter(run, options.get("cluster", orchestrator.name)))
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
         gov = KubernetesGovernance(orchestrator_access.kubernetes_api(orchestrator))
-        return KubernetesCluster(gov, bool(options.get("volcano", True)), gov.kueue_installed())
+        mapped = dict(options.get("namespaces") or {})
+        return KubernetesCluster(gov, bool(options.get("volcano", True)), gov.kueue_installed(), mapped)
     return RayPool()
 
 

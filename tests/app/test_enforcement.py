@@ -370,3 +370,37 @@ def test_an_admin_switches_an_orchestrators_mode_with_a_reason_and_it_is_audited
     latest = hpc.history.first()
     assert enforcement.mode_of(hpc) == other
     assert latest.history_change_reason == "trusted now" and latest.history_user == cast["admin"]
+
+
+class NamespacesOnly:
+    """A Kubernetes API holding only the namespace ``research``: any write is recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def namespace_names(self):
+        return {"research", "kube-system"}
+
+    def read_namespaces(self):
+        return []
+
+    read_quotas = read_volcano_queues = read_namespaces
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.writes.append(name)
+
+
+def test_a_mapping_naming_a_namespace_missing_from_the_cluster_stops_that_round_before_any_write(
+    queues, clusters, monkeypatch
+):
+    k8s = governed("k8s", kind="kubernetes", namespaces={"research": ["research"], "nlp": ["nlp-train"]})
+    api = NamespacesOnly()
+    cluster = enforcement.KubernetesCluster(api, volcano=True, mapped={"research": ["research"], "nlp": ["nlp-train"]})
+    real_cluster_for = enforcement.cluster_for
+    monkeypatch.setattr(enforcement, "cluster_for", lambda o: cluster if o == k8s else real_cluster_for(o))
+    outcome = rounds()["k8s"]
+    assert "options.governance.namespaces.nlp: namespace 'nlp-train' does not exist on the cluster" in outcome.error
+    assert "namespace 'research'" not in outcome.error  # the existing one is not blamed
+    assert api.writes == [] and outcome.applied == []
+    assert not AppliedObject.objects.filter(orchestrator=k8s).exists()
+    assert "k8s_resource_quota:research/gpuportal-gpu" in outcome.pending  # waits for the mapping to be fixed
