@@ -52,7 +52,15 @@ def portal_env(redis: str) -> dict[str, str]:
 def start_worker(env: dict[str, str]) -> subprocess.Popen:
     argv = [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--pool=solo", "--loglevel=WARNING"]
     argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
-    return subprocess.Popen(argv, cwd=live.REPO, env={**os.environ, **env})
+    return subprocess.Popen(argv, cwd=live.REPO, env={**os.environ, **env}, stdout=sys.stderr)  # stdout: JSON only
+
+
+def wait_until_ready(celery_app) -> None:
+    """The worker answers a ping: the first trial does not time the worker's start."""
+    deadline = time.monotonic() + 120
+    while not celery_app.control.ping(timeout=1.0):
+        if time.monotonic() > deadline:
+            raise live.Unavailable("the Celery worker did not answer a ping within 120 s")
 
 
 def federation(slurm: dict[str, str], k8s: dict[str, str]):
@@ -85,7 +93,7 @@ def federation(slurm: dict[str, str], k8s: dict[str, str]):
         Node.objects.create(orchestrator=hpc, name=f"dgx{i:02d}", gpu_model="H100", gpu_total=8)
     k8s_options = {
         "kubeconfig": k8s["K8S_PORTAL_KUBECONFIG"],
-        "governance": {"mode": "auto", "namespaces": {slug: [slug] for slug in TEAMS}},
+        "governance": {"mode": "auto"},  # each team in a namespace named after it, made by the portal
     }
     Orchestrator.objects.create(name="k8s", kind="kubernetes", endpoint="https://127.0.0.1", options=k8s_options)
     return teams["atlas"], alice, admin
@@ -134,14 +142,19 @@ def measure(slurm: dict[str, str], k8s: dict[str, str], env: dict[str, str]) -> 
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 
+    from gpuportal.celery import app as celery_app
     from scheduling.models import EnforcementRun
     from scheduling.services import enforcement
 
     team, alice, admin = federation(slurm, k8s)
-    enforcement.reconcile()  # the standing state: accounts, associations, namespaces, quotas, queues
+    standing = enforcement.reconcile()  # the standing state: accounts, associations, namespaces, quotas, queues
+    if any(o.error for o in standing):
+        raise live.Unavailable("; ".join(f"{o.orchestrator}: {o.error}" for o in standing if o.error)[:800])
     core = k8s_client.CoreV1Api(k8s_config.new_client_from_config(config_file=k8s["K8S_ADMIN_KUBECONFIG"]))
+    celery_app.control.purge()  # an earlier run's messages must not run rounds here
     worker = start_worker(env)
     try:
+        wait_until_ready(celery_app)
         trials = [one_trial(team, alice, admin, TEAMS["atlas"][2] + STEP * (i + 1), slurm, core) for i in range(TRIALS)]
     finally:
         worker.terminate()
