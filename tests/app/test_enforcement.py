@@ -312,12 +312,17 @@ def test_an_admin_approves_a_plan_and_adopts_a_drift_on_the_governance_page(clie
     assert plan.state == "approved" and finding.state == "adopted" and finding.decided_by == cast["admin"]
 
 
-def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(client, queues, cast, teams, clusters):
+def research_drifted_beside_a_ray_pool(clusters) -> None:
+    """hpc enforced, then research's Fairshare edited by hand there (an open drift); a Ray pool governed too."""
     governed("hpc")
     governed("ray-pool", kind="ray")
     enforcement.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
     enforcement.reconcile()
+
+
+def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(client, queues, cast, teams, clusters):
+    research_drifted_beside_a_ray_pool(clusters)
     client.force_login(cast["lead"])
     page = client.get(reverse("team-detail", args=["research"])).content.decode()
     assert "Enforced on the clusters" in page and 'badge bad">drift' in page
@@ -404,3 +409,17 @@ def test_a_mapping_naming_a_namespace_missing_from_the_cluster_stops_that_round_
     assert api.writes == [] and outcome.applied == []
     assert not AppliedObject.objects.filter(orchestrator=k8s).exists()
     assert "k8s_resource_quota:research/gpuportal-gpu" in outcome.pending  # waits for the mapping to be fixed
+
+
+def test_the_fairshare_editor_shows_what_each_cluster_enforces_with_drift_and_the_ray_note(
+    client, queues, cast, clusters
+):
+    research_drifted_beside_a_ray_pool(clusters)
+    client.force_login(cast["admin"])
+    page = client.get(reverse("fairshare")).content.decode()
+    section = page.split('id="enforced-shares"', 1)[1]
+    production = section.split('<th scope="row">production</th><td>hpc</td>', 1)[1].split("</tr>", 1)[0]
+    assert 'badge ok">enforced' in production and "Fairshare 6000 · GrpTRES gres/gpu=64" in production
+    research = section.split('<th scope="row">research</th><td>hpc</td>', 1)[1].split("</tr>", 1)[0]
+    assert 'badge bad">drift' in research
+    assert "ray-pool: Ray: pool-level only" in section
