@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,6 +49,14 @@ def portal_env(redis: str) -> dict[str, str]:
     env = {"CELERY_BROKER_URL": redis, "GPUPORTAL_VAR_DIR": tempfile.mkdtemp(prefix="gpuportal-bench-var-")}
     os.environ.update(env)
     return env
+
+
+def require_redis(url: str) -> None:
+    address = urlsplit(url)
+    try:
+        socket.create_connection((address.hostname or "127.0.0.1", address.port or 6379), timeout=2).close()
+    except OSError as error:
+        raise live.Unavailable(f"no Redis at {url} (set BENCH_REDIS_URL): {error}") from error
 
 
 def start_worker(env: dict[str, str]) -> subprocess.Popen:
@@ -179,6 +189,7 @@ def main() -> None:
     env = portal_env(os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
     stops = []
     try:
+        require_redis(env["CELERY_BROKER_URL"])
         slurm, stop = live.start_slurm(SLURM_PORTS, "bench_enforce_slurm_acct")
         stops.append(stop)
         k8s, stop = live.start_kubernetes(K8S_PORTS)
