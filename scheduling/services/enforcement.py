@@ -325,7 +325,7 @@ def cluster_for(orchestrator: Orchestrator) -> Cluster:
 
 def _causes() -> dict[str, tuple[str, Any]]:
     """Per team slug, the latest portal change to it (a queue edit, a grant, the team itself): text and author."""
-    found: dict[str, tuple[datetime, str, Any]] = {}
+    found: dict[str, tuple[datetime, str, Any, int | None]] = {}
     slugs = dict(Team.objects.values_list("pk", "slug"))
     for model, label in ((Queue, "queue"), (QuotaGrant, "grant"), (Team, "team")):
         history = model.history.model  # type: ignore[attr-defined]
@@ -345,8 +345,20 @@ def _causes() -> dict[str, tuple[str, Any]]:
             text = f"{label} of {slug} {verb} by {who} at {row.history_date:%Y-%m-%d %H:%M}"
             if row.history_change_reason:
                 text += f": {row.history_change_reason}"
-            found[slug] = (row.history_date, text, row.history_user)
-    return {slug: (text, user) for slug, (_at, text, user) in found.items()}
+            found[slug] = (row.history_date, text, row.history_user, row.id if model is QuotaGrant else None)
+    return {slug: _with_granter(text, user, grant_id) for slug, (_at, text, user, grant_id) in found.items()}
+
+
+def _with_granter(text: str, user, grant_id: int | None) -> tuple[str, Any]:
+    """A grant's period starting or ending is the portal's doing, but the person answerable is who granted it
+    (an approval whose period has begun activates the grant at once, so that row is the latest)."""
+    if user is not None or grant_id is None:
+        return text, user
+    history = QuotaGrant.history.model  # type: ignore[attr-defined]
+    created = history.objects.filter(id=grant_id, history_type="+").select_related("history_user").first()
+    if created is None or created.history_user is None:
+        return text, user
+    return f"{text} (granted by {created.history_user.get_username()})", created.history_user
 
 
 # ----------------------------------------------------------------------------------------- one round

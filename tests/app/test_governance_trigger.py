@@ -13,7 +13,7 @@ from django.utils import timezone
 
 import scheduling.tasks  # noqa: F401 - registers the task an eager publish runs
 from gpuportal.celery import app as celery_app
-from scheduling.models import EnforcementRun, Orchestrator
+from scheduling.models import AppliedObject, EnforcementRun, Orchestrator
 from scheduling.services import enforcement, governance, governance_trigger, quota
 from tests.app.test_enforcement import clusters, governed, hand_edit  # noqa: F401 - the fake clusters fixture
 
@@ -80,6 +80,9 @@ def test_an_approval_enforces_the_grant_without_waiting_for_the_beat_round(
     # the grant adds to nlp's cap and to every ancestor's (a parent's GrpTRES caps its subtree)
     assert clusters["hpc"].account("nlp").grp_tres == (("gres/gpu", 40),)
     assert clusters["hpc"].account("research").grp_tres == (("gres/gpu", 56),)
+    # audited with who granted it, though the portal's activation of the grant is its latest change
+    row = AppliedObject.objects.get(orchestrator__name="hpc", object_id="slurm_account:nlp")
+    assert row.caused_by == cast["lead"] and f"(granted by {cast['lead'].username})" in row.cause
 
 
 def test_the_round_is_asked_for_only_once_the_change_commits(

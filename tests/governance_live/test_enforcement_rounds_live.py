@@ -114,8 +114,8 @@ def test_an_approval_alone_enforces_the_grant_on_slurm_and_kubernetes(portal_wor
     outcomes = {o.orchestrator.name: o for o in triggered.get().outcomes.all()}
     assert outcomes["hpc"].applied >= 1 and outcomes["k8s"].applied >= 1
     assert not outcomes["hpc"].error and not outcomes["k8s"].error
-    cause = AppliedObject.objects.get(orchestrator__name="hpc", object_id="slurm_account:atlas").cause
-    assert "grant of atlas" in cause  # the audit row names the portal change that caused the write
+    audit = AppliedObject.objects.get(orchestrator__name="hpc", object_id="slurm_account:atlas")
+    assert "grant of atlas" in audit.cause and audit.caused_by == admin  # the change that caused it, and who
 
 
 # ------------------------------------------------------------------------------------- partial apply
