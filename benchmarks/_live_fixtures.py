@@ -46,8 +46,23 @@ def _stopper(script: Path, env: dict[str, str], state: str):
     return stop
 
 
-def start_kubernetes():
-    """kube-apiserver + etcd + kube-scheduler, seeded with the fleet of docs/kubernetes-fixture.md."""
+K8S_PORTS = ("K8S_ETCD_PORT", "K8S_ETCD_PEER_PORT", "K8S_API_PORT", "K8S_SCHEDULER_PORT", "K8S_CONTROLLER_MANAGER_PORT")
+
+
+def _started(scripts: Path, env: dict[str, str], state: str, timeout: float):
+    """``scripts``/start.sh run in ``env``: its KEY=VALUE lines and the stopper (run at once if it fails)."""
+    stop = _stopper(scripts / "stop.sh", env, state)
+    try:
+        values = _run(scripts / "start.sh", env, timeout)
+    except BaseException:
+        stop()
+        raise
+    return values, stop
+
+
+def start_kubernetes(ports: dict[str, int] | None = None):
+    """kube-apiserver + etcd + kube-scheduler + kube-controller-manager, seeded with the fleet of
+    docs/kubernetes-fixture.md; on ``ports`` (names of K8S_PORTS) where given, else free ones."""
     binaries = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/bin"))
     if os.geteuid() != 0 or not (binaries / "kube-apiserver").exists() or not shutil.which("etcd"):
         raise Unavailable("needs root and scripts/k8s/install.sh's binaries")
@@ -55,7 +70,7 @@ def start_kubernetes():
     env = {
         **os.environ,
         "K8S_STATE_DIR": state,
-        **{k: str(free_port()) for k in ("K8S_ETCD_PORT", "K8S_ETCD_PEER_PORT", "K8S_API_PORT", "K8S_SCHEDULER_PORT")},
+        **{k: str((ports or {}).get(k) or free_port()) for k in K8S_PORTS},
     }
     stop = _stopper(SCRIPTS / "k8s" / "stop.sh", env, state)
     try:
@@ -66,6 +81,22 @@ def start_kubernetes():
         stop()
         raise
     return values, stop
+
+
+def start_slurm(ports: dict[str, int], acct_db: str, nodes: int = 2):
+    """Slurm 22.05 with slurmdbd accounting (scripts/slurm/start.sh) on ``ports`` (SLURMCTLD_PORT,
+    SLURMDBD_PORT, SLURMRESTD_PORT, SLURMD_PORT_BASE) and its own accounting database ``acct_db``."""
+    if os.geteuid() != 0 or not shutil.which("slurmdbd") or not shutil.which("mariadb"):
+        raise Unavailable("needs root and scripts/slurm/install.sh (slurmdbd, MariaDB)")
+    state = tempfile.mkdtemp(prefix="gpuportal-slurm-bench-")
+    env = {
+        **os.environ,
+        "SLURM_STATE_DIR": state,
+        "SLURM_ACCT_DB": acct_db,
+        "SLURM_NODES": str(nodes),
+        **{k: str(v) for k, v in ports.items()},
+    }
+    return _started(SCRIPTS / "slurm", env, state, 300)
 
 
 def start_ray():
@@ -122,10 +153,4 @@ def start_prometheus(hosts: list[str]):
         "EXPORTER_CONFIG": str(config),
         "SCRAPE_INTERVAL": "1s",
     }
-    stop = _stopper(SCRIPTS / "prometheus" / "stop.sh", env, state)
-    try:
-        values = _run(SCRIPTS / "prometheus" / "start.sh", env, 60)
-    except BaseException:
-        stop()
-        raise
-    return values, stop
+    return _started(SCRIPTS / "prometheus", env, state, 60)

@@ -395,6 +395,9 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 GPUPORTAL_ROUND_SECONDS = env.int("GPUPORTAL_ROUND_SECONDS", default=30)
+# A change the clusters must enforce (a grant approved or revoked, shares saved) asks for a governance round this
+# many seconds after it commits, so a burst of changes makes one round (services/governance_trigger.py).
+GPUPORTAL_GOVERNANCE_TRIGGER_DELAY_S = env.float("GPUPORTAL_GOVERNANCE_TRIGGER_DELAY_S", default=2.0)
 GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # trace seconds per real second
 # 1: this database is a throwaway demo, so demo_setup may create admin/admin in it (make demo passes a flag).
 GPUPORTAL_DEMO = env.bool("GPUPORTAL_DEMO", default=False)

@@ -32,6 +32,7 @@ REBALANCE_COMMON = {
 # (the default) stores them as a plan an admin approves; the rest is how the portal's teams map onto the kind.
 GOVERNANCE_COMMON = {"mode": {"enum": ["auto", "review"]}, "gpu_model": STRING}
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}  # a Slurm account/user name
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # a Kubernetes namespace name (RFC 1123 label)
 GOVERNANCE = {
     "slurm": {
         "cluster": NAME,
@@ -42,7 +43,7 @@ GOVERNANCE = {
     "kubernetes": {
         "namespaces": {
             "type": "object",
-            "additionalProperties": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 63}},
+            "additionalProperties": {"type": "array", "items": {"type": "string", "pattern": DNS_LABEL}},
         },
         "kueue_cohort": STRING,
         "kueue_flavor": STRING,
@@ -131,6 +132,23 @@ def options_problems(kind: str, options: object) -> list[str]:
     return [_describe(kind, error) for error in errors] or _kubeconfig_problems(options)
 
 
+def mapping_problems(options: object, teams: set[str]) -> list[str]:
+    """The team -> namespaces mapping (``governance.namespaces``) names teams of the portal (``teams``: their
+    slugs), and each namespace for one team only: caught on save, before any round writes anything."""
+    governance = options.get("governance") if isinstance(options, dict) else None
+    mapping = governance.get("namespaces") if isinstance(governance, dict) else None
+    if not isinstance(mapping, dict):
+        return []
+    where = "options.governance.namespaces"
+    problems = [f"{where}.{team}: {team!r} is not a team of the portal" for team in sorted(set(mapping) - teams)]
+    owner: dict[str, str] = {}
+    for team, namespaces in sorted(mapping.items()):
+        for namespace in namespaces if isinstance(namespaces, list) else ():
+            if owner.setdefault(namespace, team) != team:
+                problems.append(f"{where}.{team}: namespace {namespace!r} is mapped to {owner[namespace]!r} already")
+    return problems
+
+
 def _kubeconfig_problems(options: object) -> list[str]:
     """A kubeconfig is a credential: it may only lie where credentials files may (scheduling/validators.py)."""
     kubeconfig = options.get("kubeconfig") if isinstance(options, dict) else None
@@ -151,4 +169,7 @@ def _describe(kind: str, error) -> str:
         return f"{where}: unknown key {unknown} for a {kind} source (known: {known})"
     if error.validator == "type" and not error.absolute_path:
         return f"{where}: must be a JSON object of settings, got {json.dumps(error.instance)[:40]}"
+    if error.validator == "pattern" and error.validator_value == DNS_LABEL:
+        rule = "a namespace name is at most 63 lower-case letters, digits and '-', starting and ending alphanumeric"
+        return f"{where}: {json.dumps(error.instance)[:70]} is not a namespace name ({rule})"
     return f"{where}: {error.message}"

@@ -5,6 +5,8 @@ has a hard time limit, the long ones their own (GPUPORTAL_TASK_TIME_LIMITS); the
 timeout outlasts the longest, so a message comes back only when its worker is really gone.
 """
 
+from datetime import datetime
+
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -159,6 +161,17 @@ def replay_trace(spec: dict[str, object]) -> dict[str, object]:
 @shared_task(acks_late=True)
 def reconcile_governance() -> dict[str, dict[str, int]]:
     """One governance round (docs/governance.md): counts per orchestrator."""
+    return _round_counts(enforcement.reconcile())
+
+
+@shared_task(acks_late=True)
+def reconcile_governance_soon(requested_at: str) -> dict[str, dict[str, int]] | None:
+    """The round a change asked for (services/governance_trigger.py); None when a later round read it already."""
+    outcomes = enforcement.reconcile_requested(datetime.fromisoformat(requested_at))
+    return None if outcomes is None else _round_counts(outcomes)
+
+
+def _round_counts(outcomes: list[enforcement.OrchestratorRound]) -> dict[str, dict[str, int]]:
     return {
         o.orchestrator: {
             "applied": len(o.applied),
@@ -167,5 +180,5 @@ def reconcile_governance() -> dict[str, dict[str, int]]:
             "failed": len(o.failed),
             "pending": len(o.pending),
         }
-        for o in enforcement.reconcile()
+        for o in outcomes
     }

@@ -19,7 +19,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
-from scheduling.orchestrator_options import options_problems
+from scheduling.models.fleet import all_options_problems
 from scheduling.services.orchestrators import has_credentials
 from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
@@ -139,7 +139,7 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
     def validate(self, attrs):
         """Options against the schema of the kind they will run under (a PATCH may change either)."""
         kind = attrs.get("kind", getattr(self.instance, "kind", None))
-        problems = options_problems(kind, attrs.get("options", getattr(self.instance, "options", {})))
+        problems = all_options_problems(kind, attrs.get("options", getattr(self.instance, "options", {})))
         if problems:
             raise serializers.ValidationError({"options": problems})
         return attrs

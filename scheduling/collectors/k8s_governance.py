@@ -215,6 +215,11 @@ class KubernetesGovernance:
         found = _call("list namespaces", self.core.list_namespace, label_selector=TEAM_LABEL)
         return [parse_namespace(_plain(ns, self.api_client)) for ns in found.items]
 
+    def namespace_names(self) -> set[str]:
+        """Every namespace on the cluster, labelled or not (an explicit mapping must name existing ones)."""
+        found = _call("list namespaces", self.core.list_namespace)
+        return {ns.metadata.name for ns in found.items}
+
     def read_quotas(self) -> list[K8sResourceQuota]:
         found = _call(
             "list resourcequotas",

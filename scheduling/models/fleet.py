@@ -4,8 +4,31 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from scheduling.orchestrator_options import options_problems
+from scheduling.orchestrator_options import mapping_problems, options_problems
 from scheduling.validators import check_credentials_ref, check_endpoint
+
+from .teams import Team
+
+DEMO_PREFIX = "demo://"  # endpoints served by the embedded demo federation, not by a real cluster
+
+
+def all_options_problems(kind: str, options: object) -> list[str]:
+    """The options' shape for ``kind`` (the JSON schema), then what only the database can tell: a governance
+    mapping naming a team that does not exist (the admin, the API and ``register_orchestrator`` all ask)."""
+    problems = options_problems(kind, options)
+    if problems or kind != Orchestrator.Kind.KUBERNETES:
+        return problems
+    return mapping_problems(options, set(Team.objects.values_list("slug", flat=True)))
+
+
+class OrchestratorQuerySet(models.QuerySet):
+    def real(self) -> "OrchestratorQuerySet":
+        """Enabled orchestrators a real cluster answers for (not the demo's)."""
+        return self.filter(enabled=True).exclude(endpoint__startswith=DEMO_PREFIX)
+
+    def governed(self) -> "OrchestratorQuerySet":
+        """The real Slurm, Kubernetes and Ray orchestrators: those governance enforces on."""
+        return self.real().filter(kind__in=Orchestrator.SCHEDULER_KINDS)
 
 
 class Orchestrator(models.Model):
@@ -39,6 +62,7 @@ class Orchestrator(models.Model):
     )
     breaker_state = models.JSONField(default=dict, blank=True, editable=False)
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    objects = OrchestratorQuerySet.as_manager()
     history = HistoricalRecords(
         excluded_fields=["last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until"]
     )
@@ -58,7 +82,7 @@ class Orchestrator(models.Model):
                 check(getattr(self, field))
             except ValidationError as error:
                 errors[field] = error.messages
-        problems = options_problems(self.kind, self.options)
+        problems = all_options_problems(self.kind, self.options)
         if problems:
             errors["options"] = problems
         if errors:

@@ -142,3 +142,59 @@ def governance_page(limit: int = 20) -> GovernancePage:
         decided_drifts=list(drifts.exclude(state=DriftFinding.State.OPEN)[:limit]),
         decided_plans=list(plans.exclude(state=EnforcementPlan.State.PENDING)[:limit]),
     )
+
+
+@dataclass(frozen=True)
+class ShareEnforcement:
+    """What one orchestrator holds of one team's share, for the fair-share editor."""
+
+    orchestrator: str
+    status: str  # enforced | drift | pending | failed | "" (nothing applied yet)
+    enforced: str  # e.g. "Fairshare 4000 · GrpTRES gres/gpu=48", "weight 2000 · capability 12 GPUs"
+
+
+SHARE_OBJECTS = ("slurm_account", "volcano_queue")  # the objects that carry a team's weight and cap
+
+
+def share_enforcement() -> tuple[dict[str, list[ShareEnforcement]], list[str]]:
+    """Per team slug, each governed Slurm and Kubernetes orchestrator's hold of its share as of the last round;
+    and the Ray orchestrators, whose enforcement is pool-level only. Four queries, whatever the team count."""
+    outcomes = _latest_outcomes()
+    orchestrators = list(Orchestrator.objects.filter(pk__in=outcomes.keys()).order_by("name"))
+    applied = {
+        (a.orchestrator_id, a.team): a for a in AppliedObject.objects.filter(kind__in=SHARE_OBJECTS).exclude(team="")
+    }
+    drifting = set(DriftFinding.objects.filter(state=DriftFinding.State.OPEN).values_list("orchestrator_id", "team"))
+    waiting = {
+        (plan.orchestrator_id, entry.get("team"))
+        for plan in EnforcementPlan.objects.filter(state__in=WAITING)
+        for entry in plan.changes
+    }
+    found: dict[str, list[ShareEnforcement]] = {}
+    for slug in Team.objects.order_by("slug").values_list("slug", flat=True):
+        for o in orchestrators:
+            if o.kind == Orchestrator.Kind.RAY:
+                continue
+            row = applied.get((o.pk, slug))
+            key = (o.pk, slug)
+            status = (
+                "drift" if key in drifting
+                else "pending" if key in waiting
+                else "failed" if outcomes[o.pk].error
+                else "enforced" if row is not None
+                else ""
+            )  # fmt: skip
+            found.setdefault(slug, []).append(ShareEnforcement(o.name, status, _share_text(row)))
+    return found, [o.name for o in orchestrators if o.kind == Orchestrator.Kind.RAY]
+
+
+def _share_text(row: AppliedObject | None) -> str:
+    if row is None:
+        return "not applied yet"
+    settings = row.settings or {}
+    if row.kind == "slurm_account":
+        caps = " ".join(f"{name}={count}" for name, count in settings.get("grp_tres") or ())
+        return f"Fairshare {settings.get('fairshare')}" + (f" · GrpTRES {caps}" if caps else "")
+    capability = settings.get("capability_gpus")
+    cap = "uncapped" if capability is None else f"capability {capability} GPUs"
+    return f"weight {settings.get('weight')} · guarantee {settings.get('guarantee_gpus')} · {cap}"

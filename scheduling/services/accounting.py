@@ -21,6 +21,7 @@ from scheduling.models import AccountingSource, Orchestrator, Team, Workload
 
 from . import identity
 from .bulk import chunks, field_values, write_rows
+from .metrics import refresh_rollups
 from .orchestrators import AccountingReader, accounting_reader, masked, teams_of
 
 # Each read starts this far before the last one ended: slurmdbd learns of a job's end late when slurmctld
@@ -52,12 +53,14 @@ def sync_accounting(
     source, _ = AccountingSource.objects.get_or_create(orchestrator=orchestrator)
     since = source.read_until - OVERLAP if source.read_until else now - FIRST_READ
     try:
-        jobs = reader(since.timestamp(), now.timestamp())
+        jobs = [job for job in reader(since.timestamp(), now.timestamp()) if job.gpus]
     except CollectorError as error:
         return _mark_stale(orchestrator, str(error), now)
     with transaction.atomic():
         written = record_finished_jobs(orchestrator, jobs)
         AccountingSource.objects.filter(pk=source.pk).update(read_until=now, last_success_at=now, jobs_recorded=written)
+        if written:  # jobs shorter than a round join the utilisation rollups (metrics._add_unsampled_jobs)
+            refresh_rollups(_at(min(j.start for j in jobs)), _at(max(j.end for j in jobs)))
     source.refresh_from_db()
     return source
 

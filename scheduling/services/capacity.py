@@ -14,11 +14,12 @@ from scheduling.models import CapacityLock, Node, Queue, QuotaGrant
 LIVE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
 
 
-def lock_capacity() -> None:
+def lock_capacity(scope: str = "quota") -> None:
     """Serialise everything that adds promises (approvals, guarantee edits) until the transaction ends, so
-    each sees the others' writes. Call inside ``transaction.atomic``, before reading any promise."""
-    CapacityLock.objects.get_or_create(scope="quota")
-    CapacityLock.objects.select_for_update().get(scope="quota")
+    each sees the others' writes. Call inside ``transaction.atomic``, before reading any promise. Another
+    ``scope`` is another lock on the same table (e.g. "governance-round")."""
+    CapacityLock.objects.get_or_create(scope=scope)
+    CapacityLock.objects.select_for_update().get(scope=scope)
 
 
 def gpu_supply() -> dict[str, int]:

@@ -21,7 +21,7 @@ from scheduling.models import CollectorRun, Orchestrator
 from .accounting import sync_accounting
 from .audit import save_audited
 from .busy import scrape_busy
-from .demo import DEMO_PREFIX, run_demo_round
+from .demo import run_demo_round
 from .fragmentation import prune_fragmentation_samples, record_fragmentation_sample
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
@@ -75,7 +75,7 @@ def _ms_since(started: float) -> int:
 
 
 def real_orchestrators():
-    return Orchestrator.objects.filter(enabled=True).exclude(endpoint__startswith=DEMO_PREFIX)
+    return Orchestrator.objects.real()
 
 
 def register_orchestrator(

@@ -24,13 +24,13 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.models.fleet import DEMO_PREFIX
 from scheduling.selectors.fleet import engine_nodes
 
 from . import quota
 from .ledger import evaluate_quietly, record_demo_views
 from .metrics import refresh_rollups
 
-DEMO_PREFIX = "demo://"
 DEMO_USERS = (  # username, password, team, role, staff
     ("admin", "admin", None, None, True),
     ("lead", "lead", "research", Membership.Role.LEAD, False),

@@ -77,10 +77,14 @@ from scheduling.models import (
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
+<<<<<<< HEAD
 from . import identity
+=======
+from . import governance_trigger
+>>>>>>> gov4
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
-from .collection import real_orchestrators
+from .capacity import lock_capacity
 
 AUTO, REVIEW = "auto", "review"
 # What a cluster's reader or writer may raise when it is down: a collector's error, the OS's, the transport's.
@@ -190,7 +194,7 @@ def governance_input(at: datetime) -> GovernanceInput:
 
 def governed_orchestrators() -> list[Orchestrator]:
     """The real (not demo), enabled Slurm, Kubernetes and Ray orchestrators."""
-    return list(real_orchestrators().filter(kind__in=Orchestrator.SCHEDULER_KINDS).order_by("name"))
+    return list(Orchestrator.objects.governed().order_by("name"))
 
 
 def mode_of(orchestrator: Orchestrator) -> str:
@@ -265,8 +269,10 @@ class KubernetesCluster:
     gov: KubernetesGovernance
     volcano: bool
     kueue: bool = False
+    mapped: dict[str, list[str]] = field(default_factory=dict)  # options.governance.namespaces
 
     def read(self, desired: DesiredState) -> list[NativeObject]:
+        missing_namespaces(self.mapped, self.gov.namespace_names())
         found: list[NativeObject] = [*self.gov.read_namespaces(), *self.gov.read_quotas()]
         if self.volcano:
             found += self.gov.read_volcano_queues()
@@ -276,6 +282,20 @@ class KubernetesCluster:
 
     def apply(self, changes: Sequence[Change]) -> list[ApplyResult]:
         return apply_kubernetes(changes, self.gov)
+
+
+def missing_namespaces(mapped: dict[str, list[str]], existing: set[str]) -> None:
+    """An explicit mapping names namespaces where the team's workloads run: one missing from the cluster is
+    almost surely a typo, and making it would cap an empty namespace while the real one stays uncapped. So the
+    orchestrator's round stops there, before any write (docs/governance.md, "Namespaces: made or refused")."""
+    problems = [
+        InputProblem(f"options.governance.namespaces.{team}", f"namespace {name!r} does not exist on the cluster")
+        for team, names in sorted(mapped.items())
+        for name in names
+        if name not in existing
+    ]
+    if problems:
+        raise GovernanceInputError(problems)
 
 
 @dataclass
@@ -300,7 +320,8 @@ def cluster_for(orchestrator: Orchestrator) -> Cluster:
         return SlurmCluster(SlurmAccountingWriter(run, options.get("cluster", orchestrator.name)))
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
         gov = KubernetesGovernance(orchestrator_access.kubernetes_api(orchestrator))
-        return KubernetesCluster(gov, bool(options.get("volcano", True)), gov.kueue_installed())
+        mapped = dict(options.get("namespaces") or {})
+        return KubernetesCluster(gov, bool(options.get("volcano", True)), gov.kueue_installed(), mapped)
     return RayPool()
 
 
@@ -309,7 +330,7 @@ def cluster_for(orchestrator: Orchestrator) -> Cluster:
 
 def _causes() -> dict[str, tuple[str, Any]]:
     """Per team slug, the latest portal change to it (a queue edit, a grant, the team itself): text and author."""
-    found: dict[str, tuple[datetime, str, Any]] = {}
+    found: dict[str, tuple[datetime, str, Any, int | None]] = {}
     slugs = dict(Team.objects.values_list("pk", "slug"))
     for model, label in ((Queue, "queue"), (QuotaGrant, "grant"), (Team, "team")):
         history = model.history.model  # type: ignore[attr-defined]
@@ -329,8 +350,20 @@ def _causes() -> dict[str, tuple[str, Any]]:
             text = f"{label} of {slug} {verb} by {who} at {row.history_date:%Y-%m-%d %H:%M}"
             if row.history_change_reason:
                 text += f": {row.history_change_reason}"
-            found[slug] = (row.history_date, text, row.history_user)
-    return {slug: (text, user) for slug, (_at, text, user) in found.items()}
+            found[slug] = (row.history_date, text, row.history_user, row.id if model is QuotaGrant else None)
+    return {slug: _with_granter(text, user, grant_id) for slug, (_at, text, user, grant_id) in found.items()}
+
+
+def _with_granter(text: str, user, grant_id: int | None) -> tuple[str, Any]:
+    """A grant's period starting or ending is the portal's doing, but the person answerable is who granted it
+    (an approval whose period has begun activates the grant at once, so that row is the latest)."""
+    if user is not None or grant_id is None:
+        return text, user
+    history = QuotaGrant.history.model  # type: ignore[attr-defined]
+    created = history.objects.filter(id=grant_id, history_type="+").select_related("history_user").first()
+    if created is None or created.history_user is None:
+        return text, user
+    return f"{text} (granted by {created.history_user.get_username()})", created.history_user
 
 
 # ----------------------------------------------------------------------------------------- one round
@@ -442,7 +475,7 @@ def reconcile_orchestrator(
         plan = plan_round(orchestrator, cluster, data, at)
     except (*UNREACHABLE, GovernanceInputError) as error:
         outcome.error = orchestrator_access.masked(f"{type(error).__name__}: {error}", orchestrator)
-        outcome.pending = _still_pending(orchestrator)
+        outcome.pending = sorted({*_still_pending(orchestrator), *_not_yet_applied(orchestrator, data, at)})
         if run is not None:
             _record_outcome(run, orchestrator, outcome)
         return outcome
@@ -481,6 +514,23 @@ def _still_pending(orchestrator: Orchestrator) -> list[str]:
         orchestrator=orchestrator, state__in=(EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED)
     )
     return sorted({entry["id"] for plan in plans for entry in plan.changes})
+
+
+def _not_yet_applied(orchestrator: Orchestrator, data: GovernanceInput, at: datetime) -> list[str]:
+    """On an orchestrator that could not be read: the portal's intent that no round has applied yet (desired
+    objects whose last applied state differs), retried by the next round. Nothing when the intent itself is bad."""
+    try:
+        if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
+            data = with_namespaces(data, orchestrator)
+        desired = desired_state(data, [gov_orchestrator(orchestrator)], _epoch(at))[orchestrator.name]
+    except GovernanceInputError:
+        return []
+    applied = dict(AppliedObject.objects.filter(orchestrator=orchestrator).values_list("object_id", "settings"))
+    return [
+        object_id(o)
+        for o in desired.objects
+        if not isinstance(o, RayPoolBounds) and _key(applied.get(object_id(o))) != _key(to_json(o))
+    ]
 
 
 def _count(outcome: OrchestratorRound, plan: _Plan, results: list[ApplyResult], dry_run: bool) -> None:
@@ -630,10 +680,14 @@ def _record_outcome(run: EnforcementRun, orchestrator: Orchestrator, outcome: Or
     )
 
 
-def reconcile(*, dry_run: bool = False, at: datetime | None = None) -> list[OrchestratorRound]:
-    """One round over every governed orchestrator; one failing leaves the others to proceed."""
-    at = at or timezone.now()
-    run = None if dry_run else EnforcementRun.objects.create(started_at=at, dry_run=dry_run)
+def reconcile(
+    *, dry_run: bool = False, at: datetime | None = None, run: EnforcementRun | None = None
+) -> list[OrchestratorRound]:
+    """One round over every governed orchestrator; one failing leaves the others to proceed. ``run``: the row
+    of a round claimed already (``reconcile_requested``)."""
+    if run is None and not dry_run:
+        run = EnforcementRun.objects.create(started_at=at or timezone.now())
+    at = run.started_at if run is not None else at or timezone.now()
     outcomes: list[OrchestratorRound] = []
     orchestrators = governed_orchestrators()
     if orchestrators:
@@ -645,6 +699,22 @@ def reconcile(*, dry_run: bool = False, at: datetime | None = None) -> list[Orch
         run.error = "; ".join(f"{o.orchestrator}: {o.error}" for o in outcomes if o.error)[:8000]
         run.save(update_fields=["finished_at", "error"])
     return outcomes
+
+
+def reconcile_requested(requested_at: datetime) -> list[OrchestratorRound] | None:
+    """The round a change asked for (services/governance_trigger.py), or None when a round that began after
+    ``requested_at`` has read that change already: a burst of changes makes one round."""
+    run = _claim_round(requested_at)
+    return None if run is None else reconcile(run=run)
+
+
+@transaction.atomic
+def _claim_round(requested_at: datetime) -> EnforcementRun | None:
+    """Under a lock, so two workers holding two messages of one burst do not both start a round."""
+    lock_capacity("governance-round")
+    if EnforcementRun.objects.filter(dry_run=False, started_at__gte=requested_at).exists():
+        return None
+    return EnforcementRun.objects.create(started_at=timezone.now())
 
 
 def prune_runs(now: datetime) -> int:
@@ -674,9 +744,11 @@ def _decide(model, pk: int, waiting: str, state: str, *, by, reason: str):
 @transaction.atomic
 def approve_plan(plan: EnforcementPlan, *, by, reason: str) -> EnforcementPlan:
     """The next round applies the plan's changes that are still needed."""
-    return _decide(
+    decided = _decide(
         EnforcementPlan, plan.pk, EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED, by=by, reason=reason
     )
+    governance_trigger.request_round()
+    return decided
 
 
 @transaction.atomic
@@ -689,7 +761,11 @@ def reject_plan(plan: EnforcementPlan, *, by, reason: str) -> EnforcementPlan:
 @transaction.atomic
 def revert_drift(finding: DriftFinding, *, by, reason: str) -> DriftFinding:
     """The next round writes the portal's intent over the hand edit (audited with this decision as cause)."""
-    return _decide(DriftFinding, finding.pk, DriftFinding.State.OPEN, DriftFinding.State.REVERTED, by=by, reason=reason)
+    decided = _decide(
+        DriftFinding, finding.pk, DriftFinding.State.OPEN, DriftFinding.State.REVERTED, by=by, reason=reason
+    )
+    governance_trigger.request_round()
+    return decided
 
 
 @transaction.atomic

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from scheduling.models import Queue, Team
 
+from . import governance_trigger
 from .audit import require_reason, stamp_author
 from .capacity import guarantee_shortfalls, lock_capacity
 
@@ -103,6 +104,7 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
     for queue in touched:
         stamp_author(queue, by=by, reason=reason)
         queue.save()
+    governance_trigger.request_round()  # shares and caps reach Slurm and Volcano in seconds
     return touched
 
 

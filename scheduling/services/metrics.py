@@ -7,7 +7,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
-from scheduling.models import UsageRollup, UsageSample
+from scheduling.models import UsageRollup, UsageSample, Workload
 
 RESOLUTIONS = (
     (UsageRollup.Resolution.HOUR, TruncHour, timedelta(hours=1)),
@@ -42,8 +42,8 @@ def refresh_rollups(start: datetime, end: datetime) -> int:
                 covered=Sum("interval_s"),
             )
         )
-        rows = [
-            UsageRollup(
+        rows = {
+            (row["period"], row["orchestrator_id"], row["team_id"]): UsageRollup(
                 resolution=resolution,
                 period_start=row["period"],
                 orchestrator_id=row["orchestrator_id"],
@@ -57,11 +57,44 @@ def refresh_rollups(start: datetime, end: datetime) -> int:
                 covered_s=row["covered"] or 0,
             )
             for row in totals
-        ]
+        }
+        _add_unsampled_jobs(rows, resolution, step, low, high)
+        rows = list(rows.values())
         UsageRollup.objects.filter(resolution=resolution, period_start__gte=low, period_start__lt=high).delete()
         UsageRollup.objects.bulk_create(rows, batch_size=2000)
         written += len(rows)
     return written
+
+
+def _add_unsampled_jobs(rows: dict, resolution: str, step: timedelta, low: datetime, high: datetime) -> None:
+    """Allocated GPU-seconds of finished jobs no scrape saw running, from Slurm accounting (services/accounting.py):
+    a job shorter than a round is in no sample. A job a scrape saw running holds its nodes (``Workload.nodes``,
+    filled by ingest) and is counted by the samples already; accounting never fills them, so ``nodes == []``
+    marks the unsampled ones. Added to the team's row and to the orchestrator's pool row of each period."""
+    jobs = Workload.objects.filter(
+        orchestrator__accounting_source__isnull=False,
+        nodes=[],
+        started_at__lt=high,
+        finished_at__gt=low,
+    ).values_list("orchestrator_id", "team_id", "gang_size", "gpus_per_member", "started_at", "finished_at")
+    for orchestrator_id, team_id, gang, per_member, started, finished in jobs:
+        period = _period_floor(started, step)
+        while period < finished and period < high:
+            seconds = (min(finished, period + step) - max(started, period)).total_seconds()
+            if period >= low and seconds > 0:
+                for team in {team_id, None}:
+                    key = (period, orchestrator_id, team)
+                    if key not in rows:
+                        rows[key] = UsageRollup(
+                            resolution=resolution, period_start=period, orchestrator_id=orchestrator_id, team_id=team
+                        )
+                    rows[key].gpu_s_allocated += gang * per_member * seconds
+            period = _next_period(period, step)
+
+
+def _next_period(period: datetime, step: timedelta) -> datetime:
+    """The next hour, or the next local day (a day is 23 or 25 hours across a DST change)."""
+    return _period_floor(period + step + timedelta(hours=2), step) if step >= timedelta(days=1) else period + step
 
 
 def prune_samples(keep_days: int, now: datetime | None = None) -> int:

@@ -17,7 +17,7 @@ from scheduling.limits import JUSTIFICATION_MAX_CHARS
 from scheduling.models import QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
-from . import notifications
+from . import governance_trigger, notifications
 from .audit import require_reason, stamp_author
 from .capacity import check_new_promise, lock_capacity, refusal
 
@@ -116,6 +116,7 @@ def approve_request(request_id: int, *, by, comment: str = "", now: datetime | N
     _audited_save(grant, by=by, reason=comment or "approved")
     sync_grant_states(now=now)
     _notify_on_commit(notifications.request_decided, request.pk)
+    governance_trigger.request_round()  # the clusters raise the team's caps in seconds, not at the next round
     return grant
 
 
@@ -235,6 +236,7 @@ def revoke_grant(grant_id: int, *, by, reason: str) -> QuotaGrant:
     _move(grant.request, State.REVOKED)
     _audited_save(grant.request, by=by, reason=reason)
     _notify_on_commit(notifications.request_decided, grant.request_id)
+    governance_trigger.request_round()
     return grant
 
 

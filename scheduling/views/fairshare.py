@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from scheduling import charts
 from scheduling.forms import QueueFormSet, ReasonForm, queue_initial
 from scheduling.models import Queue, Team
+from scheduling.selectors import enforcement as enforcement_reads
 from scheduling.selectors import fleet
 from scheduling.selectors import policies as policies_reads
 from scheduling.services import policies
@@ -122,6 +123,7 @@ def fairshare(request: HttpRequest) -> HttpResponse:
         "preview_chart": charts.entitlement_chart(preview) if preview and changes else "",
         "capacity": sum(p.gpus_total for p in fleet.pools_now()),
     }
+    context["share_enforcement"], context["ray_pools"] = enforcement_reads.share_enforcement()
     return render(request, "scheduling/fairshare.html", context)
 
 

@@ -9,8 +9,9 @@ import pytest
 from scheduling.collectors.slurm_accounting import FinishedJob
 from scheduling.collectors.snapshot import ObservedWorkload, Snapshot, WorkloadState
 from scheduling.engine.types import OrchestratorKind
-from scheduling.models import AccountingSource, Workload
+from scheduling.models import AccountingSource, UsageRollup, Workload
 from scheduling.selectors.report import held_intervals
+from scheduling.selectors.usage import gpu_hours_by_orchestrator, gpu_hours_by_team
 from scheduling.services.accounting import OVERLAP, sync_accounting
 from scheduling.services.ingest import ingest_snapshot
 
@@ -108,4 +109,45 @@ def test_the_orchestrators_page_shows_a_stale_accounting_source_with_its_error(o
     sync_accounting(orchestrator, now=T0 + timedelta(minutes=1))
     client.force_login(django_user_model.objects.create_superuser("root", password="x"))
     page = client.get("/orchestrators/").content.decode()
-    assert "accounting: <span class=\"badge bad\">stale</span>" in page and "nonexistent" in page
+    assert 'accounting: <span class="badge bad">stale</span>' in page and "nonexistent" in page
+
+
+def team_gpu_hours(slug: str) -> float:
+    rows = {row.key: row for row in gpu_hours_by_team(T0, T0 + timedelta(hours=1))}
+    return rows[slug].allocated_h
+
+
+def test_a_10_s_job_no_scrape_saw_counts_in_the_utilisation_gpu_hours(orchestrator, teams):
+    sync_accounting(
+        orchestrator, reading(finished("51", "production", 8, EPOCH + 5, 10)), now=T0 + timedelta(minutes=1)
+    )
+    assert team_gpu_hours("production") * 3600 == pytest.approx(80.0)
+    pools = {row.key: row for row in gpu_hours_by_orchestrator(T0, T0 + timedelta(hours=1))}
+    assert pools["slurm-a"].allocated_h * 3600 == pytest.approx(80.0)
+    # reading it again rebuilds the same hour: still counted once
+    sync_accounting(
+        orchestrator, reading(finished("51", "production", 8, EPOCH + 5, 10)), now=T0 + timedelta(minutes=2)
+    )
+    assert team_gpu_hours("production") * 3600 == pytest.approx(80.0)
+
+
+def test_a_job_crossing_the_hour_counts_in_both_hours(orchestrator, teams):
+    start = EPOCH + 3600 - 4  # 4 s before 13:00, 6 s after
+    sync_accounting(orchestrator, reading(finished("52", "research", 2, start, 10)), now=T0 + timedelta(hours=2))
+    hours = {
+        r.period_start: r.gpu_s_allocated for r in UsageRollup.objects.filter(resolution="hour", team=teams["research"])
+    }
+    assert sorted(hours.values()) == [pytest.approx(8.0), pytest.approx(12.0)]
+
+
+def test_a_job_a_scrape_saw_running_is_counted_by_the_samples_only(orchestrator, teams, fleet):
+    seen = ObservedWorkload(
+        external_id="53", orchestrator="slurm-a", team="research", state=WorkloadState.RUNNING, gang_size=1,
+        gpus_per_member=8, submitted_at=EPOCH - 60, started_at=EPOCH, nodes=("dgx00",),
+    )  # fmt: skip
+    ingest_snapshot(orchestrator, Snapshot("slurm-a", OrchestratorKind.SLURM, T0 + timedelta(seconds=30), (), (seen,)))
+    ingest_snapshot(orchestrator, Snapshot("slurm-a", OrchestratorKind.SLURM, T0 + timedelta(seconds=60), (), ()))
+    sampled = team_gpu_hours("research")
+    assert sampled > 0
+    sync_accounting(orchestrator, reading(finished("53", "research", 8, EPOCH, 45)), now=T0 + timedelta(minutes=2))
+    assert team_gpu_hours("research") == pytest.approx(sampled)

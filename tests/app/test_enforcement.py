@@ -225,6 +225,7 @@ def test_a_failing_orchestrator_keeps_its_changes_pending_and_the_others_proceed
     outcome = rounds()
     down, up = outcome["a-down"], outcome["b-up"]
     assert down.error and "connection refused" in down.error and up.applied and not up.error
+    assert set(down.pending) == set(up.applied)  # the same intent, not yet applied there: retried next round
     assert not AppliedObject.objects.filter(orchestrator__name="a-down").exists()
     assert EnforcementOutcome.objects.get(orchestrator__name="a-down").error
     clusters["a-down"].down = False
@@ -311,12 +312,17 @@ def test_an_admin_approves_a_plan_and_adopts_a_drift_on_the_governance_page(clie
     assert plan.state == "approved" and finding.state == "adopted" and finding.decided_by == cast["admin"]
 
 
-def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(client, queues, cast, teams, clusters):
+def research_drifted_beside_a_ray_pool(clusters) -> None:
+    """hpc enforced, then research's Fairshare edited by hand there (an open drift); a Ray pool governed too."""
     governed("hpc")
     governed("ray-pool", kind="ray")
     enforcement.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
     enforcement.reconcile()
+
+
+def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(client, queues, cast, teams, clusters):
+    research_drifted_beside_a_ray_pool(clusters)
     client.force_login(cast["lead"])
     page = client.get(reverse("team-detail", args=["research"])).content.decode()
     assert "Enforced on the clusters" in page and 'badge bad">drift' in page
@@ -369,3 +375,51 @@ def test_an_admin_switches_an_orchestrators_mode_with_a_reason_and_it_is_audited
     latest = hpc.history.first()
     assert enforcement.mode_of(hpc) == other
     assert latest.history_change_reason == "trusted now" and latest.history_user == cast["admin"]
+
+
+class NamespacesOnly:
+    """A Kubernetes API holding only the namespace ``research``: any write is recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def namespace_names(self):
+        return {"research", "kube-system"}
+
+    def read_namespaces(self):
+        return []
+
+    read_quotas = read_volcano_queues = read_namespaces
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.writes.append(name)
+
+
+def test_a_mapping_naming_a_namespace_missing_from_the_cluster_stops_that_round_before_any_write(
+    queues, clusters, monkeypatch
+):
+    k8s = governed("k8s", kind="kubernetes", namespaces={"research": ["research"], "nlp": ["nlp-train"]})
+    api = NamespacesOnly()
+    cluster = enforcement.KubernetesCluster(api, volcano=True, mapped={"research": ["research"], "nlp": ["nlp-train"]})
+    real_cluster_for = enforcement.cluster_for
+    monkeypatch.setattr(enforcement, "cluster_for", lambda o: cluster if o == k8s else real_cluster_for(o))
+    outcome = rounds()["k8s"]
+    assert "options.governance.namespaces.nlp: namespace 'nlp-train' does not exist on the cluster" in outcome.error
+    assert "namespace 'research'" not in outcome.error  # the existing one is not blamed
+    assert api.writes == [] and outcome.applied == []
+    assert not AppliedObject.objects.filter(orchestrator=k8s).exists()
+    assert "k8s_resource_quota:research/gpuportal-gpu" in outcome.pending  # waits for the mapping to be fixed
+
+
+def test_the_fairshare_editor_shows_what_each_cluster_enforces_with_drift_and_the_ray_note(
+    client, queues, cast, clusters
+):
+    research_drifted_beside_a_ray_pool(clusters)
+    client.force_login(cast["admin"])
+    page = client.get(reverse("fairshare")).content.decode()
+    section = page.split('id="enforced-shares"', 1)[1]
+    production = section.split('<th scope="row">production</th><td>hpc</td>', 1)[1].split("</tr>", 1)[0]
+    assert 'badge ok">enforced' in production and "Fairshare 6000 · GrpTRES gres/gpu=64" in production
+    research = section.split('<th scope="row">research</th><td>hpc</td>', 1)[1].split("</tr>", 1)[0]
+    assert 'badge bad">drift' in research
+    assert "ray-pool: Ray: pool-level only" in section

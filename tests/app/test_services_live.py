@@ -5,6 +5,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -91,46 +93,42 @@ def _approve_at_once(decisions) -> list[str]:
     return outcomes
 
 
-@pytest.fixture
-def worker(monkeypatch):
-    """A real `celery worker` process on Redis, reading the test database."""
-    require_redis()
+@contextmanager
+def celery_worker(broker: str, backend: str | None = None) -> Iterator[subprocess.Popen]:
+    """A real `celery worker` process on ``broker``, reading the test database (PostgreSQL: an in-memory SQLite
+    test database is not visible to another process)."""
     require_postgres()
     db = connection.settings_dict
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpuportal.settings_test",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
-        "CELERY_BROKER_URL": redis_url(),
-        "CELERY_RESULT_BACKEND": redis_url(),
+        "CELERY_BROKER_URL": broker,
+        "CELERY_RESULT_BACKEND": backend or "",
     }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpuportal",
-            "worker",
-            "--pool=solo",
-            "--loglevel=WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
+    argv = [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--pool=solo", "--loglevel=WARNING"]
+    argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
+    process = subprocess.Popen(argv, cwd=ROOT, env=env)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    """A real `celery worker` process on Redis, reading the test database."""
+    require_redis()
     from celery import Celery
 
-    # Celery lets CELERY_BROKER_URL in the environment override an app's broker argument (CI sets it).
-    monkeypatch.setenv("CELERY_BROKER_URL", redis_url())
-    monkeypatch.setenv("CELERY_RESULT_BACKEND", redis_url())
-    producer = Celery("worker-probe", broker=redis_url(), backend=redis_url())  # leaves the portal's app alone
-    yield producer
-    process.terminate()
-    process.wait(timeout=20)
-    producer.close()
+    with celery_worker(redis_url(), redis_url()):
+        # Celery lets CELERY_BROKER_URL in the environment override an app's broker argument (CI sets it).
+        monkeypatch.setenv("CELERY_BROKER_URL", redis_url())
+        monkeypatch.setenv("CELERY_RESULT_BACKEND", redis_url())
+        producer = Celery("worker-probe", broker=redis_url(), backend=redis_url())  # leaves the portal's app alone
+        yield producer
+        producer.close()
 
 
 def test_a_real_worker_activates_due_grants_end_to_end(worker, cast, teams, queues):

@@ -133,3 +133,25 @@ def governed_fleet(request) -> Iterator[GovernedFleet]:
 def enforced_fleet(request) -> Iterator[GovernedFleet]:
     with started_fleet(request.param, *ENFORCEMENT_FLEETS[request.param]) as fleet:
         yield fleet
+
+
+# Approval to enforced with a real worker, and a partial apply (test_enforcement_rounds_live.py): 22.05 on ports
+# 19617-19632, two nodes, an accounting database of its own.
+ROUNDS_FLEET = (
+    "start.sh",
+    {
+        "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-rounds",
+        "SLURM_ACCT_DB": "rounds_slurm_acct_2205",
+        "SLURM_NODES": "2",
+        "SLURMCTLD_PORT": "19617",
+        "SLURMDBD_PORT": "19619",
+        "SLURMRESTD_PORT": "19620",
+        "SLURMD_PORT_BASE": "19630",
+    },
+)
+
+
+@pytest.fixture(scope="session")
+def rounds_fleet() -> Iterator[GovernedFleet]:
+    with started_fleet("22.05", *ROUNDS_FLEET) as fleet:
+        yield fleet

@@ -14,6 +14,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from kubernetes.client.exceptions import ApiException
 
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
 from scheduling.models import DriftFinding, IdentityOverride, Membership, Orchestrator, Queue, Team
@@ -49,8 +50,8 @@ def portal_teams(django_user_model):
 # ------------------------------------------------------------------------------------------------ Slurm
 
 
-def slurm_orchestrator(fleet) -> Orchestrator:
-    """The fleet as an auto-mode orchestrator; both members submit as root there (identity overrides)."""
+def slurm_orchestrator(fleet, members: tuple[str, ...] = ("alice", "bob")) -> Orchestrator:
+    """The fleet as an auto-mode orchestrator; the members submit as root there (identity overrides)."""
     options = {
         "slurm_conf": fleet.env["SLURM_CONF"],
         "governance": {
@@ -61,7 +62,7 @@ def slurm_orchestrator(fleet) -> Orchestrator:
         },
     }
     orchestrator = Orchestrator.objects.create(name="hpc", kind="slurm", endpoint=fleet.url, options=options)
-    for member in Membership.objects.select_related("user"):
+    for member in Membership.objects.filter(user__username__in=members).select_related("user"):
         IdentityOverride.objects.create(user=member.user, orchestrator=orchestrator, kind="slurm_user", name="root")
     return orchestrator
 
@@ -100,6 +101,15 @@ def test_an_approved_grant_raises_grptres_in_one_round(enforced_fleet, portal_te
 NAMESPACES = {"vision": ["vision"], "speech": ["speech-a", "speech-b"]}  # not the fixture's nor test_governance's
 
 
+def make_namespace(core, name: str) -> None:
+    """As a cluster admin makes a team's namespace (found there already by a later test: fine)."""
+    try:
+        core.create_namespace({"metadata": {"name": name}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
 @pytest.fixture
 def k8s_teams(django_user_model):
     teams = {slug: Team.objects.create(slug=slug, name=slug.title()) for slug in NAMESPACES}
@@ -114,6 +124,8 @@ def test_the_round_creates_quotas_and_volcano_queues_and_a_hand_edit_is_drift(cl
         "governance": {"mode": "auto", "namespaces": NAMESPACES},
     }
     Orchestrator.objects.create(name="k8s", kind="kubernetes", endpoint="https://127.0.0.1", options=options)
+    for namespace in ("vision", "speech-a", "speech-b"):  # an explicit mapping names namespaces that exist
+        make_namespace(cluster.core, namespace)
     report = governance_round()["k8s"]
     assert report["failed"] == 0 and not report["error"], report
     core, custom = cluster.core, cluster.custom
