@@ -98,7 +98,7 @@ def federation(slurm: dict[str, str], k8s: dict[str, str]):
         },
     }
     hpc = Orchestrator.objects.create(name="hpc", kind="slurm", endpoint=slurm["SLURMRESTD_URL"], options=hpc_options)
-    IdentityOverride.objects.create(user=alice, orchestrator=hpc, kind="slurm_user", name="root")  # alice submits as root
+    IdentityOverride.objects.create(user=alice, orchestrator=hpc, kind="slurm_user", name="root")
     for i in range(8):
         Node.objects.create(orchestrator=hpc, name=f"dgx{i:02d}", gpu_model="H100", gpu_total=8)
     k8s_options = {

@@ -77,11 +77,7 @@ from scheduling.models import (
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
-<<<<<<< HEAD
-from . import identity
-=======
-from . import governance_trigger
->>>>>>> gov4
+from . import governance_trigger, identity
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import lock_capacity
