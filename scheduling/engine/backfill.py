@@ -25,6 +25,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from operator import itemgetter
 
 from scheduling.engine.placement import ClusterState
@@ -120,13 +121,15 @@ def easy_backfill(
     else:
         at, placement, _shadow = reservation
         reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
+    attempts = _Attempts(work, policy, seed)
     for request in queue[position + 1:]:
-        placement = _try(work, request, policy, seed)
+        placement = attempts.place(request)
         if placement is None:
             continue
-        verdict = _may_backfill(request, placement, reservation, now)
+        verdict = attempts.verdict(request, placement, reservation, now)
         if verdict:
             work.commit(placement, request)
+            attempts.forget()
             started.append(placement)
             reasons.append(f"{request.id}: backfilled, {verdict}")
         else:
@@ -137,6 +140,71 @@ def easy_backfill(
         reservation[1].nodes if reservation else (),
         tuple(reasons),
     )
+
+
+_Shape = tuple[object, ...]
+
+
+class _Attempts:
+    """Placement attempts of the backfill loop, remembered per request shape until ``work`` changes.
+
+    The loop tests up to ``bf_max_job_test`` queued jobs, most of them of a few shapes (one GPU, eight
+    GPUs...), against a working state that changes only when a job starts. The placement policies in
+    ``MEMO_POLICIES`` decide from the shape and the state alone (not the request's id, which only seeds
+    the random policy), so a shape already tried on this state gets the same answer: the same placement
+    under the new id, or the same refusal; and a placement the shadow state refused is refused again
+    while neither state changed (a refused commit leaves the shadow as it was). Call ``forget`` after
+    committing to ``work`` (the shadow changes only in the same step).
+    """
+
+    __slots__ = ("_memo", "_policy", "_refused", "_seed", "_work")
+
+    def __init__(self, work: ClusterState, policy: str, seed: int) -> None:
+        self._work = work
+        self._policy = policy
+        self._seed = seed
+        self._memo: dict[_Shape, Placement | None] | None = {} if policy in MEMO_POLICIES else None
+        self._refused: set[_Shape] = set()
+
+    def forget(self) -> None:
+        if self._memo is not None:
+            self._memo.clear()
+        self._refused.clear()
+
+    def place(self, request: Request) -> Placement | None:
+        if self._memo is None:
+            return _try(self._work, request, self._policy, self._seed)
+        shape = _shape(request)
+        if shape in self._memo:
+            known = self._memo[shape]
+            return known if known is None or known.request_id == request.id else replace(known, request_id=request.id)
+        placement = self._memo[shape] = _try(self._work, request, self._policy, self._seed)
+        return placement
+
+    def verdict(
+        self, request: Request, placement: Placement,
+        reservation: tuple[float, Placement, ClusterState] | None, now: float,
+    ) -> str:
+        if self._memo is None:
+            return _may_backfill(request, placement, reservation, now)
+        shape = _shape(request)
+        if shape in self._refused and reservation is not None:
+            ends = now + request.duration_estimate_s if request.duration_estimate_s > 0 else math.inf
+            if ends > reservation[0]:
+                return ""  # the shadow refused this very placement and has not changed since
+        verdict = _may_backfill(request, placement, reservation, now)
+        if not verdict:
+            self._refused.add(shape)
+        return verdict
+
+
+MEMO_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
+
+
+def _shape(request: Request) -> _Shape:
+    """Everything of a request that ``ClusterState.place`` and ``commit`` read, bar its id."""
+    return (request.members, request.gpus_per_member, request.gpu_milli, request.gpu_models, request.cpu_milli,
+            request.memory_mib, request.topology, request.topology_required)
 
 
 def _try(work: ClusterState, request: Request, policy: str, seed: int) -> Placement | None:
