@@ -25,7 +25,6 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from operator import itemgetter
 
 from scheduling.engine.placement import ClusterState
@@ -177,7 +176,9 @@ class _Attempts:
         shape = _shape(request)
         if shape in self._memo:
             known = self._memo[shape]
-            return known if known is None or known.request_id == request.id else replace(known, request_id=request.id)
+            if known is None or known.request_id == request.id:
+                return known
+            return Placement(request.id, known.assignments, known.topology, known.score, known.reasons)
         placement = self._memo[shape] = _try(self._work, request, self._policy, self._seed)
         return placement
 
@@ -226,6 +227,8 @@ def _ending_work(
         if request.duration_estimate_s > 0
     ]
     if isinstance(running, EndingQueue):
+        if not fresh:
+            return running.ordered(now)
         fresh.sort(key=lambda item: (item[0], item[1]))
         return heapq.merge(running.ordered(now), fresh, key=lambda item: (item[0], item[1]))
     ending = fresh
@@ -248,7 +251,7 @@ def _reserve(
         unreleased.append((placement, request))
         if counter is not None and not counter.release(placement):
             continue  # the head cannot fit by GPU counts yet: release for real only once it might
-        shadow.release_all(unreleased)
+        shadow.release_committed(unreleased)  # running work and jobs just started: committed on work
         unreleased.clear()
         attempt = _try(shadow, head, policy, seed)
         if attempt is not None:

@@ -258,15 +258,14 @@ class Pool:
         free fails at the latest), and skips any later job that does not fit.
         """
         free = self.state.gpu_free
-        queue: list[JobRun] = []
-        head_found = False
-        for run in self.pending[: self.spec.max_tests]:
+        window = self.pending[: self.spec.max_tests]
+        for position, run in enumerate(window):
             assert run.alloc is not None
-            too_big = _whole_gpus(run.alloc) > free
-            if not head_found or not too_big:
-                queue.append(run)
-            head_found = head_found or too_big
-        return queue
+            if _whole_gpus(run.alloc) > free:
+                return window[: position + 1] + [
+                    later for later in window[position + 1 :] if _whole_gpus(later.alloc) <= free  # type: ignore[arg-type]
+                ]
+        return window
 
     def try_start(self, run: JobRun, now: float, seed: int, rejected: set[tuple[object, ...]]) -> bool:
         request = run.alloc
