@@ -41,11 +41,12 @@ class EndingQueue:
     assignments never frees GPUs at a known time and is not kept.
     """
 
-    __slots__ = ("_keys", "_pairs")
+    __slots__ = ("_keys", "_pairs", "version")
 
     def __init__(self, running: Iterable[RunningWorkload] = ()) -> None:
         self._keys: list[tuple[float, str]] = []
         self._pairs: dict[str, tuple[float, Placement, Request]] = {}
+        self.version = 0  # bumped by every change, so a BackfillMemory can tell it is unchanged
         for workload in running:
             self.add(workload)
 
@@ -62,6 +63,7 @@ class EndingQueue:
         position = bisect.bisect_left(self._keys, key)
         self._keys.insert(position, key)
         self._pairs[workload.id] = (workload.expected_end, placement, request)
+        self.version += 1
 
     def remove(self, workload_id: str) -> None:
         """Forget a workload (a no-op for work that was never kept: unknown end or no assignments)."""
@@ -70,6 +72,11 @@ class EndingQueue:
             return
         position = bisect.bisect_left(self._keys, (entry[0], workload_id))
         del self._keys[position]
+        self.version += 1
+
+    def overdue(self, now: float) -> bool:
+        """Whether some work should have ended before ``now`` (``ordered`` then moves it to ``now``)."""
+        return bool(self._keys) and self._keys[0][0] < now
 
     def ordered(self, now: float) -> Iterator[_Ending]:
         """Entries soonest first, overdue work counted as ending ``now`` (so overdue entries sort by id)."""
@@ -90,14 +97,18 @@ def easy_backfill(
     *,
     policy: str = "best-fit",
     seed: int = 0,
+    memory: BackfillMemory | None = None,
 ) -> BackfillDecision:
     """Which queued jobs start now, and when the blocked head is promised to start.
 
     ``state`` must already hold ``running`` (their GPUs are not free); it is not modified.
     ``queue`` is in priority order (for example ``fairshare.order_pending``). ``running`` is either the
     running workloads or an ``EndingQueue`` the caller keeps in step with them (same decision, less work).
+    A caller that runs a pass after every event passes the same ``memory`` each time (with an
+    ``EndingQueue``): a pass whose inputs did not change since the last one reuses its reservation.
     """
-    work = state.copy() if isinstance(state, ClusterState) else ClusterState(state)
+    work = state if isinstance(state, ClusterState) else ClusterState(state)
+    owned = work is not state  # copied before the first commit: the caller's state is never modified
     started: list[Placement] = []
     reasons: list[str] = []
     position = 0
@@ -105,6 +116,8 @@ def easy_backfill(
         placement = _try(work, request, policy, seed)
         if placement is None:
             break
+        if not owned:
+            work, owned = work.copy(), True
         work.commit(placement, request)
         started.append(placement)
         reasons.append(f"{request.id}: starts in queue order")
@@ -112,23 +125,33 @@ def easy_backfill(
     if position == len(queue):
         return BackfillDecision(tuple(started), reasons=tuple(reasons))
     head = queue[position]
-    ending = _ending_work(running, queue[:position], started, now)
-    reservation = _reserve(work, head, ending, policy, seed)
+    key = _memory_key(work, owned, head, running, now, policy, seed)
+    if memory is not None and key is not None and memory.key == key:
+        reservation, attempts = memory.recall(head)
+    else:
+        ending = _ending_work(running, queue[:position], started, now)
+        reservation = _reserve(work, head, ending, policy, seed)
+        attempts = _Attempts(work, policy, seed)
+        if memory is not None:
+            memory.keep(key, reservation, attempts)
     if reservation is None:
         reasons.append(f"{head.id}: head is blocked and no reservation is possible (the capacity it needs never "
                        "frees by known end times); later jobs start if they fit")
     else:
         at, placement, _shadow = reservation
         reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
-    attempts = _Attempts(work, policy, seed)
     for request in queue[position + 1:]:
         placement = attempts.place(request)
         if placement is None:
             continue
         verdict = attempts.verdict(request, placement, reservation, now)
         if verdict:
+            if not owned:
+                work, owned = work.copy(), True
             work.commit(placement, request)
-            attempts.forget()
+            attempts.forget(work)
+            if memory is not None:
+                memory.key = None  # the shadow may hold this job now
             started.append(placement)
             reasons.append(f"{request.id}: backfilled, {verdict}")
         else:
@@ -139,6 +162,49 @@ def easy_backfill(
         reservation[1].nodes if reservation else (),
         tuple(reasons),
     )
+
+
+_Reservation = tuple[float, Placement, ClusterState]
+
+
+class BackfillMemory:
+    """The reservation and remembered attempts of a caller's last pass, for its next pass.
+
+    Reused only when the next pass would compute exactly the same: the caller's state and ending queue
+    unchanged since (their versions), no job started in queue order, a head of the same shape, the same
+    policy and seed, and no overdue running work at either pass (overdue work counts as ending *now*,
+    which moves with the clock). Any start in the pass that used it drops it.
+    """
+
+    __slots__ = ("_attempts", "_reservation", "key")
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self._reservation: _Reservation | None = None
+        self._attempts: _Attempts | None = None
+
+    def keep(self, key: tuple[object, ...] | None, reservation: _Reservation | None, attempts: _Attempts) -> None:
+        self.key, self._reservation, self._attempts = key, reservation, attempts
+
+    def recall(self, head: Request) -> tuple[_Reservation | None, _Attempts]:
+        assert self._attempts is not None
+        reservation = self._reservation
+        if reservation is not None and reservation[1].request_id != head.id:
+            at, placement, shadow = reservation
+            placement = Placement(head.id, placement.assignments, placement.topology, placement.score,
+                                  placement.reasons)
+            reservation = self._reservation = (at, placement, shadow)
+        return reservation, self._attempts
+
+
+def _memory_key(
+    work: ClusterState, owned: bool, head: Request, running: Sequence[RunningWorkload] | EndingQueue,
+    now: float, policy: str, seed: int,
+) -> tuple[object, ...] | None:
+    """What a pass's reservation depends on, or None when it cannot be reused (see ``BackfillMemory``)."""
+    if owned or not isinstance(running, EndingQueue) or policy not in MEMO_POLICIES or running.overdue(now):
+        return None
+    return (work, work.version, running, running.version, _shape(head), policy, seed)  # objects compare by identity
 
 
 _Shape = tuple[object, ...]
@@ -165,7 +231,9 @@ class _Attempts:
         self._memo: dict[_Shape, Placement | None] | None = {} if policy in MEMO_POLICIES else None
         self._refused: set[_Shape] = set()
 
-    def forget(self) -> None:
+    def forget(self, work: ClusterState) -> None:
+        """``work`` changed (or is a fresh copy about to change): nothing remembered holds any more."""
+        self._work = work
         if self._memo is not None:
             self._memo.clear()
         self._refused.clear()

@@ -134,6 +134,7 @@ class ClusterState:
         self._buckets: LazyBuckets[tuple[int, int]] = LazyBuckets(len(self._static))
         self._sigs: LazyBuckets[tuple[int, Signature]] = LazyBuckets(len(self._static))
         self._fgd = FgdScorer(SizeMixTracker(size_mix))
+        self.version = 0  # bumped by every commit, release and observed request: "has anything changed?"
         for i in range(len(self._static)):
             self._whole[i] = sum(1 for milli in self._free[i] if milli >= MILLI_PER_GPU)
             self._reindex(i, previous_whole=0)
@@ -167,6 +168,7 @@ class ClusterState:
         clone._buckets = self._buckets.copy()
         clone._sigs = self._sigs.copy()
         clone._fgd = self._fgd.copy()
+        clone.version = self.version
         return clone
 
     # ----------------------------------------------------------------------------- views
@@ -253,6 +255,7 @@ class ClusterState:
     def observe_request(self, request: Request) -> None:
         """Count a request in the size mix FGD uses (FGD learns the workload from what it sees)."""
         self._fgd.mix.observe(request)
+        self.version += 1
 
     # ----------------------------------------------------------------------------- indexing
     def _reindex(self, i: int, previous_whole: int) -> None:
@@ -855,6 +858,7 @@ class ClusterState:
     def _apply(
         self, gpu_need: dict[tuple[int, int], int], host_need: dict[int, tuple[int, int]], sign: int
     ) -> None:
+        self.version += 1
         touched: dict[int, int] = {}
         for (node, gpu), milli in gpu_need.items():
             touched.setdefault(node, self._whole[node])
