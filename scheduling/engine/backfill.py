@@ -144,7 +144,7 @@ def easy_backfill(
         placement = attempts.place(request)
         if placement is None:
             continue
-        verdict = attempts.verdict(request, placement, reservation, now)
+        verdict, placement = attempts.verdict(request, placement, reservation, now)
         if verdict:
             if not owned:
                 work, owned = work.copy(), True
@@ -222,7 +222,7 @@ class _Attempts:
     committing to ``work`` (the shadow changes only in the same step).
     """
 
-    __slots__ = ("_memo", "_policy", "_refused", "_seed", "_work")
+    __slots__ = ("_memo", "_policy", "_refused", "_seed", "_shape", "_work")
 
     def __init__(self, work: ClusterState, policy: str, seed: int) -> None:
         self._work = work
@@ -230,6 +230,7 @@ class _Attempts:
         self._seed = seed
         self._memo: dict[_Shape, Placement | None] | None = {} if policy in MEMO_POLICIES else None
         self._refused: set[_Shape] = set()
+        self._shape: _Shape = ()  # of the request ``place`` saw last
 
     def forget(self, work: ClusterState) -> None:
         """``work`` changed (or is a fresh copy about to change): nothing remembered holds any more."""
@@ -239,32 +240,35 @@ class _Attempts:
         self._refused.clear()
 
     def place(self, request: Request) -> Placement | None:
+        """The placement ``request``'s shape gets on ``work`` now (possibly remembered under another job's id:
+        ``verdict`` hands it out under this one's), or None."""
         if self._memo is None:
             return _try(self._work, request, self._policy, self._seed)
-        shape = _shape(request)
+        shape = self._shape = _shape(request)
         if shape in self._memo:
-            known = self._memo[shape]
-            if known is None or known.request_id == request.id:
-                return known
-            return Placement(request.id, known.assignments, known.topology, known.score, known.reasons)
+            return self._memo[shape]
         placement = self._memo[shape] = _try(self._work, request, self._policy, self._seed)
         return placement
 
     def verdict(
         self, request: Request, placement: Placement,
         reservation: tuple[float, Placement, ClusterState] | None, now: float,
-    ) -> str:
+    ) -> tuple[str, Placement]:
+        """``_may_backfill``'s verdict on the placement ``place`` just gave, and that placement for ``request``."""
         if self._memo is None:
-            return _may_backfill(request, placement, reservation, now)
-        shape = _shape(request)
+            return _may_backfill(request, placement, reservation, now), placement
+        shape = self._shape
         if shape in self._refused and reservation is not None:
             ends = now + request.duration_estimate_s if request.duration_estimate_s > 0 else math.inf
             if ends > reservation[0]:
-                return ""  # the shadow refused this very placement and has not changed since
+                return "", placement  # the shadow refused this very placement and has not changed since
+        if placement.request_id != request.id:
+            placement = Placement(request.id, placement.assignments, placement.topology, placement.score,
+                                  placement.reasons)
         verdict = _may_backfill(request, placement, reservation, now)
         if not verdict:
             self._refused.add(shape)
-        return verdict
+        return verdict, placement
 
 
 MEMO_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
