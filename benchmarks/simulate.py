@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.placement import POLICIES
 from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
-from scheduling.simulation.capacity import TARGETS, smallest_capacity, target_measure, team_p95_waits_h
+from scheduling.simulation.capacity import (
+    TARGETS,
+    P95CertainlyAbove,
+    smallest_capacity,
+    target_measure,
+    team_p95_waits_h,
+)
 from scheduling.traces import load_trace
+from scheduling.traces.records import Trace
 from scheduling.traces.registry import shared_traces_dir
 
 PUBLISHED = "fgd-kubernetes-scheduler-simulator/experiments/analysis/expected_results/analysis_allo_discrete.csv"
@@ -130,29 +138,44 @@ def replay(trace_name: str, policies: tuple[str, ...], capacity: int | None) -> 
 
 
 def capacity_for_wait(
-    trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0, target: str = "fleet"
+    trace_name: str, policy: str, low: int, high: int, step: int, target_p95_h: float = 1.0, target: str = "fleet",
+    *, jobs: int | None = None, early_stop: bool = True,
 ) -> None:
     """Smallest capacity (a multiple of ``step`` GPUs) whose p95 queue wait is within target
     (``simulation.capacity.smallest_capacity``): overall (``fleet``) or for every team, its rejected jobs
-    counted as infinite waits (``every-team``); each probe is a full replay and prints its own line."""
-    trace = load_trace(trace_name)
+    counted as infinite waits (``every-team``); each probe is a replay and prints its own line. With
+    ``early_stop`` a probe ends as soon as its p95 is certainly above the target (``P95CertainlyAbove``;
+    the answer is the same, the failing probes' figures are then partial and their p95 is null)."""
+    trace = _first_jobs(load_trace(trace_name), jobs)
     value_of = target_measure(target)
     team_p95: dict[int, dict[str, float | None]] = {}
+    started_cpu = time.process_time()
 
     def measure(capacity: int) -> float:
-        result, wall, cpu = timed(lambda: simulate_replay(trace, policy, capacity_gpus=capacity))
+        give_up = P95CertainlyAbove(target_p95_h, target) if early_stop else None
+        result, wall, cpu = timed(lambda: simulate_replay(trace, policy, capacity_gpus=capacity, give_up=give_up))
         record = replay_record(trace_name, len(trace.jobs), result.as_dict(), wall, cpu)
         team_p95[capacity] = {team: _finite(p95) for team, p95 in team_p95_waits_h(result.figures).items()}
-        record.update(figure="capacity_probe", team_p95_wait_hours=team_p95[capacity])
+        record.update(figure="capacity_probe", team_p95_wait_hours=team_p95[capacity],
+                      stopped_early_s=result.figures.get("stopped_early_s"))
         emit(record)
         return value_of(result.figures)
 
     search = smallest_capacity(measure, low=low, high=high, step=step, target=target_p95_h)
-    emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy, "target": target,
-          "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
-          "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step,
+    emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "jobs": len(trace.jobs), "policy": policy,
+          "target": target, "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
+          "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step, "early_stop": early_stop,
           "team_p95_wait_hours_at_answer": team_p95[search.capacity_gpus],
-          "probes": [[capacity, _finite(value)] for capacity, value in search.probes]})
+          "probes": [[capacity, _finite(value)] for capacity, value in search.probes],
+          "cpu_time_s": round(time.process_time() - started_cpu, 1)})
+
+
+def _first_jobs(trace: Trace, jobs: int | None) -> Trace:
+    """The trace's first ``jobs`` jobs by submission (all of them for None)."""
+    if jobs is None:
+        return trace
+    kept = tuple(sorted(trace.jobs, key=lambda job: job.submit_s)[:jobs])
+    return replace(trace, name=f"{trace.name}[:{jobs}]", jobs=kept)
 
 
 def _finite(value: float) -> float | None:
@@ -180,6 +203,9 @@ def main() -> None:
     parser.add_argument("--target", choices=TARGETS, default="fleet",
                         help="capacity search: p95 of all started jobs, or of every team counting rejected jobs")
     parser.add_argument("--target-hours", type=float, default=1.0, help="capacity search p95 wait bound in hours")
+    parser.add_argument("--jobs", type=int, default=None, help="capacity search: only the trace's first N jobs")
+    parser.add_argument("--exact-probes", action="store_true",
+                        help="capacity search: run every probe to the end (no early stop once the target is missed)")
     args = parser.parse_args()
     parts = args.only or ["packing", "replay"]
     started = time.perf_counter()
@@ -196,7 +222,8 @@ def main() -> None:
     if "capacity" in parts:
         low, high = (int(value) for value in args.search.split(","))
         for policy in replay_policies:
-            capacity_for_wait(args.trace, policy, low, high, args.step, args.target_hours, args.target)
+            capacity_for_wait(args.trace, policy, low, high, args.step, args.target_hours, args.target,
+                              jobs=args.jobs, early_stop=not args.exact_probes)
     emit({"figure": "benchmark_wall_time_s", "value": round(time.perf_counter() - started, 1)})
 
 

@@ -37,8 +37,13 @@ class FgdScorer:
         self._version = -1
 
     def copy(self) -> FgdScorer:
-        """An independent scorer (own mix) sharing the mix-independent fragment cache."""
-        return FgdScorer(SizeMixTracker(self.mix.counts()), self._fragments)
+        """An independent scorer (own mix) sharing the mix-independent fragment cache, and the mix-dependent
+        caches too while both publish the same mix (their entries are functions of signature and mix; the
+        first scorer whose mix moves starts caches of its own in ``_sync``)."""
+        clone = FgdScorer(self.mix.copy(), self._fragments)
+        if self._version == self.mix.version and clone.mix.same_mix_as(self.mix):
+            clone._expected, clone._deltas, clone._version = self._expected, self._deltas, clone.mix.version
+        return clone
 
     def _sync(self) -> None:
         if self._version != self.mix.version:

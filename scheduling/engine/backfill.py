@@ -42,11 +42,12 @@ class EndingQueue:
     assignments never frees GPUs at a known time and is not kept.
     """
 
-    __slots__ = ("_keys", "_pairs")
+    __slots__ = ("_keys", "_pairs", "version")
 
     def __init__(self, running: Iterable[RunningWorkload] = ()) -> None:
         self._keys: list[tuple[float, str]] = []
         self._pairs: dict[str, tuple[float, Placement, Request]] = {}
+        self.version = 0  # bumped by every change, so a BackfillMemory can tell it is unchanged
         for workload in running:
             self.add(workload)
 
@@ -63,6 +64,7 @@ class EndingQueue:
         position = bisect.bisect_left(self._keys, key)
         self._keys.insert(position, key)
         self._pairs[workload.id] = (workload.expected_end, placement, request)
+        self.version += 1
 
     def remove(self, workload_id: str) -> None:
         """Forget a workload (a no-op for work that was never kept: unknown end or no assignments)."""
@@ -71,6 +73,11 @@ class EndingQueue:
             return
         position = bisect.bisect_left(self._keys, (entry[0], workload_id))
         del self._keys[position]
+        self.version += 1
+
+    def overdue(self, now: float) -> bool:
+        """Whether some work should have ended before ``now`` (``ordered`` then moves it to ``now``)."""
+        return bool(self._keys) and self._keys[0][0] < now
 
     def ordered(self, now: float) -> Iterator[_Ending]:
         """Entries soonest first, overdue work counted as ending ``now`` (so overdue entries sort by id)."""
@@ -91,14 +98,18 @@ def easy_backfill(
     *,
     policy: str = "best-fit",
     seed: int = 0,
+    memory: BackfillMemory | None = None,
 ) -> BackfillDecision:
     """Which queued jobs start now, and when the blocked head is promised to start.
 
     ``state`` must already hold ``running`` (their GPUs are not free); it is not modified.
     ``queue`` is in priority order (for example ``fairshare.order_pending``). ``running`` is either the
     running workloads or an ``EndingQueue`` the caller keeps in step with them (same decision, less work).
+    A caller that runs a pass after every event passes the same ``memory`` each time (with an
+    ``EndingQueue``): a pass whose inputs did not change since the last one reuses its reservation.
     """
-    work = state.copy() if isinstance(state, ClusterState) else ClusterState(state)
+    work = state if isinstance(state, ClusterState) else ClusterState(state)
+    owned = work is not state  # copied before the first commit: the caller's state is never modified
     started: list[Placement] = []
     reasons: list[str] = []
     position = 0
@@ -106,6 +117,8 @@ def easy_backfill(
         placement = _try(work, request, policy, seed)
         if placement is None:
             break
+        if not owned:
+            work, owned = work.copy(), True
         work.commit(placement, request)
         started.append(placement)
         reasons.append(f"{request.id}: starts in queue order")
@@ -113,8 +126,15 @@ def easy_backfill(
     if position == len(queue):
         return BackfillDecision(tuple(started), reasons=tuple(reasons))
     head = queue[position]
-    ending = _ending_work(running, queue[:position], started, now)
-    reservation = _reserve(work, head, ending, policy, seed)
+    key = _memory_key(work, owned, head, running, now, policy, seed)
+    if memory is not None and key is not None and memory.key == key:
+        reservation, attempts = memory.recall(head)
+    else:
+        ending = _ending_work(running, queue[:position], started, now)
+        reservation = _reserve(work, head, ending, policy, seed)
+        attempts = _Attempts(work, policy, seed)
+        if memory is not None:
+            memory.keep(key, reservation, attempts)
     if reservation is None:
         reasons.append(f"{head.id}: head is blocked and no reservation is possible (the capacity it needs never "
                        "frees by known end times); later jobs start if they fit")
@@ -122,12 +142,17 @@ def easy_backfill(
         at, placement, _shadow = reservation
         reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
     for request in queue[position + 1:]:
-        placement = _try(work, request, policy, seed)
+        placement = attempts.place(request)
         if placement is None:
             continue
-        verdict = _may_backfill(request, placement, reservation, now)
+        verdict, placement = attempts.verdict(request, placement, reservation, now)
         if verdict:
+            if not owned:
+                work, owned = work.copy(), True
             work.commit(placement, request)
+            attempts.forget(work)
+            if memory is not None:
+                memory.key = None  # the shadow may hold this job now
             started.append(placement)
             reasons.append(f"{request.id}: backfilled, {verdict}")
         else:
@@ -138,6 +163,122 @@ def easy_backfill(
         reservation[1].nodes if reservation else (),
         tuple(reasons),
     )
+
+
+_Reservation = tuple[float, Placement, ClusterState]
+
+
+class BackfillMemory:
+    """The reservation and remembered attempts of a caller's last pass, for its next pass.
+
+    Reused only when the next pass would compute exactly the same: the caller's state and ending queue
+    unchanged since (their versions), no job started in queue order, a head of the same shape, the same
+    policy and seed, and no overdue running work at either pass (overdue work counts as ending *now*,
+    which moves with the clock). Any start in the pass that used it drops it.
+    """
+
+    __slots__ = ("_attempts", "_reservation", "key")
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self._reservation: _Reservation | None = None
+        self._attempts: _Attempts | None = None
+
+    def keep(self, key: tuple[object, ...] | None, reservation: _Reservation | None, attempts: _Attempts) -> None:
+        self.key, self._reservation, self._attempts = key, reservation, attempts
+
+    def recall(self, head: Request) -> tuple[_Reservation | None, _Attempts]:
+        assert self._attempts is not None
+        reservation = self._reservation
+        if reservation is not None and reservation[1].request_id != head.id:
+            at, placement, shadow = reservation
+            placement = Placement(head.id, placement.assignments, placement.topology, placement.score,
+                                  placement.reasons)
+            reservation = self._reservation = (at, placement, shadow)
+        return reservation, self._attempts
+
+
+def _memory_key(
+    work: ClusterState, owned: bool, head: Request, running: Sequence[RunningWorkload] | EndingQueue,
+    now: float, policy: str, seed: int,
+) -> tuple[object, ...] | None:
+    """What a pass's reservation depends on, or None when it cannot be reused (see ``BackfillMemory``)."""
+    if owned or not isinstance(running, EndingQueue) or policy not in MEMO_POLICIES or running.overdue(now):
+        return None
+    return (work, work.version, running, running.version, _shape(head), policy, seed)  # objects compare by identity
+
+
+_Shape = tuple[object, ...]
+
+
+class _Attempts:
+    """Placement attempts of the backfill loop, remembered per request shape until ``work`` changes.
+
+    The loop tests up to ``bf_max_job_test`` queued jobs, most of them of a few shapes (one GPU, eight
+    GPUs...), against a working state that changes only when a job starts. The placement policies in
+    ``MEMO_POLICIES`` decide from the shape and the state alone (not the request's id, which only seeds
+    the random policy), so a shape already tried on this state gets the same answer: the same placement
+    under the new id, or the same refusal; and a placement the shadow state refused is refused again
+    while neither state changed (a refused commit leaves the shadow as it was). Call ``forget`` after
+    committing to ``work`` (the shadow changes only in the same step).
+    """
+
+    __slots__ = ("_memo", "_policy", "_refused", "_seed", "_shape", "_work")
+
+    def __init__(self, work: ClusterState, policy: str, seed: int) -> None:
+        self._work = work
+        self._policy = policy
+        self._seed = seed
+        self._memo: dict[_Shape, Placement | None] | None = {} if policy in MEMO_POLICIES else None
+        self._refused: set[_Shape] = set()
+        self._shape: _Shape = ()  # of the request ``place`` saw last
+
+    def forget(self, work: ClusterState) -> None:
+        """``work`` changed (or is a fresh copy about to change): nothing remembered holds any more."""
+        self._work = work
+        if self._memo is not None:
+            self._memo.clear()
+        self._refused.clear()
+
+    def place(self, request: Request) -> Placement | None:
+        """The placement ``request``'s shape gets on ``work`` now (possibly remembered under another job's id:
+        ``verdict`` hands it out under this one's), or None."""
+        if self._memo is None:
+            return _try(self._work, request, self._policy, self._seed)
+        shape = self._shape = _shape(request)
+        if shape in self._memo:
+            return self._memo[shape]
+        placement = self._memo[shape] = _try(self._work, request, self._policy, self._seed)
+        return placement
+
+    def verdict(
+        self, request: Request, placement: Placement,
+        reservation: tuple[float, Placement, ClusterState] | None, now: float,
+    ) -> tuple[str, Placement]:
+        """``_may_backfill``'s verdict on the placement ``place`` just gave, and that placement for ``request``."""
+        if self._memo is None:
+            return _may_backfill(request, placement, reservation, now), placement
+        shape = self._shape
+        if shape in self._refused and reservation is not None:
+            ends = now + request.duration_estimate_s if request.duration_estimate_s > 0 else math.inf
+            if ends > reservation[0]:
+                return "", placement  # the shadow refused this very placement and has not changed since
+        if placement.request_id != request.id:
+            placement = Placement(request.id, placement.assignments, placement.topology, placement.score,
+                                  placement.reasons)
+        verdict = _may_backfill(request, placement, reservation, now)
+        if not verdict:
+            self._refused.add(shape)
+        return verdict, placement
+
+
+MEMO_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
+
+
+def _shape(request: Request) -> _Shape:
+    """Everything of a request that ``ClusterState.place`` and ``commit`` read, bar its id."""
+    return (request.members, request.gpus_per_member, request.gpu_milli, request.gpu_models, request.cpu_milli,
+            request.memory_mib, request.topology, request.topology_required)
 
 
 def _try(work: ClusterState, request: Request, policy: str, seed: int) -> Placement | None:
@@ -159,6 +300,8 @@ def _ending_work(
         if request.duration_estimate_s > 0
     ]
     if isinstance(running, EndingQueue):
+        if not fresh:
+            return running.ordered(now)
         fresh.sort(key=_END_ORDER)
         return heapq.merge(running.ordered(now), fresh, key=_END_ORDER)
     ending = fresh
@@ -181,7 +324,7 @@ def _reserve(
         unreleased.append((placement, request))
         if counter is not None and not counter.release(placement):
             continue  # the head cannot fit by GPU counts yet: release for real only once it might
-        shadow.release_all(unreleased)
+        shadow.release_committed(unreleased)  # running work and jobs just started: committed on work
         unreleased.clear()
         attempt = _try(shadow, head, policy, seed)
         if attempt is not None:

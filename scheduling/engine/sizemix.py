@@ -53,11 +53,12 @@ class SizeMixTracker:
     """Counts observed member sizes and publishes the normalised mix; ``version`` changes whenever the
     published mix changes, so callers can cache anything derived from it per version."""
 
-    __slots__ = ("_counts", "_normalised", "version")
+    __slots__ = ("_counts", "_normalised", "_stale", "version")
 
     def __init__(self, size_mix: Mapping[float, float] | None = None) -> None:
         self._counts: dict[int, float] = {}
         self._normalised: tuple[tuple[int, float], ...] = ()
+        self._stale = False  # the published mix lags the counts (a drift within MIX_TOLERANCE)
         self.version = 0
         # The starting mix is a prior in the same units as observations (members seen), so
         # {1: 100, 8: 10} outweighs the first few dozen observed requests.
@@ -79,6 +80,23 @@ class SizeMixTracker:
         if _distance(current, self._normalised) > MIX_TOLERANCE or not self._normalised:
             self._normalised = current
             self.version += 1
+        self._stale = current != self._normalised
+
+    def copy(self) -> SizeMixTracker:
+        """An independent tracker that starts from these counts, publishing the mix they imply (as
+        ``SizeMixTracker(self.counts())`` would; cheaply when the published mix is up to date).
+        ``same_mix_as`` tells whether the copy publishes the very mix this tracker does."""
+        if self._stale:
+            return SizeMixTracker(self.counts())
+        clone = object.__new__(SizeMixTracker)
+        clone._counts = dict(self._counts)
+        clone._normalised = self._normalised
+        clone._stale = False
+        clone.version = self.version
+        return clone
+
+    def same_mix_as(self, other: SizeMixTracker) -> bool:
+        return self._normalised == other._normalised
 
     @property
     def normalised(self) -> tuple[tuple[int, float], ...]:

@@ -1,9 +1,10 @@
 """Replays fanned out over Celery workers: capacity searches, multi-seed runs and sweeps.
 
-A replay is described by a JSON-safe spec (``trace``, ``policy``, optional ``capacity_gpus`` and
-``seed``); ``replay_figures`` runs one (what the ``replay_trace`` task calls), ``run_replays`` runs a
-list: as one Celery group on the app's broker when the app has a result backend to collect answers
-from, else one after the other in this process. The simulator is deterministic for a spec, so both
+A replay is described by a JSON-safe spec (``trace``, ``policy``, optional ``capacity_gpus``, ``seed``
+and ``give_up_above_p95_h`` with ``give_up_target``: end the replay once that p95 is certainly above the
+bound, as capacity probes do); ``replay_figures`` runs one (what the ``replay_trace`` task calls),
+``run_replays`` runs a list: as one Celery group on the app's broker when the app has a result backend to
+collect answers from, else one after the other in this process. The simulator is deterministic for a spec, so both
 ways give the same figures (less ``wall_time_s``), in the order of the specs.
 """
 
@@ -15,11 +16,16 @@ from typing import Any
 from celery import Celery, current_app, group
 
 from scheduling.simulation import simulate_replay
-from scheduling.simulation.capacity import CapacitySearch, smallest_capacity_in_rounds, target_measure
+from scheduling.simulation.capacity import (
+    CapacitySearch,
+    P95CertainlyAbove,
+    smallest_capacity_in_rounds,
+    target_measure,
+)
 from scheduling.traces import load_trace
 
 TASK = "scheduling.tasks.replay_trace"
-SPEC_KEYS = {"trace", "policy", "capacity_gpus", "seed"}
+SPEC_KEYS = {"trace", "policy", "capacity_gpus", "seed", "give_up_above_p95_h", "give_up_target"}
 RESULT_TIMEOUT_S = 3600.0
 
 
@@ -27,8 +33,11 @@ def replay_figures(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The replay JSON for one spec, without its wall time (the one figure two runs never share)."""
     _check(spec)
     trace = load_trace(str(spec["trace"]))
+    bound = spec.get("give_up_above_p95_h")
+    give_up = P95CertainlyAbove(float(bound), str(spec.get("give_up_target", "fleet"))) if bound is not None else None
     result = simulate_replay(
-        trace, str(spec["policy"]), seed=int(spec.get("seed", 0)), capacity_gpus=spec.get("capacity_gpus")
+        trace, str(spec["policy"]), seed=int(spec.get("seed", 0)), capacity_gpus=spec.get("capacity_gpus"),
+        give_up=give_up,
     )
     return {key: value for key, value in result.figures.items() if key != "wall_time_s"}
 
@@ -55,11 +64,13 @@ def search_capacity(
     width: int = 1,
     app: Celery | None = None,
 ) -> CapacitySearch:
-    """``capacity.smallest_capacity_in_rounds`` with each round's ``width`` replays run by ``run_replays``."""
+    """``capacity.smallest_capacity_in_rounds`` with each round's ``width`` replays run by ``run_replays``;
+    each probe gives up as soon as it certainly misses the target (same answer, see ``P95CertainlyAbove``)."""
     value_of = target_measure(target)
+    give_up = {"give_up_above_p95_h": target_hours, "give_up_target": target}
 
     def measure_many(capacities: Sequence[int]) -> list[float]:
-        runs = run_replays([{**spec, "capacity_gpus": capacity} for capacity in capacities], app=app)
+        runs = run_replays([{**spec, **give_up, "capacity_gpus": capacity} for capacity in capacities], app=app)
         return [value_of(figures) for figures in runs]
 
     return smallest_capacity_in_rounds(measure_many, low=low, high=high, step=step, target=target_hours, width=width)

@@ -13,6 +13,7 @@ and never-started jobs as infinite waits, so a fleet that rejects a team's jobs 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,8 +112,60 @@ def _narrow(low_units: int, high_units: int, meets: Meets, width: int) -> tuple[
 
 
 def fleet_p95_wait_h(figures: Mapping[str, Any]) -> float:
-    """p95 wait of every started job of the replay (rejected jobs not counted), 0 for none."""
+    """p95 wait of every started job of the replay (rejected jobs not counted), 0 for none; infinite for a
+    replay that gave up early (``p95_certainly_above`` proved the p95 above the bound)."""
+    if figures.get("stopped_early_s") is not None:
+        return math.inf
     return float(figures["wait_hours"]["all"]["p95"] or 0.0)
+
+
+class P95CertainlyAbove:
+    """``give_up`` for a replay probed against "p95 wait <= ``hours``": True once the p95 is sure to exceed it.
+
+    Exact, not a heuristic. With n values the p95 interpolates from the ``k = floor(0.95 (n - 1))``-th
+    smallest, so it exceeds the bound once ``n - k`` values do. A wait is known to exceed the bound as soon
+    as a job has been queued longer than that (in a replay without a horizon every job that is not
+    rejected starts), so jobs are counted as they pass ``now - bound``, in submission order, once each.
+    ``fleet``: started jobs only; n is counted as every job of the trace (at least the started ones,
+    which only raises the count needed). ``every-team``: per team, rejected jobs count as
+    waits over the bound and n is all the team's jobs.
+    """
+
+    def __init__(self, hours: float, target: str) -> None:
+        if target not in TARGETS:
+            raise ValueError(f"capacity target {target!r}: expected one of {', '.join(TARGETS)}")
+        self.bound_s = hours * 3600.0
+        self.target = target
+        self._order: list[Any] = []
+        self._next = 0
+        self._over: dict[str, int] = {}
+        self._sizes: Counter[str] = Counter()
+
+    def __call__(self, replay: Any) -> bool:
+        if replay.horizon_s is not None:
+            return False  # jobs queued at the horizon never start, so a long wait may not count
+        if not self._order and replay.runs:
+            self._order = sorted(replay.runs, key=lambda run: (run.job.submit_s, run.index))
+            self._sizes = Counter(run.team for run in replay.runs)
+        cutoff = replay.now - self.bound_s
+        while self._next < len(self._order) and self._order[self._next].job.submit_s < cutoff:
+            self._count(self._order[self._next])
+            self._next += 1
+        if self.target == "fleet":
+            return _over_at_p95(self._over.get("", 0), len(replay.runs))
+        return any(_over_at_p95(over, self._sizes[team]) for team, over in self._over.items())
+
+    def _count(self, run: Any) -> None:
+        waited = run.first_start is None or run.first_start - run.job.submit_s > self.bound_s
+        if self.target == "fleet":
+            if waited and not run.rejected:
+                self._over[""] = self._over.get("", 0) + 1
+        elif waited or run.rejected:
+            self._over[run.team] = self._over.get(run.team, 0) + 1
+
+
+def _over_at_p95(over: int, n: int) -> bool:
+    return n > 0 and over >= n - math.floor((n - 1) * 95 / 100)  # the rank stats.percentile interpolates from
 
 
 def team_p95_waits_h(figures: Mapping[str, Any]) -> dict[str, float]:
@@ -125,7 +178,10 @@ def team_p95_waits_h(figures: Mapping[str, Any]) -> dict[str, float]:
 
 
 def worst_team_p95_wait_h(figures: Mapping[str, Any]) -> float:
-    """The largest per-team p95 (``team_p95_waits_h``): the value "every team's p95 <= X" compares."""
+    """The largest per-team p95 (``team_p95_waits_h``): the value "every team's p95 <= X" compares
+    (infinite for a replay that gave up early, see ``P95CertainlyAbove``)."""
+    if figures.get("stopped_early_s") is not None:
+        return math.inf
     return max(team_p95_waits_h(figures).values(), default=0.0)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from scheduling.engine.backfill import EndingQueue, easy_backfill
+from scheduling.engine.backfill import BackfillMemory, EndingQueue, easy_backfill
 from scheduling.engine.fragmentation import expected_fragment_milli
 from scheduling.engine.placement import ClusterState, invalid_request
 from scheduling.engine.preemption import RunningSet
@@ -86,6 +86,7 @@ class Pool:
         self.running: dict[int, JobRun] = {}
         self.running_by_id: dict[str, JobRun] = {}
         self.ending = EndingQueue()  # ... kept sorted by expected end for the engine's backfill
+        self.backfill_memory = BackfillMemory()  # ... which reuses a reservation while nothing changed
         self.victim_index = RunningSet() if spec.preemption else None  # ... and its preemption search
         self._pending_sizes: Counter[float] = Counter()  # whole GPUs per queued job (0 for shares)
         self._mix = normalised_mix(mix)
@@ -228,6 +229,7 @@ class Pool:
             now,
             policy=self.spec.placement_policy,
             seed=seed,
+            memory=self.backfill_memory,
         )
         by_id = {run.alloc.id: run for run in queue if run.alloc is not None}
         started = []
@@ -258,15 +260,14 @@ class Pool:
         free fails at the latest), and skips any later job that does not fit.
         """
         free = self.state.gpu_free
-        queue: list[JobRun] = []
-        head_found = False
-        for run in self.pending[: self.spec.max_tests]:
+        window = self.pending[: self.spec.max_tests]
+        for position, run in enumerate(window):
             assert run.alloc is not None
-            too_big = _whole_gpus(run.alloc) > free
-            if not head_found or not too_big:
-                queue.append(run)
-            head_found = head_found or too_big
-        return queue
+            if _whole_gpus(run.alloc) > free:
+                return window[: position + 1] + [
+                    later for later in window[position + 1 :] if _whole_gpus(later.alloc) <= free  # type: ignore[arg-type]
+                ]
+        return window
 
     def try_start(self, run: JobRun, now: float, seed: int, rejected: set[tuple[object, ...]]) -> bool:
         request = run.alloc

@@ -79,9 +79,14 @@ class Replay:
         horizon_s: float | None = None,
         progress: ProgressCallback | None = None,
         router: Callable[[str, str], str | None] | None = None,
+        give_up: Callable[[Replay], bool] | None = None,
     ) -> None:
         """``router(team, orchestrator)`` names each job's pool (a pool file's rules); without one, a
-        single pool takes every job and several pools are chosen by orchestrator."""
+        single pool takes every job and several pools are chosen by orchestrator. ``give_up(replay)``,
+        asked at every cycle, ends the run early when it says the outcome is already known
+        (``stopped_early_s`` then holds the time; see ``capacity.p95_certainly_above``)."""
+        self.give_up = give_up
+        self.stopped_early_s: float | None = None
         self.policy = policy
         self.router = router
         self.seed = seed
@@ -168,6 +173,10 @@ class Replay:
         if self.federation is not None:
             self.federation.cycle(self)
         self.sample()
+        if self.give_up is not None and self.give_up(self):
+            self.stopped_early_s = self.now
+            self.events.clear()
+            return
         if self.has_future_work():
             self.push(self.now + self.sample_interval_s, CYCLE, 0)
 

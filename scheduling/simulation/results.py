@@ -93,6 +93,8 @@ def build_result(replay: Replay, *, wall_time_s: float) -> ReplayResult:
         "scenario": replay.scenario.as_dict(),
         "wall_time_s": wall_time_s,
     }
+    if replay.stopped_early_s is not None:  # figures of a partial run: only its verdict counts
+        figures["stopped_early_s"] = replay.stopped_early_s
     return ReplayResult(figures)
 
 

@@ -14,7 +14,7 @@ Policies (``--policy``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,9 @@ def simulate_replay(
     slurm_exclusive: bool = True,
     horizon_s: float | None = None,
     progress: ProgressCallback | None = None,
+    give_up: Callable[[Replay], bool] | None = None,
 ) -> ReplayResult:
+    """Replay ``trace`` under ``policy``; ``give_up`` may end the run early (see ``Replay``)."""
     jobs = trace.jobs
     capacity = capacity_gpus or (trace.gpu_capacity if trace.nodes else default_capacity(jobs, gpus_per_node))
     nodes = trace.nodes if trace.nodes and not capacity_gpus else build_fleet(capacity, gpus_per_node=gpus_per_node)
@@ -101,7 +103,8 @@ def simulate_replay(
     pools = pools_for(policy, nodes, scenario, jobs, slurm_exclusive=slurm_exclusive)
     federation = Federation() if policy == "federated" else None
     replay = Replay(
-        jobs, pools, scenario, policy=policy, seed=seed, federation=federation, horizon_s=horizon_s, progress=progress
+        jobs, pools, scenario, policy=policy, seed=seed, federation=federation, horizon_s=horizon_s, progress=progress,
+        give_up=give_up,
     )
     result = replay.run()
     result.figures["trace"] = trace.name
