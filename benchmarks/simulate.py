@@ -31,7 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine.placement import POLICIES
 from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
-from scheduling.simulation.capacity import TARGETS, smallest_capacity, target_measure, team_p95_waits_h
+from scheduling.simulation.capacity import (
+    TARGETS,
+    TargetUnreachable,
+    smallest_capacity,
+    target_measure,
+    team_p95_waits_h,
+)
 from scheduling.traces import load_trace
 from scheduling.traces.registry import shared_traces_dir
 
@@ -147,7 +153,12 @@ def capacity_for_wait(
         emit(record)
         return value_of(result.figures)
 
-    search = smallest_capacity(measure, low=low, high=high, step=step, target=target_p95_h)
+    try:
+        search = smallest_capacity(measure, low=low, high=high, step=step, target=target_p95_h)
+    except TargetUnreachable as error:
+        emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy, "target": target,
+              "target_p95_wait_hours": target_p95_h, "capacity_gpus": None, "error": str(error)})
+        return
     emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "policy": policy, "target": target,
           "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
           "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step,

@@ -66,7 +66,7 @@ def test_a_bad_fleet_row_names_file_line_and_column(call_command, tmp_path: Path
     bad = tmp_path / "bad.csv"
     bad.write_text("name,gpus,gpu_model\na,8,H100\nb,8x,H100\n", encoding="utf-8")
 
-    with pytest.raises(CommandError, match=re.escape(f"{bad}:3: column 'gpus'")):
+    with pytest.raises(CommandError, match=re.escape(f"{bad}:3:2: column 'gpus'")):
         call_command("simulate", trace=str(GENERIC), mode="replay", policy="best-fit", fleet=str(bad))
 
 
