@@ -2,18 +2,20 @@
 
     .venv/bin/python benchmarks/calibrate_slurm.py          # the table from the recorded runs, no Slurm
     sudo .venv/bin/python benchmarks/calibrate_slurm.py --layout partitioned|pooled \
-        [--start-hours 0] [--jobs 520] [--factor 180] [--max-duration 120] [--nodes 10] [--groups 3] [--out DIR]
+        [--start-hours 0] [--jobs 520] [--factor 180] [--max-duration 120] [--nodes 10] [--groups 3] [--out DIR] \
+        [--port-base N] [--debug-flags Backfill] [--topology one-leaf|fixture]
 
 A live run takes a window of the Philly week shipped in scheduling/demo_data, compresses time by
 ``--factor`` (180: one real minute is three trace hours, so Slurm's whole-minute limits stay
 meaningful), caps run times at ``--max-duration`` compressed seconds, starts the project's Slurm
-fixture (scripts/slurm/start.sh, own state dir, ports in 37000-37999) with the layout's partitions,
+fixture (scripts/slurm/start.sh, own state dir, ports 27017-27500 by layout or from --port-base) with
+the layout's partitions and every node on one leaf switch (as the simulator's fleet),
 submits each job with sbatch at its compressed submit time (``sleep <duration>``, ``--time=<limit>``),
 reads submit/start/end back from ``sacct --json``, replays the same list (Slurm's submit times, the
 planned durations and limits) in the simulator on the same fleet and pools, and compares. It writes
-``<layout>.json`` (arguments + trimmed sacct) to --out: copy it to benchmarks/data/calibrate_slurm/ to
-publish it. Needs root and Slurm (scripts/slurm/install.sh). Slurm's scheduler settings for the run
-come from $CALIB_SCHEDULER_PARAMETERS (default below).
+``<layout>.json`` (arguments + trimmed sacct, with each job's node) and slurmctld's log to --out: copy
+the JSON to benchmarks/data/calibrate_slurm/ to publish it. Needs root and Slurm (scripts/slurm/install.sh).
+Slurm's scheduler settings for the run come from $CALIB_SCHEDULER_PARAMETERS (default below).
 """
 
 from __future__ import annotations
