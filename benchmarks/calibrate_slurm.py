@@ -2,18 +2,20 @@
 
     .venv/bin/python benchmarks/calibrate_slurm.py          # the table from the recorded runs, no Slurm
     sudo .venv/bin/python benchmarks/calibrate_slurm.py --layout partitioned|pooled \
-        [--start-hours 0] [--jobs 520] [--factor 180] [--max-duration 120] [--nodes 10] [--groups 3] [--out DIR]
+        [--start-hours 0] [--jobs 520] [--factor 180] [--max-duration 120] [--nodes 10] [--groups 3] [--out DIR] \
+        [--port-base N] [--debug-flags Backfill] [--topology one-leaf|fixture]
 
 A live run takes a window of the Philly week shipped in scheduling/demo_data, compresses time by
 ``--factor`` (180: one real minute is three trace hours, so Slurm's whole-minute limits stay
 meaningful), caps run times at ``--max-duration`` compressed seconds, starts the project's Slurm
-fixture (scripts/slurm/start.sh, own state dir, ports in 37000-37999) with the layout's partitions,
+fixture (scripts/slurm/start.sh, own state dir, ports 27017-27500 by layout or from --port-base) with
+the layout's partitions and every node on one leaf switch (as the simulator's fleet),
 submits each job with sbatch at its compressed submit time (``sleep <duration>``, ``--time=<limit>``),
 reads submit/start/end back from ``sacct --json``, replays the same list (Slurm's submit times, the
 planned durations and limits) in the simulator on the same fleet and pools, and compares. It writes
-``<layout>.json`` (arguments + trimmed sacct) to --out: copy it to benchmarks/data/calibrate_slurm/ to
-publish it. Needs root and Slurm (scripts/slurm/install.sh). Slurm's scheduler settings for the run
-come from $CALIB_SCHEDULER_PARAMETERS (default below).
+``<layout>.json`` (arguments + trimmed sacct, with each job's node) and slurmctld's log to --out: copy
+the JSON to benchmarks/data/calibrate_slurm/ to publish it. Needs root and Slurm (scripts/slurm/install.sh).
+Slurm's scheduler settings for the run come from $CALIB_SCHEDULER_PARAMETERS (default below).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scheduling.collectors.hostlist import expand_hostlist  # noqa: E402
 from scheduling.simulation import calibration as cal  # noqa: E402
 from scheduling.simulation.runner import simulate_pool_file  # noqa: E402
 from scheduling.traces.generic import read_generic_csv  # noqa: E402
@@ -46,7 +49,7 @@ SCHEDULER_PARAMETERS = os.environ.get(
 BACKFILL_DEPTH = 2000
 # Recorded Slurm runs (the trimmed sacct output and the arguments that made the job list).
 RECORDED = ROOT / "benchmarks" / "data" / "calibrate_slurm"
-RUN_ARGUMENTS = ("start_hours", "jobs", "factor", "max_duration", "nodes", "groups")
+RUN_ARGUMENTS = ("start_hours", "jobs", "factor", "max_duration", "nodes", "groups", "topology")
 # Per --tag (default: the layout): slurmctld port (slurmdbd = +2), slurmrestd port, slurmd port base,
 # apart from CI's fixtures so both layouts (and the smoke test) can run at once.
 PORTS = {"partitioned": (27017, 27020, 27100), "pooled": (27217, 27220, 27300), "smoke": (27417, 27420, 27500)}
@@ -59,8 +62,8 @@ def layout_partitions(jobs: list[cal.CalibJob], layout: str, nodes: int, groups:
     return cal.partitions(teams, cal.node_shares(jobs, teams, nodes))
 
 
-def start_fixture(tag: str, nodes: int, teams: list[str], state: Path) -> dict[str, str]:
-    ctld, rest, base = PORTS[tag]
+def start_fixture(tag: str, nodes: int, teams: list[str], state: Path, port_base: int | None) -> dict[str, str]:
+    ctld, rest, base = PORTS[tag] if port_base is None else (port_base + 17, port_base + 20, port_base + 100)
     env = {
         **os.environ,
         "SLURM_STATE_DIR": str(state),
@@ -69,7 +72,7 @@ def start_fixture(tag: str, nodes: int, teams: list[str], state: Path) -> dict[s
         "SLURMRESTD_PORT": str(rest),
         "SLURMD_PORT_BASE": str(base),
         "SLURM_ACCOUNTS": " ".join(teams),
-        "SLURM_ACCT_DB": f"gp_calib_{tag}",
+        "SLURM_ACCT_DB": f"gp_calib_{tag}" if port_base is None else f"gp_calib_{tag}_{port_base}",
     }
     out = subprocess.run(
         [str(ROOT / "scripts/slurm/start.sh")], env=env, check=True, capture_output=True, text=True
@@ -77,7 +80,9 @@ def start_fixture(tag: str, nodes: int, teams: list[str], state: Path) -> dict[s
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
-def configure(conf: Path, parts: list[cal.Partition], bin_dir: str, env: dict[str, str]) -> None:
+def configure(
+    conf: Path, parts: list[cal.Partition], bin_dir: str, env: dict[str, str], debug_flags: str, one_leaf: bool
+) -> None:
     """The run's partitions and scheduler settings, then ``scontrol reconfigure``.
 
     FIFO like the simulator's queue: priority by age only (fair share weight 0).
@@ -88,7 +93,15 @@ def configure(conf: Path, parts: list[cal.Partition], bin_dir: str, env: dict[st
     text = re.sub(r"(?m)^PriorityWeightFairshare=.*$", "PriorityWeightFairshare=0", text)
     text = re.sub(r"(?m)^PriorityWeightAge=.*$", "PriorityWeightAge=100000\nPriorityMaxAge=01:00:00", text)
     text += "\n".join(cal.slurm_partition_lines(parts, exclusive=False)) + "\n"
+    if debug_flags:  # e.g. Backfill: slurmctld.log (kept in --out) then shows each reservation
+        text += f"DebugFlags={debug_flags}\n"
     conf.write_text(text)
+    if one_leaf:
+        # The simulator's fleet has every node on one leaf switch; the fixture's two leaves (dgx01-05,
+        # dgx06-10) split a partition such as dgx[05-06] over two switches, which Slurm's topology/tree
+        # planning treats differently. Same topology on both sides.
+        nodes = sorted({name for part in parts for name in expand_hostlist(part.hostlist)})
+        (conf.parent / "topology.conf").write_text(f"SwitchName=leaf1 Nodes={','.join(nodes)}\n")
     subprocess.run([f"{bin_dir}/scontrol", "reconfigure"], env=env, check=True)
     time.sleep(2)
 
@@ -143,18 +156,23 @@ def sacct_json(bin_dir: str, env: dict[str, str]) -> str:
     ).stdout
 
 
-def run_slurm(jobs: list[cal.CalibJob], parts: list[cal.Partition], tag: str, nodes: int, out: Path) -> str:
-    state = Path(f"/tmp/gp-calib-{tag}")
+def run_slurm(
+    jobs: list[cal.CalibJob], parts: list[cal.Partition], args: argparse.Namespace, tag: str, out: Path
+) -> str:
+    state = Path(f"/tmp/gp-calib-{tag}" if args.port_base is None else f"/tmp/gp-calib-{tag}-{args.port_base}")
     teams = sorted({job.team for job in jobs})
-    fixture = start_fixture(tag, nodes, teams, state)
+    fixture = start_fixture(tag, args.nodes, teams, state, args.port_base)
     env = {**os.environ, "SLURM_CONF": fixture["SLURM_CONF"]}
     bin_dir = fixture["SLURM_BIN_DIR"]
     try:
-        configure(Path(fixture["SLURM_CONF"]), parts, bin_dir, env)
+        configure(Path(fixture["SLURM_CONF"]), parts, bin_dir, env, args.debug_flags, args.topology == "one-leaf")
         submit_all(jobs, parts, bin_dir, env)
         wait_drained(bin_dir, env, timeout_s=3600)
         text = sacct_json(bin_dir, env)
     finally:
+        log = state / "log" / "slurmctld.log"
+        if log.exists():
+            (out / f"slurmctld-{tag}.log").write_bytes(log.read_bytes())
         subprocess.run(
             [str(ROOT / "scripts/slurm/stop.sh")],
             env={**os.environ, "SLURM_STATE_DIR": str(state)},
@@ -200,7 +218,7 @@ def compare(args: argparse.Namespace, layout: str, sacct: str, out: Path) -> dic
     )
     parts = layout_partitions(jobs, layout, args.nodes, args.groups)
     if not sacct:
-        sacct = run_slurm(jobs, parts, args.tag or layout, args.nodes, out)
+        sacct = run_slurm(jobs, parts, args, args.tag or layout, out)
         record = {"arguments": {k: getattr(args, k) for k in RUN_ARGUMENTS}, **cal.recorded_sacct(sacct)}
         (out / f"{layout}.json").write_text(json.dumps(record, indent=0) + "\n")
     timings = cal.parse_sacct_json(sacct)
@@ -237,6 +255,15 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=3, help="partitions of the partitioned layout")
     parser.add_argument("--layout", choices=("partitioned", "pooled"), help="run Slurm (default: recorded runs)")
     parser.add_argument("--tag", choices=sorted(PORTS), default=None, help="ports and state dir (default: layout)")
+    parser.add_argument("--port-base", type=int, default=None, help="ports BASE+17/+19/+20, slurmd BASE+101..")
+    parser.add_argument("--debug-flags", default="", help="slurm.conf DebugFlags for the run, e.g. Backfill")
+    parser.add_argument(
+        "--topology",
+        choices=("one-leaf", "fixture"),
+        default="one-leaf",
+        help="Slurm's topology.conf: every node on one leaf switch, as the simulator's fleet (default), or the "
+        "fixture's two leaves",
+    )
     parser.add_argument("--out", type=Path, default=None, help="where the job list, pools and Slurm record go")
     args = parser.parse_args()
     if not args.layout:

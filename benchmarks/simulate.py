@@ -35,6 +35,7 @@ from scheduling.simulation import FGD_SEEDS, simulate_packing, simulate_replay
 from scheduling.simulation.capacity import (
     TARGETS,
     P95CertainlyAbove,
+    TargetUnreachable,
     smallest_capacity,
     target_measure,
     team_p95_waits_h,
@@ -161,7 +162,12 @@ def capacity_for_wait(
         emit(record)
         return value_of(result.figures)
 
-    search = smallest_capacity(measure, low=low, high=high, step=step, target=target_p95_h)
+    try:
+        search = smallest_capacity(measure, low=low, high=high, step=step, target=target_p95_h)
+    except TargetUnreachable as error:
+        emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "jobs": len(trace.jobs), "policy": policy,
+              "target": target, "target_p95_wait_hours": target_p95_h, "capacity_gpus": None, "error": str(error)})
+        return
     emit({"figure": "capacity_for_p95_wait", "trace": trace_name, "jobs": len(trace.jobs), "policy": policy,
           "target": target, "target_p95_wait_hours": target_p95_h, "capacity_gpus": search.capacity_gpus,
           "largest_probed_failing_gpus": search.largest_failing_gpus, "step_gpus": step, "early_stop": early_stop,

@@ -199,7 +199,7 @@ def recorded_sacct(text: str) -> dict[str, object]:
     """The part of ``sacct --json`` the comparison reads (name, account, partition, times), small
     enough to keep in the repository so the table can be recomputed without Slurm."""
     data = json.loads(text)
-    keep = ("name", "account", "partition")
+    keep = ("name", "account", "partition", "nodes")
     return {
         "jobs": [
             {

@@ -20,6 +20,14 @@ from typing import Any
 
 TARGET_P95_WAIT_H = 1.0
 TARGETS = ("fleet", "every-team")
+# The upper end is doubled at most up to this many times the bracket's ``high``: a target that no fleet
+# meets (a team's jobs rejected for a GPU model the synthetic fleet lacks count as infinite waits at every
+# size) must end in an answer, not in ever larger replays.
+CEILING_FACTOR = 64
+
+
+class TargetUnreachable(ValueError):
+    """No probed capacity up to the ceiling meets the target."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,12 @@ class CapacitySearch:
 
 
 def smallest_capacity(
-    measure: Callable[[int], float], *, low: int, high: int, step: int = 32, target: float = TARGET_P95_WAIT_H,
+    measure: Callable[[int], float],
+    *,
+    low: int,
+    high: int,
+    step: int = 32,
+    target: float = TARGET_P95_WAIT_H,
 ) -> CapacitySearch:
     """Smallest multiple of ``step`` GPUs with ``measure(capacity) <= target`` (bracket ``low``..``high``)."""
     return smallest_capacity_in_rounds(
@@ -60,6 +73,7 @@ def smallest_capacity_in_rounds(
     if step <= 0 or low <= 0 or high < low or width < 1:
         raise ValueError("capacity search needs 0 < low <= high, a positive step and a width of at least 1")
     probes: list[tuple[int, float]] = []
+    ceiling_units = max(1, -(-high // step)) * CEILING_FACTOR
 
     def meets(units: Sequence[int]) -> list[bool]:
         values = measure_many([unit * step for unit in units])
@@ -74,7 +88,14 @@ def smallest_capacity_in_rounds(
     if missed > 0:  # a halving met the target: it is the upper end
         low_units, high_units = halvings[missed], halvings[missed - 1]
     else:  # double the upper end until it meets the target (stops only when it does, as serially)
-        low_units, high_units = _double_until_met(low_units, high_units, meets, width)
+        low_units, high_units = _double_until_met(low_units, high_units, meets, width, ceiling_units)
+        if high_units > ceiling_units:
+            value = probes[-1][1]
+            raise TargetUnreachable(
+                f"no capacity up to {probes[-1][0]} GPUs ({CEILING_FACTOR}x the bracket's high end) meets the target "
+                f"{target:g} h (measured {value:g} h there; rejected or never-started jobs count as infinite "
+                f"waits, e.g. jobs asking for a GPU model the fleet lacks); probes: {probes}"
+            )
     while high_units - low_units > 1:
         low_units, high_units = _narrow(low_units, high_units, meets, width)
     return CapacitySearch(high_units * step, low_units * step, step, target, tuple(probes))
@@ -92,13 +113,15 @@ def _first(units: Sequence[int], wanted: bool, meets: Meets, width: int) -> int 
     return None
 
 
-def _double_until_met(low_units: int, high_units: int, meets: Meets, width: int) -> tuple[int, int]:
-    while True:
-        chain = [high_units << shift for shift in range(width)]
+def _double_until_met(low_units: int, high_units: int, meets: Meets, width: int, ceiling_units: int) -> tuple[int, int]:
+    """The bracket once the upper end meets the target; an upper end above ``ceiling_units`` if none did."""
+    while high_units <= ceiling_units:
+        chain = [high_units << shift for shift in range(width) if high_units << shift <= ceiling_units]
         met = _first(chain, True, meets, width)
         if met is not None:
             return (chain[met - 1] if met else low_units), chain[met]
         low_units, high_units = chain[-1], chain[-1] * 2
+    return low_units, high_units
 
 
 def _narrow(low_units: int, high_units: int, meets: Meets, width: int) -> tuple[int, int]:

@@ -101,6 +101,9 @@ class _Located:
             elif self.tables and (match := re.match(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*=", stripped)):
                 self.tables[-1][1].setdefault(match.group(1), number)
 
+    def keys(self, index: int) -> dict[str, int]:
+        return self.tables[index][1] if index < len(self.tables) else {}
+
     def error(self, index: int, key: str, message: str, name: str = "") -> PoolFileError:
         header, keys = self.tables[index] if index < len(self.tables) else (1, {})
         label = f"pool {name!r}" if name else f"pool #{index + 1}"
@@ -148,7 +151,7 @@ def _rule(located: _Located, index: int, table: dict[str, Any]) -> PoolRule:
     if (nodes is None) == (count is None):
         raise fail("nodes", 'give either nodes = "host[01-08]" (a Slurm hostlist) or count = N')
     if nodes is not None and (not isinstance(nodes, str) or not nodes.strip()):
-        raise fail("nodes", "a Slurm hostlist string is required, e.g. \"dgx[01-08]\"")
+        raise fail("nodes", 'a Slurm hostlist string is required, e.g. "dgx[01-08]"')
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise fail("count", f"a whole number of nodes >= 1 is required, got {count!r}")
     gpu_model = table.get("gpu_model")
@@ -228,7 +231,8 @@ def plan_pools(path: str | Path, fleet: Sequence[Node]) -> PoolPlan:
             if len(free) < rule.count:
                 model = f"{rule.gpu_model} " if rule.gpu_model else ""
                 message = f"asks for {rule.count} {model}nodes, {len(free)} left after earlier pools"
-                raise located.error(index, "count", message, rule.name)
+                key = "count" if "count" in located.keys(index) else "nodes"  # nodes = N is a count too
+                raise located.error(index, key, message, rule.name)
             names = free[: rule.count]
         for name in names:
             if name in taken:

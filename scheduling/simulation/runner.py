@@ -97,6 +97,8 @@ def simulate_replay(
 ) -> ReplayResult:
     """Replay ``trace`` under ``policy``; ``give_up`` may end the run early (see ``Replay``)."""
     jobs = trace.jobs
+    if trace.nodes and not capacity_gpus:
+        require_gpus(trace.nodes)
     capacity = capacity_gpus or (trace.gpu_capacity if trace.nodes else default_capacity(jobs, gpus_per_node))
     nodes = trace.nodes if trace.nodes and not capacity_gpus else build_fleet(capacity, gpus_per_node=gpus_per_node)
     scenario = build_scenario(jobs, sum(node.gpu_total for node in nodes))
@@ -128,6 +130,7 @@ def simulate_pool_file(
     """
     if not trace.nodes:
         raise ValueError("--pools needs a fleet: give --fleet FILE.csv (or a trace with a node list)")
+    require_gpus(trace.nodes)
     plan = plan_pools(pool_file, trace.nodes)
     scenario = build_scenario(trace.jobs, trace.gpu_capacity)
     jobs: list[TraceJob] = []
@@ -164,11 +167,21 @@ def simulate_pool_file(
     return result
 
 
+def require_gpus(nodes: Sequence[Any]) -> None:
+    """A fleet without a GPU cannot run or pack a GPU trace: say so instead of dividing by its zero GPUs."""
+    if not any(node.gpu_total for node in nodes):
+        raise ValueError(f"the fleet has no GPU: its {len(nodes)} node(s) are all CPU-only (gpus = 0)")
+
+
 def simulate_packing(
     trace: Trace, policy: str, *, seed: int = FGD_SEEDS[0], progress: ProgressCallback | None = None
 ) -> PackingResult:
     if not trace.nodes:
-        raise ValueError(f"packing needs a node list; trace {trace.name!r} has none (use an openb pod list)")
+        raise ValueError(
+            f"packing needs a node list; trace {trace.name!r} has none: "
+            "give --fleet FILE.csv (or use an openb pod list)"
+        )
+    require_gpus(trace.nodes)
     placement = "fgd" if policy == "federated" else policy
     if placement not in POLICIES:
         raise ValueError(f"packing compares placement policies: {', '.join(POLICIES)} (got {policy!r})")

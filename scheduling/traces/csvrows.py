@@ -21,22 +21,29 @@ T = TypeVar("T")
 
 
 class Row:
-    """One data record: ``line`` is the 1-based physical line number in the file."""
+    """One data record: ``line`` is the 1-based physical line number in the file.
 
-    __slots__ = ("line", "path", "values")
+    A record with too few or too many fields carries that ``problem``: reading any of its cells raises it,
+    so the reader's own per-row error handling (stop, or skip and count) applies to it like to a bad cell.
+    """
 
-    def __init__(self, path: str, line: int, values: dict[str, str]) -> None:
+    __slots__ = ("line", "path", "problem", "values")
+
+    def __init__(self, path: str, line: int, values: dict[str, str], problem: TraceFormatError | None = None) -> None:
         self.path = path
         self.line = line
         self.values = values
+        self.problem = problem
 
     def error(self, column: str, message: str) -> TraceFormatError:
-        return TraceFormatError(self.path, self.line, column, message)
+        return TraceFormatError(self.path, self.line, column, message, _position(self.values, column))
 
     def has(self, column: str) -> bool:
         return column in self.values
 
     def text(self, column: str, *, allow_empty: bool = True) -> str:
+        if self.problem is not None:
+            raise self.problem
         value = self.values.get(column, "").strip()
         if not value and not allow_empty:
             raise self.error(column, "empty value")
@@ -76,9 +83,7 @@ class Row:
         try:
             return datetime.fromisoformat(raw)
         except ValueError:
-            raise self.error(
-                column, f"expected a date and time like 2017-10-09 07:01:55, got {raw!r}"
-            ) from None
+            raise self.error(column, f"expected a date and time like 2017-10-09 07:01:55, got {raw!r}") from None
 
     def _bounded(self, column: str, value: N, minimum: N | None, maximum: N | None) -> N:
         if minimum is not None and value < minimum:
@@ -92,12 +97,10 @@ class CsvFile:
     """Iterates the rows of ``path``; checks that the header has every required column.
 
     Files without a header row (Alibaba PAI tables) pass ``fieldnames``. Rows whose field count differs
-    from the header raise an error naming the first missing (or the extra) column.
+    from the header carry an error naming the first missing (or the extra) column (``Row.problem``).
     """
 
-    def __init__(
-        self, path: str | Path, required: Sequence[str], fieldnames: Sequence[str] | None = None
-    ) -> None:
+    def __init__(self, path: str | Path, required: Sequence[str], fieldnames: Sequence[str] | None = None) -> None:
         self.path = Path(path)
         self.required = tuple(required)
         self.fieldnames = tuple(fieldnames) if fieldnames is not None else None
@@ -122,27 +125,40 @@ class CsvFile:
             try:
                 self.columns = tuple(column.strip() for column in next(reader))
             except StopIteration:
-                raise TraceFormatError(
-                    self.path, 1, self.required[0] if self.required else "", "empty file"
-                ) from None
+                raise TraceFormatError(self.path, 1, self.required[0] if self.required else "", "empty file") from None
         for column in self.required:
             if column not in self.columns:
-                raise TraceFormatError(
-                    self.path, 1, column, f"missing column (header has {', '.join(self.columns)})"
-                )
+                raise TraceFormatError(self.path, 1, column, f"missing column (header has {', '.join(self.columns)})")
         return self.columns
 
     @staticmethod
     def _row(name: str, line: int, columns: tuple[str, ...], fields: list[str]) -> Row:
+        problem = None
         if len(fields) < len(columns):
-            raise TraceFormatError(
-                name, line, columns[len(fields)], f"missing value ({len(fields)} of {len(columns)} fields)"
+            problem = TraceFormatError(
+                name,
+                line,
+                columns[len(fields)],
+                f"missing value ({len(fields)} of {len(columns)} fields)",
+                len(fields) + 1,
             )
-        if len(fields) > len(columns):
-            raise TraceFormatError(
-                name, line, f"#{len(columns) + 1}", f"extra field ({len(fields)} of {len(columns)} fields)"
+        elif len(fields) > len(columns):
+            problem = TraceFormatError(
+                name,
+                line,
+                f"#{len(columns) + 1}",
+                f"extra field ({len(fields)} of {len(columns)} fields)",
+                len(columns) + 1,
             )
-        return Row(name, line, dict(zip(columns, fields, strict=True)))
+        return Row(name, line, dict(zip(columns, fields, strict=False)), problem)
+
+
+def _position(values: dict[str, str], column: str) -> int | None:
+    """1-based field number of ``column`` in the row (None for a column the row does not have)."""
+    for index, name in enumerate(values, start=1):
+        if name == column:
+            return index
+    return None
 
 
 def read_unique(

@@ -19,14 +19,20 @@ MAX_KEPT_MESSAGES = 20
 
 
 class TraceFormatError(ValueError):
-    """A row (or the header) of a trace file cannot be read."""
+    """A row (or the header) of a trace file cannot be read.
 
-    def __init__(self, path: str | Path, line: int, column: str, message: str) -> None:
+    ``field`` is the 1-based position of the cell in a CSV row, when there is one: the message then reads
+    ``file:line:field: column 'name': ...`` like a compiler's, so an editor jumps to the line.
+    """
+
+    def __init__(self, path: str | Path, line: int, column: str, message: str, field: int | None = None) -> None:
         self.path = str(path)
         self.line = line
         self.column = column
+        self.field = field
         self.message = message
-        super().__init__(f"{self.path}:{line}: column '{column}': {message}")
+        where = f"{line}:{field}" if field else f"{line}"
+        super().__init__(f"{self.path}:{where}: column '{column}': {message}")
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,8 @@ class Partition:
     nodes: tuple[str, ...]
     line: int
     default: bool
+    accounts: tuple[str, ...] = ()  # AllowAccounts (empty: ALL or not set)
+    exclusive: bool = False  # OverSubscribe=EXCLUSIVE: each job holds whole nodes
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,12 @@ class SlurmConf:
 
     @property
     def queue(self) -> str:
-        return "fairshare" if self.settings.get("PriorityType") == "priority/multifactor" else "fifo"
+        """Fair share only when multifactor priority weighs it: Slurm's PriorityWeightFairshare defaults to 0,
+        and with it 0 the multifactor order is by age (and other weights), i.e. arrival order here."""
+        if self.settings.get("PriorityType") != "priority/multifactor":
+            return "fifo"
+        weight = self.settings.get("PriorityWeightFairshare", "0")
+        return "fairshare" if weight.isdigit() and int(weight) > 0 else "fifo"
 
 
 def read_slurm_conf(path: str | Path) -> SlurmConf:
@@ -287,11 +294,22 @@ def read_slurm_conf(path: str | Path) -> SlurmConf:
             unknown = [n for n in names if n not in nodes]
             if unknown:
                 raise TraceFormatError(path, number, "Nodes", f"undefined node(s): {', '.join(unknown[:5])}")
-            default = pairs.get("Default", "NO").upper() == "YES"
-            partitions.append(Partition(pairs["PartitionName"], names, number, default))
+            partitions.append(_partition(pairs, names, number))
     if not nodes:
         raise TraceFormatError(path, 1, "NodeName", "no NodeName lines")
     return SlurmConf(tuple(nodes.values()), tuple(partitions), settings)
+
+
+def _partition(pairs: dict[str, str], names: tuple[str, ...], number: int) -> Partition:
+    accounts = pairs.get("AllowAccounts", "")
+    return Partition(
+        pairs["PartitionName"],
+        names,
+        number,
+        default=pairs.get("Default", "NO").upper() == "YES",
+        accounts=() if accounts.upper() in ("", "ALL") else tuple(a for a in accounts.split(",") if a),
+        exclusive=pairs.get("OverSubscribe", "NO").upper().startswith("EXCLUSIVE"),
+    )
 
 
 def _pairs(line: str) -> dict[str, str]:

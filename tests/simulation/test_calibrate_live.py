@@ -63,3 +63,7 @@ def test_a_tiny_partitioned_window_runs_on_slurm_and_is_compared_with_the_simula
         assert job["partition"] == partition_of[job["account"]]
         assert duration - 1 <= ran <= limit, (job["name"], ran, duration, limit)
         assert job["state"]["current"] == "COMPLETED"
+    recorded = json.loads((tmp_path / "partitioned.json").read_text())
+    assert recorded["arguments"]["topology"] == "one-leaf"
+    assert {job["nodes"] for job in recorded["jobs"]} <= {"dgx01", "dgx02", "dgx03"}  # kept for job-by-job study
+    assert "sched/backfill" in (tmp_path / "slurmctld-smoke.log").read_text()

@@ -119,7 +119,7 @@ def test_the_recorded_sacct_keeps_what_the_comparison_reads_and_nothing_else() -
     )  # fmt: skip
     record = cal.recorded_sacct(text)
     assert record == {
-        "jobs": [{"name": "c0000", "account": "big", "partition": "p1",
+        "jobs": [{"name": "c0000", "account": "big", "partition": "p1", "nodes": "dgx01",
                   "time": {"submission": 100, "start": 103, "end": 110}}]
     }  # fmt: skip
     assert cal.parse_sacct_json(json.dumps(record)) == cal.parse_sacct_json(text)

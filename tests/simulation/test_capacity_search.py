@@ -9,6 +9,8 @@ import pytest
 
 from scheduling.simulation import simulate_replay
 from scheduling.simulation.capacity import (
+    CEILING_FACTOR,
+    TargetUnreachable,
     fleet_p95_wait_h,
     smallest_capacity,
     smallest_capacity_in_rounds,
@@ -39,6 +41,20 @@ def test_probes_are_few_for_a_wide_bracket() -> None:
     assert len(search.probes) <= 10
 
 
+@pytest.mark.parametrize("width", [1, 3])
+def test_a_target_no_fleet_meets_ends_with_an_error_not_ever_larger_replays(width: int) -> None:
+    probed: list[int] = []
+
+    def never(capacities):  # type: ignore[no-untyped-def]
+        probed.extend(capacities)
+        return [math.inf for _ in capacities]  # e.g. a team's jobs ask for a GPU model the fleet lacks
+
+    with pytest.raises(TargetUnreachable, match=r"no capacity up to \d+ GPUs .* meets the target 1 h"):
+        smallest_capacity_in_rounds(never, low=64, high=256, step=32, width=width)
+    assert max(probed) <= 256 * CEILING_FACTOR  # never above the ceiling
+    assert len(probed) <= 20
+
+
 def test_a_bad_bracket_is_refused() -> None:
     with pytest.raises(ValueError, match="low <= high"):
         smallest_capacity(falling_wait(10), low=100, high=50)
@@ -46,9 +62,11 @@ def test_a_bad_bracket_is_refused() -> None:
 
 # Real replays for the targets: four 1-GPU jobs of team "small" and one 2 x 8-GPU gang of team "wide", which
 # one 8-GPU node can never host (rejected) and two nodes start once the small jobs are done (10 min).
-TWO_TEAMS = "id,submit_time,duration,gang_size,gpus_per_member,gpu_model,team,kind\n" + "".join(
-    f"s{i},0,600,1,1,,small,batch\n" for i in range(4)
-) + "w1,0,600,2,8,,wide,training\n"
+TWO_TEAMS = (
+    "id,submit_time,duration,gang_size,gpus_per_member,gpu_model,team,kind\n"
+    + "".join(f"s{i},0,600,1,1,,small,batch\n" for i in range(4))
+    + "w1,0,600,2,8,,wide,training\n"
+)
 
 
 @pytest.fixture

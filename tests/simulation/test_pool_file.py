@@ -123,6 +123,7 @@ def test_a_job_matching_no_pool_is_an_error_not_the_first_pool(tmp_path: Path) -
         ('[[pool]]\nname = "A"\ncount = 1\nspeed = 3\n', ":4: pool 'A': key 'speed': unknown key"),
         ('[[pool]]\nname = "A"\n', ":1: pool 'A': key 'nodes': give either"),
         ('[[pool]]\nname = "A"\ncount = 1\ngpu_model = "B200"\n', ":3: pool 'A': key 'count': asks for 1 B200"),
+        ('[[pool]]\nname = "A"\n\nnodes = 17\n', ":4: pool 'A': key 'nodes': asks for 17 nodes, 16 left"),
         ('[[pool]]\nname = "A"\ncount = 1\n[[pool]]\nname = "A"\ncount = 1\n', ":5: pool 'A': key 'name': duplicate"),
         ("[[pool]\n", ": not valid TOML"),
         ('name = "A"\n', ":1: unknown top-level key"),

@@ -66,7 +66,7 @@ def test_a_bad_fleet_row_names_file_line_and_column(call_command, tmp_path: Path
     bad = tmp_path / "bad.csv"
     bad.write_text("name,gpus,gpu_model\na,8,H100\nb,8x,H100\n", encoding="utf-8")
 
-    with pytest.raises(CommandError, match=re.escape(f"{bad}:3: column 'gpus'")):
+    with pytest.raises(CommandError, match=re.escape(f"{bad}:3:2: column 'gpus'")):
         call_command("simulate", trace=str(GENERIC), mode="replay", policy="best-fit", fleet=str(bad))
 
 
@@ -102,3 +102,24 @@ def test_on_error_skip_counts_what_it_left_out_per_reason(call_command, tmp_path
     assert figures["skipped"] == {"malformed": 2, "no pool takes the job": 1}
     assert figures["trace_reports"][1]["malformed_by_column"] == {"duration": 1, "kind": 1}
     assert figures["jobs"]["arrived"] == 1
+
+
+@pytest.mark.parametrize(
+    "how",
+    [dict(mode="replay", policy="siloed"), dict(mode="replay", policy="federated"), dict(mode="packing", policy="fgd")],
+)
+def test_a_fleet_without_a_gpu_is_a_clear_error(call_command, tmp_path: Path, how: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    from django.core.management.base import CommandError
+
+    cpu_only = tmp_path / "cpu.csv"
+    cpu_only.write_text("name,gpus,gpu_model\nc1,0,none\nc2,0,none\n", encoding="utf-8")
+
+    with pytest.raises(CommandError, match=r"the fleet has no GPU: its 2 node\(s\) are all CPU-only"):
+        call_command("simulate", trace=str(GENERIC), fleet=str(cpu_only), **how)
+
+
+def test_packing_a_generic_csv_without_a_fleet_asks_for_one(call_command) -> None:  # type: ignore[no-untyped-def]
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match=re.escape("give --fleet FILE.csv")):
+        call_command("simulate", trace=str(GENERIC), mode="packing", policy="fgd")

@@ -48,12 +48,12 @@ def test_without_a_leaf_switch_column_hosts_share_switches_32_at_a_time(tmp_path
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        ("name,gpus,gpu_model\na,8,H100\nb,eight,H100\n", ":3: column 'gpus'"),
-        ("name,gpus,gpu_model\na,8,H100\na,8,H100\n", ":3: column 'name'"),
-        ("name,gpus,gpu_model\n,8,H100\n", ":2: column 'name'"),
-        ("name,gpus,gpu_model\na,-1,H100\n", ":2: column 'gpus'"),
-        ("name,gpus,gpu_model,cpu_milli\na,8,H100,lots\n", ":2: column 'cpu_milli'"),
-        ("name,gpus,gpu_model\na,8\n", ":2: column 'gpu_model'"),
+        ("name,gpus,gpu_model\na,8,H100\nb,eight,H100\n", ":3:2: column 'gpus'"),
+        ("name,gpus,gpu_model\na,8,H100\na,8,H100\n", ":3:1: column 'name'"),
+        ("name,gpus,gpu_model\n,8,H100\n", ":2:1: column 'name'"),
+        ("name,gpus,gpu_model\na,-1,H100\n", ":2:2: column 'gpus'"),
+        ("name,gpus,gpu_model,cpu_milli\na,8,H100,lots\n", ":2:4: column 'cpu_milli'"),
+        ("name,gpus,gpu_model\na,8\n", ":2:3: column 'gpu_model'"),
         ("host,gpu\na,8\n", ":1: column 'name'"),
     ],
 )
@@ -140,7 +140,7 @@ def test_an_alibaba_spot_gpu_node_list_keeps_names_models_and_sizes(tmp_path: Pa
 def test_a_bad_spot_gpu_row_names_its_line_and_column(tmp_path: Path) -> None:
     path = write(tmp_path, "node_info_df.csv", SPOT + "A10,one,128,3\n")
 
-    with pytest.raises(TraceFormatError, match=r"node_info_df.csv:5: column 'gpu_capacity_num'"):
+    with pytest.raises(TraceFormatError, match=r"node_info_df.csv:5:2: column 'gpu_capacity_num'"):
         read_node_list(path)
 
 

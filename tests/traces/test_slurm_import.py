@@ -45,7 +45,7 @@ def test_a_bad_sacct_row_names_file_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "sacct.txt"
     path.write_text(text)
 
-    with pytest.raises(TraceFormatError, match=re.escape(f"{path}:4: column 'Timelimit'")):
+    with pytest.raises(TraceFormatError, match=re.escape(f"{path}:4:10: column 'Timelimit'")):
         read_sacct(path)
     assert read_sacct(path, on_error="skip").reports[0].malformed_by_column == {"Timelimit": 1}
 
@@ -117,3 +117,34 @@ def test_a_bad_sacct_json_job_names_its_line_and_key(tmp_path: Path) -> None:
 
     with pytest.raises(TraceFormatError, match=re.escape(f"{path}:18: column 'jobs[1].tres.allocated'")):
         read_sacct(path)
+
+
+CONF_WITH_ACCOUNTS = """\
+PriorityType=priority/multifactor
+PriorityWeightFairshare={weight}
+SchedulerParameters=bf_interval=1,bf_max_job_test=2000
+NodeName=DEFAULT CPUs=64 RealMemory=512000 Gres=gpu:h100:8
+NodeName=dgx[01-04]
+PartitionName=vision Nodes=dgx[01-02] AllowAccounts=cv,robotics OverSubscribe=EXCLUSIVE
+PartitionName=llm Nodes=dgx[03-04] AllowAccounts=ALL Default=YES
+"""
+
+
+@pytest.mark.parametrize(("weight", "queue"), [("0", "fifo"), ("10000", "fairshare")])
+def test_slurm_conf_partitions_route_by_allowed_accounts(tmp_path: Path, weight: str, queue: str) -> None:
+    from scheduling.management.commands.import_slurm import pools_toml
+
+    conf_path = tmp_path / "slurm.conf"
+    conf_path.write_text(CONF_WITH_ACCOUNTS.format(weight=weight))
+    conf = read_slurm_conf(conf_path)
+    pools = tmp_path / "pools.toml"
+    pools.write_text(pools_toml(conf, str(conf_path)))
+
+    vision, llm = conf.partitions
+    assert (vision.accounts, vision.exclusive, llm.accounts, llm.exclusive) == (("cv", "robotics"), True, (), False)
+    plan = plan_pools(pools, conf.nodes)
+    assert [(s.name, len(s.nodes), s.exclusive, s.queue, s.max_tests) for s in plan.specs] == [
+        ("vision", 2, True, queue, 2000), ("llm", 2, False, queue, 2000),
+    ]  # fmt: skip
+    # multifactor priority with no fair-share weight orders by age: first come, first served
+    assert [plan.route(team, "slurm") for team in ("cv", "robotics", "anyone")] == ["vision", "vision", "llm"]

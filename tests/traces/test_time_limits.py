@@ -57,7 +57,7 @@ def test_time_limits_survive_a_round_trip(tmp_path: Path) -> None:
 def test_a_bad_time_limit_names_file_line_and_column(tmp_path: Path, limit: str, message: str) -> None:
     path = trace_file(tmp_path, limit)
 
-    with pytest.raises(TraceFormatError, match=re.escape(f"{path}:2: column 'time_limit'") + ".*" + message):
+    with pytest.raises(TraceFormatError, match=re.escape(f"{path}:2:9: column 'time_limit'") + ".*" + message):
         read_generic_csv(path)
 
 

@@ -18,6 +18,8 @@ from scheduling.traces import (
 
 DEMO_SLICE = Path(__file__).resolve().parents[2] / "scheduling" / "demo_data" / "philly_slice.csv"
 
+GENERIC_HEADER = "id,submit_time,duration,gang_size,gpus_per_member,gpu_model,team,kind\n"
+
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
@@ -92,7 +94,7 @@ class TestPhilly:
             read_philly(path)
 
         assert (caught.value.path, caught.value.line, caught.value.column) == (str(path), 3, "num_gpus")
-        assert f"{path}:3: column 'num_gpus'" in str(caught.value)
+        assert f"{path}:3:3: column 'num_gpus'" in str(caught.value)
 
     def test_a_bad_timestamp_names_the_timestamp_column(self, tmp_path: Path) -> None:
         path = write(
@@ -101,13 +103,11 @@ class TestPhilly:
             "timestamp,duration,num_gpus,gpu_time,cluster\nyesterday,66.0,1,66.0,11cb48\n",
         )
 
-        with pytest.raises(TraceFormatError, match=r":2: column 'timestamp'"):
+        with pytest.raises(TraceFormatError, match=r":2:1: column 'timestamp'"):
             read_philly(path)
 
     def test_a_short_row_names_the_first_missing_column(self, tmp_path: Path) -> None:
-        path = write(
-            tmp_path, "short.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0\n"
-        )
+        path = write(tmp_path, "short.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0\n")
 
         with pytest.raises(TraceFormatError) as caught:
             read_philly(path)
@@ -115,9 +115,7 @@ class TestPhilly:
         assert (caught.value.line, caught.value.column) == (2, "num_gpus")
 
     def test_a_header_without_a_required_column_is_an_error_on_line_one(self, tmp_path: Path) -> None:
-        path = write(
-            tmp_path, "nohdr.csv", "timestamp,duration,gpu_time,cluster\n2017-10-09 07:01:55,66.0,66.0,a\n"
-        )
+        path = write(tmp_path, "nohdr.csv", "timestamp,duration,gpu_time,cluster\n2017-10-09 07:01:55,66.0,66.0,a\n")
 
         with pytest.raises(TraceFormatError) as caught:
             read_philly(path)
@@ -141,7 +139,7 @@ class TestPhilly:
         assert len(trace.jobs) == 2
         assert (report.rows_read, report.rows_kept, report.rows_skipped) == (4, 2, 2)
         assert report.skipped == {"malformed": 1, "no GPUs requested": 1}
-        assert any(":3: column 'duration'" in message for message in report.messages)
+        assert any(":3:2: column 'duration'" in message for message in report.messages)
 
 
 class TestGangShape:
@@ -149,9 +147,7 @@ class TestGangShape:
         ("gpus", "shape"),
         [(1, (1, 1)), (8, (1, 8)), (12, (2, 6)), (16, (2, 8)), (24, (3, 8)), (128, (16, 8))],
     )
-    def test_it_uses_the_fewest_equal_members_that_fit_a_node(
-        self, gpus: int, shape: tuple[int, int]
-    ) -> None:
+    def test_it_uses_the_fewest_equal_members_that_fit_a_node(self, gpus: int, shape: tuple[int, int]) -> None:
         assert gang_shape(gpus) == shape
 
     def test_a_prime_count_above_a_node_falls_back_to_one_gpu_members(self) -> None:
@@ -174,9 +170,7 @@ class TestGenericCsv:
         assert jobs["train-a"].duration_s == 7200
 
     def test_a_share_below_one_gpu_becomes_a_milli_gpu_request(self, fixtures: Path) -> None:
-        serve = {job.id: job for job in read_generic_csv(fixtures / "generic_jobs.csv").jobs}[
-            "serve-x"
-        ].request
+        serve = {job.id: job for job in read_generic_csv(fixtures / "generic_jobs.csv").jobs}["serve-x"].request
 
         assert (serve.gpus_per_member, serve.gpu_milli, serve.members) == (0, 500, 2)
         assert serve.gpus == 1.0
@@ -201,19 +195,26 @@ class TestGenericCsv:
 
         assert len(trace.jobs) == 2
         assert report.skipped == {"malformed": 3}
-        assert [m.split(": ", 1)[0].rsplit(":", 1)[1] for m in report.messages] == ["3", "5", "6"]
+        assert [m.split(": ", 1)[0].rsplit(":", 2)[1] for m in report.messages] == ["3", "5", "6"]
         assert "column 'gpus_per_member'" in report.messages[1]
         assert "column 'kind'" in report.messages[2]
 
-    def test_duplicate_ids_are_an_error(self, tmp_path: Path) -> None:
-        path = write(
-            tmp_path,
-            "dup.csv",
-            "id,submit_time,duration,gang_size,gpus_per_member,gpu_model,team,kind\n"
-            "a,0,1,1,1,,t,batch\na,1,1,1,1,,t,batch\n",
-        )
+    def test_skip_mode_counts_a_row_with_too_few_or_too_many_fields(self, tmp_path: Path) -> None:
+        rows = "a,0,1,1,1,,t,batch\nb,1,1\nc,2,1,1,1,,t,batch,extra\nd,3,1,1,1,,t,batch\n"
+        path = write(tmp_path, "short.csv", GENERIC_HEADER + rows)
 
-        with pytest.raises(TraceFormatError, match=r":3: column 'id': duplicate"):
+        with pytest.raises(TraceFormatError, match=r":3:4: column 'gang_size': missing value \(3 of 8 fields\)"):
+            read_generic_csv(path)
+        trace = read_generic_csv(path, on_error="skip")
+        report = trace.reports[0]
+        assert [job.id for job in trace.jobs] == ["a", "d"]
+        assert report.malformed_by_column == {"#9": 1, "gang_size": 1}
+        assert ":4:9: column '#9': extra field (9 of 8 fields)" in report.messages[1]
+
+    def test_duplicate_ids_are_an_error(self, tmp_path: Path) -> None:
+        path = write(tmp_path, "dup.csv", GENERIC_HEADER + "a,0,1,1,1,,t,batch\na,1,1,1,1,,t,batch\n")
+
+        with pytest.raises(TraceFormatError, match=r":3:1: column 'id': duplicate"):
             read_generic_csv(path)
 
     def test_the_writer_output_reads_back_to_the_same_jobs(self, fixtures: Path, tmp_path: Path) -> None:

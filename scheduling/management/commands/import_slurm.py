@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,9 @@ class Command(BaseCommand):
 
 def pools_toml(conf: SlurmConf, source: str) -> str:
     """One ``[[pool]]`` per partition. Pools cannot share nodes, so a partition gets only the nodes no
-    earlier one took (default partition first); sacct rows carry no partition, so the default partition
-    takes every job and the others take the teams listed (to edit: the accounts that use them)."""
+    earlier one took (default partition first). Jobs are routed by account: a partition with
+    ``AllowAccounts`` takes those accounts; otherwise the default partition takes every job and the others
+    take the teams listed (to edit: the accounts that use them)."""
     ordered = sorted(conf.partitions, key=lambda p: (not p.default, p.line))
     blocks: list[tuple[bool, list[str]]] = []
     taken: set[str] = set()
@@ -89,17 +91,19 @@ def pools_toml(conf: SlurmConf, source: str) -> str:
         block = ["[[pool]]", f'name = "{partition.name}"', f'nodes = "{",".join(free)}"']
         if len(free) != len(partition.nodes):
             block.append(f"# Slurm also gave it {len(partition.nodes) - len(free)} node(s) of an earlier partition")
-        if not partition.default:
+        if partition.accounts:
+            block.append(f"teams = [{', '.join(json.dumps(a) for a in partition.accounts)}]  # AllowAccounts")
+        elif not partition.default:
             block.append(f'teams = ["{partition.name}"]  # edit: the accounts whose jobs run here')
         block += [
             f'queue = "{conf.queue}"',
             f'backfill = "{conf.backfill}"',
             f"backfill_depth = {conf.backfill_depth}",
-            f"nodes_shared = {'false' if exclusive else 'true'}",
+            f"nodes_shared = {'false' if exclusive or partition.exclusive else 'true'}",
             "preemption = false",
             "",
         ]
-        blocks.append((partition.default, block))
+        blocks.append((partition.default and not partition.accounts, block))
     header = [f"# from {source} by manage.py import_slurm; see docs/simulator.md", ""]
     # the default partition (no teams: every job) goes last, so the team pools above it match first
     body = [line for default, block in sorted(blocks, key=lambda b: b[0]) for line in block]

@@ -171,7 +171,7 @@ class _Bar:
                 return
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="event", leave=False)
+            self.bar = tqdm(total=total, unit="event", leave=False, disable=None)  # None: no bar off a terminal
         self.bar.n = done
         self.bar.refresh()
 
