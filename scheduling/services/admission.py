@@ -23,6 +23,7 @@ import base64
 import json
 from dataclasses import dataclass, field, replace
 
+from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
 from scheduling.engine.routing import route
 from scheduling.engine.types import OrchestratorKind
 from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
@@ -32,7 +33,6 @@ from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 API_VERSION = "admission.k8s.io/v1"
 MAX_BODY_BYTES = 1_048_576
 POOL_LABEL = "gpuportal.io/pool"
-DECISION_ANNOTATION = "scheduler.gpuportal.io/decision"
 REASONS_ANNOTATION = "scheduler.gpuportal.io/reasons"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VOLCANO, DEFAULT = "volcano", "default-scheduler"
@@ -119,7 +119,9 @@ def decide(request: dict) -> Outcome:
     try:
         description = describe_object(obj if kind != "PodGroup" else {**obj, "kind": "Pod", "spec": {}})
     except ValueError as error:
-        return Outcome(True, reasons=(f"not routed: {error}",), team=team)
+        # Annotated all the same: a team's pod without the decision annotation reads as "admission bypassed".
+        reasons = (f"not routed: {error}",)
+        return Outcome(True, reasons=reasons, team=team, patch=_annotate(obj, f"not routed: {error}"[:200], reasons))
     if kind != "PodGroup" and description.gpus_per_member < 1:
         return Outcome(True, reasons=("requests no GPUs: allowed unchanged",), team=team)
     pool = _kubernetes_pool()
@@ -154,8 +156,7 @@ def _kubernetes_pool() -> str:
 
 def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, ...]) -> list[dict]:
     """JSONPatch ops: annotations on the object; scheduling fields on the pod spec (a Job's template)."""
-    decision = {DECISION_ANNOTATION: f"{scheduler} on {pool or 'any pool'}", REASONS_ANNOTATION: json.dumps(reasons)}
-    ops = _merge_map("/metadata/annotations", (obj.get("metadata") or {}).get("annotations"), decision)
+    ops = _annotate(obj, f"{scheduler} on {pool or 'any pool'}", reasons)
     if kind == "PodGroup":
         return ops
     if kind == "Job" and "tasks" in (obj.get("spec") or {}):
@@ -179,6 +180,11 @@ def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, 
     elif GPU_TOLERATION not in tolerations:
         ops.append({"op": "add", "path": f"{base}/tolerations/-", "value": GPU_TOLERATION})
     return ops
+
+
+def _annotate(obj: dict, decision: str, reasons: tuple[str, ...]) -> list[dict]:
+    notes = {DECISION_ANNOTATION: decision, REASONS_ANNOTATION: json.dumps(reasons)}
+    return _merge_map("/metadata/annotations", (obj.get("metadata") or {}).get("annotations"), notes)
 
 
 def _merge_map(path: str, existing: dict | None, values: dict[str, str]) -> list[dict]:

@@ -15,6 +15,7 @@ from scheduling.collectors.conditions import condition_of, is_planned
 from scheduling.collectors.snapshot import NodeCondition, ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
+from .admission_bypass import record_bypasses
 from .bulk import chunks, field_values, write_rows
 from .ledger import record_views
 from .metrics import refresh_rollups
@@ -64,7 +65,9 @@ def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_
     now = snapshot.taken_at
     _upsert_nodes(orchestrator, snapshot.nodes, now)
     record_views(orchestrator, snapshot)  # the ledger keeps each source's own word (Node keeps one owner)
-    running, pending = _upsert_workloads(orchestrator, snapshot.workloads, now)
+    team_ids = dict(Team.objects.values_list("slug", "pk"))
+    running, pending = _upsert_workloads(orchestrator, snapshot.workloads, now, team_ids)
+    record_bypasses(orchestrator, snapshot, team_ids)
     _record_samples(orchestrator, snapshot, now)
     orchestrator.last_success_at = now
     orchestrator.save(update_fields=["last_success_at"])
@@ -157,11 +160,12 @@ WORKLOAD_FIELDS = [
 WORKLOAD_COLUMNS = [Workload._meta.get_field(name).attname for name in WORKLOAD_FIELDS]  # team -> team_id
 
 
-def _upsert_workloads(orchestrator: Orchestrator, observed: tuple[ObservedWorkload, ...], now: datetime):
+def _upsert_workloads(
+    orchestrator: Orchestrator, observed: tuple[ObservedWorkload, ...], now: datetime, team_ids: dict[str, int]
+):
     """New workloads are created, changed ones written in bulk, unchanged ones left alone (in a steady
     cluster nearly all of them); the active ones no longer listed are marked completed. Stored rows are
     read as plain tuples: building 40,000 model instances per round only to compare them costs seconds."""
-    team_ids = dict(Team.objects.values_list("slug", "pk"))
     columns = ["pk", "external_id", *WORKLOAD_COLUMNS]
     active = Workload.objects.filter(orchestrator=orchestrator, state__in=Workload.ACTIVE_STATES)
     existing = {row[1]: row for row in active.values_list(*columns)}

@@ -147,3 +147,13 @@ def test_a_priority_filled_in_before_the_webhook_is_removed_with_the_new_class(c
     ops = json.loads(base64.b64decode(post(client, review(obj)).json()["response"]["patch"]))
     assert {"op": "remove", "path": "/spec/priority"} in ops
     assert "/spec/priority" not in patch_of(post(client, review(pod())))
+
+
+def test_a_teams_pod_it_cannot_route_is_allowed_but_annotated_so_it_never_reads_as_bypassed(client, k8s):
+    response = post(client, review(pod(annotations={"scheduler.gpuportal.io/duration": "soon"})))
+    answer = response.json()["response"]
+    assert answer["allowed"] is True
+    ops = patch_of(response)
+    assert ops["/metadata/annotations/scheduler.gpuportal.io~1decision"].startswith("not routed: --time 'soon'")
+    assert all(path.startswith("/metadata/annotations/") for path in ops)  # nothing else of the pod is changed
+    assert AdmissionDecision.objects.get().reasons[0].startswith("not routed")
