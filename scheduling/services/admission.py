@@ -5,6 +5,8 @@ For a Pod, a batch/v1 or Volcano Job, or a PodGroup that asks for GPUs in a name
 * the scheduler: an explicit ``scheduler.gpuportal.io/scheduler`` annotation (volcano / default) wins;
   otherwise the engine's rules (``engine/routing.route``): serving work (inference, a latency SLA) goes to
   the default scheduler, everything else (gangs, training, batch) to Volcano;
+* the pool: with several Kubernetes pools, the one where the pod is predicted to start first (the engine's
+  backfill over each pool's snapshot, the team's cap there), every candidate's wait in the reasons;
 * the patch sets ``schedulerName``, the pool's nodeSelector (``gpuportal.io/pool``), a toleration for the
   GPU taint, a priorityClass by queue (``gpuportal-serving`` / ``gpuportal-batch``) and annotations carrying
   the decision and its reasons;
@@ -23,10 +25,13 @@ import base64
 import json
 from dataclasses import dataclass, field, replace
 
+from django.utils import timezone
+
 from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
-from scheduling.engine.routing import route
-from scheduling.engine.types import OrchestratorKind
+from scheduling.engine.routing import earliest_pool, route
+from scheduling.engine.types import OrchestratorKind, Request
 from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
+from scheduling.selectors.workloads import cached_pool_snapshots
 
 from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
@@ -124,12 +129,15 @@ def decide(request: dict) -> Outcome:
         return Outcome(True, reasons=reasons, team=team, patch=_annotate(obj, f"not routed: {error}"[:200], reasons))
     if kind != "PodGroup" and description.gpus_per_member < 1:
         return Outcome(True, reasons=("requests no GPUs: allowed unchanged",), team=team)
-    pool = _kubernetes_pool()
+    pools = _kubernetes_pools()
     if not Queue.objects.filter(team=team, gpu_model="", burst_limit__gt=0).exists():
-        return Outcome(False, f"team {team.slug} has no GPU quota on {pool or 'Kubernetes'}: request quota for "
+        default = next(iter(pools.values()), "")
+        return Outcome(False, f"team {team.slug} has no GPU quota on {default or 'Kubernetes'}: request quota for "
                        f"{team.slug} in the portal (Quota requests → New) before submitting GPU work",
-                       pool=pool, reasons=("no GPU quota",), team=team)
+                       pool=default, reasons=("no GPU quota",), team=team)
     scheduler, reasons = _scheduler_for(description, meta.get("annotations") or {})
+    pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
+    reasons = (*reasons, *pool_reasons)
     return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,
                    patch=_patch(kind, obj, scheduler, pool, reasons))
 
@@ -146,12 +154,21 @@ def _scheduler_for(description, annotations: dict) -> tuple[str, tuple[str, ...]
     return scheduler, tuple(reasons)
 
 
-def _kubernetes_pool() -> str:
-    pool = (
-        Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
-        .values_list("name", flat=True).first()
-    )
-    return pool or ""
+def _kubernetes_pools() -> dict[int, str]:
+    """The enabled Kubernetes pools (id -> name), by name: the first is the default."""
+    rows = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
+    return dict(rows.values_list("pk", "name"))
+
+
+def _pool_for(request: Request, pools: dict[int, str]) -> tuple[str, tuple[str, ...]]:
+    """The pool where the pod is predicted to start first (``engine.routing.earliest_pool`` over each pool's
+    snapshot, cached per collection round), with every candidate's wait; with one pool, that pool."""
+    if len(pools) < 2:
+        return next(iter(pools.values()), ""), ()
+    now = timezone.now()
+    snapshots = cached_pool_snapshots(now, set(pools))
+    decision = earliest_pool(request, [snapshots[pk] for pk in pools if pk in snapshots], now=now.timestamp())
+    return decision.orchestrator, decision.reasons
 
 
 def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, ...]) -> list[dict]:
