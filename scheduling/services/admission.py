@@ -30,9 +30,11 @@ from django.utils import timezone
 from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
 from scheduling.engine.routing import earliest_pool, route
 from scheduling.engine.types import OrchestratorKind, Request
-from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
+from scheduling.models import AdmissionDecision, Team
 from scheduling.selectors.workloads import cached_pool_snapshots
 
+from .admission_directory import directory
+from .bulk import insert_row
 from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
 API_VERSION = "admission.k8s.io/v1"
@@ -100,12 +102,14 @@ def admit(request: dict) -> Outcome:
         return outcome
     obj = request["object"]
     meta = obj.get("metadata") or {}
-    AdmissionDecision.objects.create(
-        uid=request["uid"][:64], user=str((request.get("userInfo") or {}).get("username", ""))[:253],
+    insert_row(
+        AdmissionDecision, at=timezone.now(), uid=request["uid"][:64],
+        user=str((request.get("userInfo") or {}).get("username", ""))[:253],
         namespace=str(request.get("namespace") or meta.get("namespace") or "")[:253],
         name=str(meta.get("name") or meta.get("generateName") or "")[:253], kind=str(obj.get("kind", ""))[:64],
-        team=outcome.team, allowed=outcome.allowed, patched=bool(outcome.patch), scheduler=outcome.scheduler,
-        pool=outcome.pool, message=outcome.message[:500], reasons=list(outcome.reasons),
+        team_id=outcome.team.pk if outcome.team else None, allowed=outcome.allowed, patched=bool(outcome.patch),
+        scheduler=outcome.scheduler, pool=outcome.pool, message=outcome.message[:500], reasons=list(outcome.reasons),
+        bypassed=False,
     )
     return outcome
 
@@ -118,7 +122,8 @@ def decide(request: dict) -> Outcome:
     meta = obj.get("metadata") or {}
     namespace = request.get("namespace") or meta.get("namespace") or ""
     slug = (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
-    team = Team.objects.filter(slug=slug).first()
+    known = directory()
+    team = known.teams.get(slug)
     if team is None:
         return Outcome(True, reasons=(f"namespace {namespace!r} maps to no team: allowed unchanged",))
     try:
@@ -129,8 +134,8 @@ def decide(request: dict) -> Outcome:
         return Outcome(True, reasons=reasons, team=team, patch=_annotate(obj, f"not routed: {error}"[:200], reasons))
     if kind != "PodGroup" and description.gpus_per_member < 1:
         return Outcome(True, reasons=("requests no GPUs: allowed unchanged",), team=team)
-    pools = _kubernetes_pools()
-    if not Queue.objects.filter(team=team, gpu_model="", burst_limit__gt=0).exists():
+    pools = known.pools
+    if team.pk not in known.with_quota:
         default = next(iter(pools.values()), "")
         return Outcome(False, f"team {team.slug} has no GPU quota on {default or 'Kubernetes'}: request quota for "
                        f"{team.slug} in the portal (Quota requests → New) before submitting GPU work",
@@ -152,12 +157,6 @@ def _scheduler_for(description, annotations: dict) -> tuple[str, tuple[str, ...]
     if explicit:
         reasons.insert(0, f"unknown scheduler annotation {explicit!r} ignored")
     return scheduler, tuple(reasons)
-
-
-def _kubernetes_pools() -> dict[int, str]:
-    """The enabled Kubernetes pools (id -> name), by name: the first is the default."""
-    rows = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
-    return dict(rows.values_list("pk", "name"))
 
 
 def _pool_for(request: Request, pools: dict[int, str]) -> tuple[str, tuple[str, ...]]:
