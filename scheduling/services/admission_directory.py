@@ -49,6 +49,13 @@ def directory() -> Directory:
     return fresh
 
 
+def forget() -> None:
+    """Drop the reused directory (tests; after ``manage.py flush``, which empties the table-change log, so new
+    rows could sum to the generations the old directory was stamped with)."""
+    global _cached
+    _cached = None
+
+
 def read_directory() -> Directory:
     teams = {team.slug: team for team in Team.objects.all()}
     quota = Queue.objects.filter(gpu_model="", burst_limit__gt=0).values_list("team_id", flat=True)

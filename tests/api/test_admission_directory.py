@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
-from scheduling.services import admission_directory, table_changes
+from scheduling.services import table_changes
 from tests.support import require_postgres
 
 from .test_admission import URL, patch_of, pod, post, review
@@ -23,13 +23,11 @@ TEAM_TABLE = Team._meta.db_table
 def committed(transactional_db):
     require_postgres()
     table_changes.readiness.cache_clear()
-    admission_directory._cached = None
     team = Team.objects.create(slug="nlp", name="NLP")
     Queue.objects.create(team=team, weight=100, guaranteed=8, burst_limit=32)
     Team.objects.create(slug="vision", name="Vision")  # no quota yet
     Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
     yield
-    admission_directory._cached = None
 
 
 def _reads_of_teams(client, body) -> tuple[int, dict]:
