@@ -6,7 +6,10 @@ recorded (one AdmissionDecision row each), the full path a real admission takes.
 Prints one JSON line: sent, answered, p50/p95/p99 ms, errors, the achieved rate, and the server's CPU per
 admission. Open loop: a slow answer does not slow the sender, so queueing shows in the tail, as it would
 for the API server. Database as benchmarks/api_load.py ($BENCH_DATABASE_URL; SQLite if PostgreSQL is away).
+The server runs as deployed (deploy/k8s/admission.yaml): ``gpuportal.settings_admission``, the webhook without
+the pages' middleware; ``--settings gpuportal.settings`` measures it inside the full portal instead.
 Usage: python benchmarks/admission_latency.py [--rate 200] [--seconds 10] [--workers 2] [--threads 4] [--quick]
+       [--settings gpuportal.settings_admission]
 """
 
 import argparse
@@ -103,11 +106,14 @@ def main() -> None:
                         help="gthread threads per worker: keep-alive, so TLS is negotiated once per connection "
                              "as with the API server (sync workers close after each answer)")
     parser.add_argument("--quick", action="store_true", help="3 s, for a smoke run")
+    parser.add_argument("--settings", default="gpuportal.settings_admission",
+                        help="the server's DJANGO_SETTINGS_MODULE (gpuportal.settings: the whole portal's stack)")
     args = parser.parse_args()
     seconds = 3 if args.quick else args.seconds
     url, vendor = database_url()
     env = environment(url)
     populate(env)
+    env = {**env, "DJANGO_SETTINGS_MODULE": args.settings}
     certs = Path(tempfile.mkdtemp(prefix="gpuportal-admission-bench-"))
     subprocess.run(["bash", str(ROOT / "scripts/k8s/admission-certs.sh"), str(certs), "127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
@@ -134,7 +140,7 @@ def main() -> None:
     answered = max(len(latencies), 1)
     print(json.dumps({
         "scenario": "admission_webhook_latency", "database": vendor, "tls": True, "gunicorn_workers": args.workers,
-        "threads": args.threads,
+        "threads": args.threads, "settings": args.settings,
         "target_rate_per_s": args.rate, "achieved_rate_per_s": round(len(latencies) / elapsed, 1),
         "sent": int(args.rate * seconds), "answered": len(latencies), "errors": len(errors),
         "error_examples": sorted(set(errors))[:5],

@@ -11,6 +11,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import F, Q
 
 from scheduling.models import (
+    AdmissionDecision,
     CollectorRun,
     LedgerFinding,
     Node,
@@ -166,6 +167,20 @@ class CollectorRunFilter(django_filters.FilterSet):
     class Meta:
         model = CollectorRun
         fields = ["orchestrator", "ok"]
+
+
+class AdmissionDecisionFilter(django_filters.FilterSet):
+    """``/api/v1/admission/decisions/``: the webhook's answers and the collector's "admission bypassed" findings
+    (``?bypassed=true``)."""
+
+    team = team_filter()
+    pool = django_filters.CharFilter(label="Pool (orchestrator name)")
+    namespace = django_filters.CharFilter()
+    since = IsoTimeFilter(field_name="at", lookup_expr="gte", label="At or after (ISO time)")
+
+    class Meta:
+        model = AdmissionDecision
+        fields = ["bypassed", "allowed", "patched", "team", "pool", "namespace", "scheduler", "since"]
 
 
 class LedgerFindingFilter(django_filters.FilterSet):

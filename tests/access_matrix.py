@@ -33,6 +33,7 @@ READS = {
     "/api/v1/ledger/hosts/": SIGNED_IN,
     "/api/v1/ledger/aliases/": SIGNED_IN,
     "/api/v1/group-mappings/": SIGNED_IN,
+    "/api/v1/admission/decisions/": SIGNED_IN,  # narrowed to the teams each user may see
 }
 
 WRITES = {

@@ -88,10 +88,15 @@ def period():
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Cached derived figures (forecasts, throttle counters) never leak from one test into the next."""
+    """Cached derived figures (forecasts, throttle counters, the admission webhook's directory) never leak from one
+    test into the next. The directory's stamp cannot tell tests apart: a flush between transactional tests empties
+    the table-change log, so the next test's writes can sum to the same generations over different rows."""
     from django.core.cache import cache
 
+    from scheduling.services import admission_directory
+
     cache.clear()
+    admission_directory.forget()
     yield
 
 

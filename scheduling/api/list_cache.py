@@ -61,16 +61,8 @@ def describe() -> str:
     return status() if settings.API_RESPONSE_CACHE_SECONDS > 0 else "off: API_RESPONSE_CACHE_SECONDS is 0"
 
 
-@functools.cache
-def status() -> str:
-    """Once per process: "ok", or why the database cannot back stored answers."""
-    if not table_changes.supported():
-        return "off: table generations need PostgreSQL 14 or later"
-    uncounted = table_changes.tables_without_trigger()
-    if uncounted:  # a table created outside migrate: its writes would go unseen, so store nothing
-        logger.warning("API list cache off: no change trigger on %s (run migrate)", ", ".join(uncounted))
-        return f"off: no change trigger on {', '.join(uncounted)} (run migrate)"
-    return "ok"
+# Once per process: "ok", or why the database cannot back stored answers (``status.cache_clear()`` to ask again).
+status = table_changes.readiness
 
 
 def _key(view, request) -> str:

@@ -8,7 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from . import identity, ledger, views
+from . import admission_log, identity, ledger, views
 from .planning import WhatIfViewSet
 from .reports import CapacityReportViewSet, ReportSubscriptionView
 from .routing import RouteView
@@ -45,6 +45,7 @@ router.register("ledger/findings", ledger.LedgerFindingViewSet, basename="ledger
 router.register("ledger/ownership", ledger.OwnershipIntervalViewSet, basename="ownershipinterval")
 router.register("ledger/hosts", ledger.FleetHostViewSet, basename="fleethost")
 router.register("ledger/aliases", ledger.NodeAliasViewSet, basename="nodealias")
+router.register("admission/decisions", admission_log.AdmissionDecisionViewSet, basename="admissiondecision")
 router.register("group-mappings", identity.GroupMappingViewSet, basename="groupmapping")
 router.register("identity-overrides", identity.IdentityOverrideViewSet, basename="identityoverride")
 

@@ -31,6 +31,7 @@ from .reliability import DEFAULT_RETRY, CircuitBreaker, RetryPolicy, guarded, wi
 from .snapshot import (
     DEFAULT_LABELS,
     DEFAULT_TEAMS,
+    AdmissionGap,
     ObservedNode,
     ObservedQueue,
     ObservedWorkload,
@@ -51,6 +52,9 @@ TOLERATED_TAINTS = frozenset({GPU_RESOURCE})
 # ":" cannot occur in a Kubernetes name, so this id never meets a real group's or pod's.
 PENDING_REMAINDER = ":pending"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+# The MutatingWebhookConfiguration of deploy/k8s/admission.yaml; its creation time says since when every
+# GPU pod in a team namespace should carry the portal's decision.
+ADMISSION_WEBHOOK = "gpuportal-admission"
 
 
 def epoch(timestamp: str | None) -> float | None:
@@ -185,6 +189,7 @@ def _group_workloads(
     orchestrator: str,
     teams: TeamMapping,
     resource: str,
+    admission_since: float | None = None,
 ) -> list[ObservedWorkload]:
     """One group's workloads, by the counting rule: its bound members run (they hold GPUs on their
     nodes), its unbound members wait. A group with both (a Volcano elastic job that got more than
@@ -196,7 +201,8 @@ def _group_workloads(
     min_member = int(spec.minMember or 1)
     min_gpus = quantity((spec.minResources or {}).get(resource))
     gang_size = max(len(members), min_member) if podgroup is not None else len(members)
-    context = {"orchestrator": orchestrator, "teams": teams, "podgroup": podgroup, "total": gang_size}
+    context = {"orchestrator": orchestrator, "teams": teams, "podgroup": podgroup, "total": gang_size,
+               "admission_since": admission_since}
     workloads = []
     if bound:
         workloads.append(_workload(key, bound, WorkloadState.RUNNING, len(bound), **context))
@@ -227,6 +233,7 @@ def _workload(
     podgroup: wire.PodGroup | None,
     total: int,
     per_member_default: float = 0.0,
+    admission_since: float | None = None,
 ) -> ObservedWorkload:
     pods = [pod for pod, _gpus in members]
     first_pod = pods[0]
@@ -260,6 +267,22 @@ def _workload(
         nodes=tuple(dict.fromkeys(pod.spec.nodeName for pod in pods if pod.spec.nodeName)),
         pending_reason="" if running else _pending_reason(pods, podgroup),
         queue=str(queue or first_pod.metadata.annotations.queue),
+        scheduler=first_pod.spec.schedulerName,
+        admission_gaps=admission_gaps(pods, admission_since),
+    )
+
+
+def admission_gaps(pods: Iterable[wire.Pod], since: float | None) -> tuple[AdmissionGap, ...]:
+    """The pods created since the webhook was registered (``since``; ``None``: it is not) that bear no decision
+    of the portal's webhook. A pod created in the second the webhook was registered counts: creation times
+    have whole seconds, and the API server calls a webhook as soon as its configuration is stored."""
+    if since is None:
+        return ()
+    return tuple(
+        AdmissionGap(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid, created)
+        for pod in pods
+        if not pod.metadata.annotations.decision and (created := epoch(pod.metadata.creationTimestamp)) is not None
+        and created >= since
     )
 
 
@@ -281,9 +304,11 @@ def build_snapshot(
     resource: str = GPU_RESOURCE,
     errors: tuple[str, ...] = (),
     taken_at: datetime | None = None,
+    admission_since: float | None = None,
 ) -> Snapshot:
     """Parse listed items (every page already joined; decoded Structs or plain dicts) into a snapshot
-    (pure; tests and benchmark)."""
+    (pure; tests and benchmark). ``admission_since``: when the portal's admission webhook was registered
+    (epoch seconds; ``None`` when it is not), for each workload's ``admission_gaps``."""
     allocated: dict[str, int] = defaultdict(int)
     groups: dict[str, list[Member]] = defaultdict(list)
     pending = 0
@@ -299,7 +324,7 @@ def build_snapshot(
         groups[_group_key(pod)].append((pod, gpus))
     typed_groups = (wire.as_wire(g, wire.PodGroup, "podgroup") for g in podgroups)
     by_group = {f"{g.metadata.namespace}/{g.metadata.name}": g for g in typed_groups}
-    context = {"orchestrator": name, "teams": teams, "resource": resource}
+    context = {"orchestrator": name, "teams": teams, "resource": resource, "admission_since": admission_since}
     workloads = tuple(
         w for key, members in groups.items() for w in _group_workloads(key, members, by_group.get(key), **context)
     )
@@ -327,7 +352,7 @@ def _api_error(what: str, exc: ApiException) -> SourceUnavailable:
     # 410: the continue token expired mid-list; listing again from the start can succeed.
     retryable = status >= 500 or status in (410, 429) or status == 0
     return SourceUnavailable(
-        f"kubernetes: list {what} -> HTTP {status} {exc.reason}", retryable=retryable, status=status or None
+        f"kubernetes: {what} -> HTTP {status} {exc.reason}", retryable=retryable, status=status or None
     )
 
 
@@ -349,9 +374,12 @@ class KubernetesCollector:
         breaker: CircuitBreaker | None = None,
         timeout: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        admission_webhook: str = ADMISSION_WEBHOOK,
     ) -> None:
         self.name = name
         self.core = k8s.CoreV1Api(api_client)
+        self.registrations = k8s.AdmissionregistrationV1Api(api_client)
+        self.admission_webhook = admission_webhook
         self.custom = k8s.CustomObjectsApi(api_client)
         self.teams, self.labels_config, self.resource = teams, labels_config, resource
         self.page_size, self.volcano, self.timeout = page_size, volcano, timeout
@@ -382,6 +410,7 @@ class KubernetesCollector:
                 if exc.status != 404:
                     raise
                 errors = ("volcano CRDs not installed: no queues or pod groups",)
+        admission_since, admission_error = self.admission_registered_since()
         return build_snapshot(
             self.name,
             nodes=nodes,
@@ -391,9 +420,26 @@ class KubernetesCollector:
             teams=self.teams,
             labels_config=self.labels_config,
             resource=self.resource,
-            errors=errors,
+            errors=errors + admission_error,
             taken_at=taken_at,
+            admission_since=admission_since,
         )
+
+    def admission_registered_since(self) -> tuple[float | None, tuple[str, ...]]:
+        """When the portal's MutatingWebhookConfiguration was created (``None`` when there is none, or no name is
+        configured), and the error that kept us from knowing. Unreadable (RBAC, a failing API server) means no
+        bypass is reported this round, never a false one; the snapshot's errors say so."""
+        if not self.admission_webhook:
+            return None, ()
+        try:
+            body = self._raw("read", "admission webhook", self.registrations.read_mutating_webhook_configuration,
+                             self.admission_webhook)
+        except SourceUnavailable as exc:
+            if exc.status == 404:
+                return None, ()
+            return None, (f"{exc}: admission bypasses not checked",)
+        config = wire.decode("admission webhook", body, _decoder(wire.WebhookConfiguration))
+        return epoch(config.metadata.creationTimestamp), ()
 
     def list_all(
         self,
@@ -437,18 +483,19 @@ class KubernetesCollector:
         deserialisation is skipped)."""
         if kwargs.get("_continue") is None:
             kwargs.pop("_continue")
+        return self._raw("list", what, call, *args, limit=self.page_size, **kwargs)
+
+    def _raw(self, verb: str, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
         try:
-            response = call(
-                *args, limit=self.page_size, _preload_content=False, _request_timeout=self.timeout, **kwargs
-            )
+            response = call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
             try:
                 return bytes(response.data)
             finally:
                 response.release_conn()  # unpreloaded responses keep their connection until released
         except ApiException as exc:
-            raise _api_error(what, exc) from exc
+            raise _api_error(f"{verb} {what}", exc) from exc
         except (Urllib3Error, OSError) as exc:
-            raise SourceUnavailable(f"kubernetes: list {what} failed: {exc}") from exc
+            raise SourceUnavailable(f"kubernetes: {verb} {what} failed: {exc}") from exc
 
 
 @functools.cache

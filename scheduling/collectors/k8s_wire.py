@@ -21,6 +21,9 @@ from .errors import MalformedResponse
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# Set by the portal's admission webhook on every GPU pod it routes (services/admission.py): a pod in a
+# team namespace without it was created while the webhook did not answer ("admission bypassed").
+DECISION_ANNOTATION = "scheduler.gpuportal.io/decision"
 
 # Extended-resource quantities are JSON strings ("8") from the apiserver; hand-written objects may
 # carry numbers. ``k8s.quantity`` turns either into whole GPUs or refuses it.
@@ -47,11 +50,13 @@ class Annotations(Wire):
 
     group: str = msgspec.field(default="", name=GROUP_ANNOTATION)
     queue: str = msgspec.field(default="", name=QUEUE_ANNOTATION)
+    decision: str = msgspec.field(default="", name=DECISION_ANNOTATION)
 
 
 class ObjectMeta(Wire):
     name: str
     namespace: str = ""
+    uid: str = ""
     labels: dict[str, str] = {}
     annotations: Annotations = Annotations()
     ownerReferences: list[OwnerReference] = []
@@ -70,6 +75,7 @@ class Container(Wire):
 class PodSpec(Wire):
     nodeName: str = ""
     serviceAccountName: str = ""
+    schedulerName: str = ""
     priority: int | None = None
     containers: list[Container] = []
     initContainers: list[Container] = []
@@ -154,6 +160,13 @@ class Queue(Wire):
     metadata: QueueMeta
     spec: QueueSpec | None = None
     status: QueueStatus | None = None
+
+
+class WebhookConfiguration(Wire):
+    """A MutatingWebhookConfiguration: only when it was registered (pods created since then should carry
+    the portal's decision)."""
+
+    metadata: ObjectMeta
 
 
 class ListMeta(Wire):

@@ -104,6 +104,18 @@ class ObservedNode:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionGap:
+    """A pod of a workload that carries no decision of the portal's admission webhook although it was created
+    after the webhook was registered: the API server created it without the webhook's answer (webhook down or
+    timed out under ``failurePolicy: Ignore``, or a selector that left it out)."""
+
+    namespace: str
+    pod: str
+    uid: str
+    created_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedWorkload:
     """One unit of demand. ``instances`` identical copies (pending Slurm array tasks, Ray demand
     shapes) each of ``gang_size`` members x ``gpus_per_member`` GPUs (a float: Ray allows 0.5 GPU).
@@ -132,6 +144,8 @@ class ObservedWorkload:
     # Every name the source gives the submitter, most specific first (engine/owners.py maps them to a
     # portal user at ingest); ``user`` is the first of them, as the orchestrator shows it.
     claims: tuple[Claim, ...] = ()
+    scheduler: str = ""  # the scheduler its pods asked for (Kubernetes ``spec.schedulerName``)
+    admission_gaps: tuple[AdmissionGap, ...] = ()
 
     @property
     def gpus(self) -> float:

@@ -140,6 +140,28 @@ def route_by_start(
     return RoutingDecision(best.orchestrator, tuple(reasons), "predicted-start")
 
 
+def earliest_pool(workload: Request, pools: Sequence[PoolSnapshot], *, now: float) -> RoutingDecision:
+    """Among pools of one orchestrator (say two Kubernetes node pools, both able to run a pod), the one where
+    ``workload`` is predicted to start first; ties (within a minute) and unpredictable starts go to the first
+    pool given (the caller's default). The reasons carry every candidate's predicted wait, earliest first.
+
+    No rule and no guard here: the pools are alike, so a pool that starts the work sooner is simply better
+    (``route_by_start``'s guards weigh leaving one orchestrator for another)."""
+    if not pools:
+        return RoutingDecision("", ("no pool is available",), "none")
+    rank = {pool.orchestrator: index for index, pool in enumerate(pools)}
+    estimates = sorted((estimate_start(workload, pool, now) for pool in pools),
+                       key=lambda e: (_start_key(e, now), rank[e.orchestrator]))
+    reasons = [_candidate_reason(e, now) for e in estimates]
+    best, default = estimates[0], pools[0].orchestrator
+    if best.start_at is None:
+        reasons.append(f"no pool has a predictable start: {default}, the default")
+        return RoutingDecision(default, tuple(reasons), "default")
+    reasons.append(f"{best.orchestrator}: predicted to start first" if len(pools) > 1 else
+                   f"{best.orchestrator}: the only pool")
+    return RoutingDecision(best.orchestrator, tuple(reasons), "predicted-start")
+
+
 def _start_key(estimate: StartEstimate, now: float) -> float:
     """Start time rounded to the minute, so near-ties fall to the rule's preference."""
     wait = estimate.wait_s(now)

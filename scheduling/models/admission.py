@@ -5,7 +5,12 @@ class AdmissionDecision(models.Model):
     """One answer of the mutating admission webhook: who created what, where it was sent and why.
 
     Kept for every review, allowed or denied, patched or passed through unchanged (an unknown namespace,
-    a pod without GPUs), so "why did my pod land on Volcano" and "was admission bypassed" can be answered.
+    a pod without GPUs), so "why did my pod land on Volcano" can be answered.
+
+    A row with ``bypassed`` is a finding, not an answer: the Kubernetes collector saw a GPU pod in a team
+    namespace, created after the webhook was registered, that bears no decision of the webhook (it was down or
+    timed out under ``failurePolicy: Ignore``). ``uid`` is then the pod's, ``at`` when it was found, ``scheduler``
+    the one the pod asked for and ``pool`` the orchestrator it runs on; one row per pod.
     """
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -23,10 +28,15 @@ class AdmissionDecision(models.Model):
     pool = models.CharField(max_length=120, blank=True)
     message = models.CharField(max_length=500, blank=True)
     reasons = models.JSONField(default=list, blank=True)
+    bypassed = models.BooleanField(default=False, help_text="found by the collector: the webhook never answered")
 
     class Meta:
         ordering = ["-at"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], condition=models.Q(bypassed=True), name="one_bypass_per_pod")
+        ]
+        indexes = [models.Index(fields=["bypassed", "-at"], name="admission_bypassed_at")]
 
     def __str__(self) -> str:
-        verdict = "allowed" if self.allowed else "denied"
+        verdict = "bypassed" if self.bypassed else "allowed" if self.allowed else "denied"
         return f"{self.namespace}/{self.name} ({self.kind}): {verdict}"

@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Max
 
 from scheduling.models import (
+    AdmissionDecision,
     AppliedObject,
     DriftFinding,
     EnforcementOutcome,
@@ -128,19 +129,25 @@ class GovernancePage:
     open_drifts: list[DriftFinding]
     decided_drifts: list[DriftFinding]
     decided_plans: list[EnforcementPlan]
+    bypassed: list[AdmissionDecision] = field(default_factory=list)
+    admissions: list[AdmissionDecision] = field(default_factory=list)
 
 
 def governance_page(limit: int = 20) -> GovernancePage:
-    """The admin page: recent rounds with their outcomes, plans and drift waiting for a decision, recent decisions."""
+    """The admin page: recent rounds with their outcomes, plans and drift waiting for a decision, recent decisions;
+    and admission: the latest "admission bypassed" findings and the webhook's latest answers."""
     runs = list(EnforcementRun.objects.prefetch_related("outcomes__orchestrator")[:limit])
     plans = EnforcementPlan.objects.select_related("orchestrator", "decided_by")
     drifts = DriftFinding.objects.select_related("orchestrator", "decided_by")
+    admissions = AdmissionDecision.objects.select_related("team")
     return GovernancePage(
         runs=runs,
         plans=list(plans.filter(state=EnforcementPlan.State.PENDING)),
         open_drifts=list(drifts.filter(state=DriftFinding.State.OPEN)),
         decided_drifts=list(drifts.exclude(state=DriftFinding.State.OPEN)[:limit]),
         decided_plans=list(plans.exclude(state=EnforcementPlan.State.PENDING)[:limit]),
+        bypassed=list(admissions.filter(bypassed=True)[:limit]),
+        admissions=list(admissions.filter(bypassed=False)[:limit]),
     )
 
 

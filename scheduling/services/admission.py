@@ -5,6 +5,8 @@ For a Pod, a batch/v1 or Volcano Job, or a PodGroup that asks for GPUs in a name
 * the scheduler: an explicit ``scheduler.gpuportal.io/scheduler`` annotation (volcano / default) wins;
   otherwise the engine's rules (``engine/routing.route``): serving work (inference, a latency SLA) goes to
   the default scheduler, everything else (gangs, training, batch) to Volcano;
+* the pool: with several Kubernetes pools, the one where the pod is predicted to start first (the engine's
+  backfill over each pool's snapshot, the team's cap there), every candidate's wait in the reasons;
 * the patch sets ``schedulerName``, the pool's nodeSelector (``gpuportal.io/pool``), a toleration for the
   GPU taint, a priorityClass by queue (``gpuportal-serving`` / ``gpuportal-batch``) and annotations carrying
   the decision and its reasons;
@@ -23,16 +25,21 @@ import base64
 import json
 from dataclasses import dataclass, field, replace
 
-from scheduling.engine.routing import route
-from scheduling.engine.types import OrchestratorKind
-from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
+from django.utils import timezone
 
+from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
+from scheduling.engine.routing import earliest_pool, route
+from scheduling.engine.types import OrchestratorKind, Request
+from scheduling.models import AdmissionDecision, Team
+from scheduling.selectors.workloads import cached_pool_snapshots
+
+from .admission_directory import directory
+from .bulk import insert_row
 from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_BODY_BYTES = 1_048_576
 POOL_LABEL = "gpuportal.io/pool"
-DECISION_ANNOTATION = "scheduler.gpuportal.io/decision"
 REASONS_ANNOTATION = "scheduler.gpuportal.io/reasons"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VOLCANO, DEFAULT = "volcano", "default-scheduler"
@@ -95,12 +102,14 @@ def admit(request: dict) -> Outcome:
         return outcome
     obj = request["object"]
     meta = obj.get("metadata") or {}
-    AdmissionDecision.objects.create(
-        uid=request["uid"][:64], user=str((request.get("userInfo") or {}).get("username", ""))[:253],
+    insert_row(
+        AdmissionDecision, at=timezone.now(), uid=request["uid"][:64],
+        user=str((request.get("userInfo") or {}).get("username", ""))[:253],
         namespace=str(request.get("namespace") or meta.get("namespace") or "")[:253],
         name=str(meta.get("name") or meta.get("generateName") or "")[:253], kind=str(obj.get("kind", ""))[:64],
-        team=outcome.team, allowed=outcome.allowed, patched=bool(outcome.patch), scheduler=outcome.scheduler,
-        pool=outcome.pool, message=outcome.message[:500], reasons=list(outcome.reasons),
+        team_id=outcome.team.pk if outcome.team else None, allowed=outcome.allowed, patched=bool(outcome.patch),
+        scheduler=outcome.scheduler, pool=outcome.pool, message=outcome.message[:500], reasons=list(outcome.reasons),
+        bypassed=False,
     )
     return outcome
 
@@ -113,21 +122,27 @@ def decide(request: dict) -> Outcome:
     meta = obj.get("metadata") or {}
     namespace = request.get("namespace") or meta.get("namespace") or ""
     slug = (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
-    team = Team.objects.filter(slug=slug).first()
+    known = directory()
+    team = known.teams.get(slug)
     if team is None:
         return Outcome(True, reasons=(f"namespace {namespace!r} maps to no team: allowed unchanged",))
     try:
         description = describe_object(obj if kind != "PodGroup" else {**obj, "kind": "Pod", "spec": {}})
     except ValueError as error:
-        return Outcome(True, reasons=(f"not routed: {error}",), team=team)
+        # Annotated all the same: a team's pod without the decision annotation reads as "admission bypassed".
+        reasons = (f"not routed: {error}",)
+        return Outcome(True, reasons=reasons, team=team, patch=_annotate(obj, f"not routed: {error}"[:200], reasons))
     if kind != "PodGroup" and description.gpus_per_member < 1:
         return Outcome(True, reasons=("requests no GPUs: allowed unchanged",), team=team)
-    pool = _kubernetes_pool()
-    if not Queue.objects.filter(team=team, gpu_model="", burst_limit__gt=0).exists():
-        return Outcome(False, f"team {team.slug} has no GPU quota on {pool or 'Kubernetes'}: request quota for "
+    pools = known.pools
+    if team.pk not in known.with_quota:
+        default = next(iter(pools.values()), "")
+        return Outcome(False, f"team {team.slug} has no GPU quota on {default or 'Kubernetes'}: request quota for "
                        f"{team.slug} in the portal (Quota requests → New) before submitting GPU work",
-                       pool=pool, reasons=("no GPU quota",), team=team)
+                       pool=default, reasons=("no GPU quota",), team=team)
     scheduler, reasons = _scheduler_for(description, meta.get("annotations") or {})
+    pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
+    reasons = (*reasons, *pool_reasons)
     return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,
                    patch=_patch(kind, obj, scheduler, pool, reasons))
 
@@ -144,18 +159,20 @@ def _scheduler_for(description, annotations: dict) -> tuple[str, tuple[str, ...]
     return scheduler, tuple(reasons)
 
 
-def _kubernetes_pool() -> str:
-    pool = (
-        Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
-        .values_list("name", flat=True).first()
-    )
-    return pool or ""
+def _pool_for(request: Request, pools: dict[int, str]) -> tuple[str, tuple[str, ...]]:
+    """The pool where the pod is predicted to start first (``engine.routing.earliest_pool`` over each pool's
+    snapshot, cached per collection round), with every candidate's wait; with one pool, that pool."""
+    if len(pools) < 2:
+        return next(iter(pools.values()), ""), ()
+    now = timezone.now()
+    snapshots = cached_pool_snapshots(now, set(pools))
+    decision = earliest_pool(request, [snapshots[pk] for pk in pools if pk in snapshots], now=now.timestamp())
+    return decision.orchestrator, decision.reasons
 
 
 def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, ...]) -> list[dict]:
     """JSONPatch ops: annotations on the object; scheduling fields on the pod spec (a Job's template)."""
-    decision = {DECISION_ANNOTATION: f"{scheduler} on {pool or 'any pool'}", REASONS_ANNOTATION: json.dumps(reasons)}
-    ops = _merge_map("/metadata/annotations", (obj.get("metadata") or {}).get("annotations"), decision)
+    ops = _annotate(obj, f"{scheduler} on {pool or 'any pool'}", reasons)
     if kind == "PodGroup":
         return ops
     if kind == "Job" and "tasks" in (obj.get("spec") or {}):
@@ -179,6 +196,11 @@ def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, 
     elif GPU_TOLERATION not in tolerations:
         ops.append({"op": "add", "path": f"{base}/tolerations/-", "value": GPU_TOLERATION})
     return ops
+
+
+def _annotate(obj: dict, decision: str, reasons: tuple[str, ...]) -> list[dict]:
+    notes = {DECISION_ANNOTATION: decision, REASONS_ANNOTATION: json.dumps(reasons)}
+    return _merge_map("/metadata/annotations", (obj.get("metadata") or {}).get("annotations"), notes)
 
 
 def _merge_map(path: str, existing: dict | None, values: dict[str, str]) -> list[dict]:

@@ -16,6 +16,7 @@ from scheduling.collectors.snapshot import NodeCondition, ObservedNode, Observed
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
 from . import identity
+from .admission_bypass import record_bypasses
 from .bulk import chunks, field_values, write_rows
 from .ledger import record_views
 from .metrics import refresh_rollups
@@ -65,7 +66,9 @@ def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_
     now = snapshot.taken_at
     _upsert_nodes(orchestrator, snapshot.nodes, now)
     record_views(orchestrator, snapshot)  # the ledger keeps each source's own word (Node keeps one owner)
-    running, pending = _upsert_workloads(orchestrator, snapshot.workloads, now)
+    team_ids = dict(Team.objects.values_list("slug", "pk"))
+    running, pending = _upsert_workloads(orchestrator, snapshot.workloads, now, team_ids)
+    record_bypasses(orchestrator, snapshot, team_ids)
     _record_samples(orchestrator, snapshot, now)
     orchestrator.last_success_at = now
     orchestrator.save(update_fields=["last_success_at"])
@@ -159,11 +162,12 @@ WORKLOAD_FIELDS = [
 WORKLOAD_COLUMNS = [Workload._meta.get_field(name).attname for name in WORKLOAD_FIELDS]  # team -> team_id
 
 
-def _upsert_workloads(orchestrator: Orchestrator, observed: tuple[ObservedWorkload, ...], now: datetime):
+def _upsert_workloads(
+    orchestrator: Orchestrator, observed: tuple[ObservedWorkload, ...], now: datetime, team_ids: dict[str, int]
+):
     """New workloads are created, changed ones written in bulk, unchanged ones left alone (in a steady
     cluster nearly all of them); the active ones no longer listed are marked completed. Stored rows are
     read as plain tuples: building 40,000 model instances per round only to compare them costs seconds."""
-    team_ids = dict(Team.objects.values_list("slug", "pk"))
     owners = identity.owner_map(claim for item in observed for claim in item.claims)
     columns = ["pk", "external_id", *WORKLOAD_COLUMNS]
     active = Workload.objects.filter(orchestrator=orchestrator, state__in=Workload.ACTIVE_STATES)

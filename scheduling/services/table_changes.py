@@ -9,6 +9,8 @@ Needs PostgreSQL 14 or later (``CREATE OR REPLACE TRIGGER``); elsewhere nothing 
 stores no list answers.
 """
 
+import functools
+import logging
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -18,6 +20,7 @@ from django.db import connections
 from scheduling.models import TableChange
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 TRIGGER = "gpuportal_note_change"
 LOG_TABLE = TableChange._meta.db_table  # the only name interpolated into SQL here (values are parameters)
 _FUNCTION = (
@@ -29,6 +32,19 @@ _FUNCTION = (
 def supported(using: str = "default") -> bool:
     connection = connections[using]
     return connection.vendor == "postgresql" and connection.pg_version >= 140000
+
+
+@functools.cache
+def readiness() -> str:
+    """Once per process: "ok", or why generations cannot be trusted to move with every write (then nothing may be
+    cached on them: the API's stored list answers, the admission webhook's directory)."""
+    if not supported():
+        return "off: table generations need PostgreSQL 14 or later"
+    uncounted = tables_without_trigger()
+    if uncounted:  # a table created outside migrate: its writes would go unseen
+        logger.warning("table generations off: no change trigger on %s (run migrate)", ", ".join(uncounted))
+        return f"off: no change trigger on {', '.join(uncounted)} (run migrate)"
+    return "ok"
 
 
 def table_names(using: str = "default") -> frozenset[str]:

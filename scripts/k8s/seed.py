@@ -407,6 +407,9 @@ PORTAL_RULES = [
     {"apiGroups": [VOLCANO_GROUP], "resources": ["queues"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list"]},
+    # Collector: when the portal's admission webhook was registered ("admission bypassed" findings).
+    {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+     "resourceNames": ["gpuportal-admission"], "verbs": ["get"]},
 ]
 
 

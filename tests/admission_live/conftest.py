@@ -45,6 +45,7 @@ class Cluster:
     admin: k8s.ApiClient
     core: k8s.CoreV1Api
     certs: Path  # the webhook's CA and serving certificate (scripts/k8s/admission-certs.sh)
+    kubeconfig: str  # the admin's, for the portal's own collector
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def cluster() -> Iterator[Cluster]:
     admin = k8s_config.new_client_from_config(config_file=values["K8S_ADMIN_KUBECONFIG"])
     try:
         register_webhook(admin, ca_bundle)
-        yield Cluster(admin, k8s.CoreV1Api(admin), certs)
+        yield Cluster(admin, k8s.CoreV1Api(admin), certs, values["K8S_ADMIN_KUBECONFIG"])
     finally:
         admin.close()
         subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)

@@ -7,6 +7,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from scheduling.models import AdmissionDecision, Orchestrator, Team
+from scheduling.services.collection import scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,9 +25,10 @@ def namespaces(cluster):
 
 
 @pytest.fixture
-def governed(queues):
+def governed(queues, namespaces):
     Team.objects.create(slug="broke", name="Broke")  # a team with no GPU quota at all
-    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://127.0.0.1:25443")
+    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://127.0.0.1:25443",
+                                       options={"kubeconfig": namespaces.kubeconfig})
 
 
 def gpu_pod(name: str, gpus: int = 2) -> k8s.V1Pod:
@@ -72,6 +74,26 @@ def test_with_the_webhook_down_and_ignore_pods_are_still_created_without_a_decis
     assert pod.metadata.uid and DECISION not in (pod.metadata.annotations or {})
     assert pod.spec.scheduler_name == "default-scheduler"
     assert not AdmissionDecision.objects.filter(name="bypassed").exists()
+
+
+def test_a_pod_created_while_the_webhook_is_down_is_found_bypassed_by_the_next_collection_round(
+        namespaces, webhook, governed):
+    webhook.terminate()
+    namespaces.core.create_namespaced_pod("nlp", gpu_pod("sneaked-in"))
+    assert scrape(governed.pk).run.ok
+    finding = AdmissionDecision.objects.get(name="sneaked-in")
+    assert (finding.bypassed, finding.namespace, finding.team.slug, finding.pool) == (True, "nlp", "nlp", "k8s-a")
+    assert finding.scheduler == "default-scheduler"  # what it asked for: the API server's default, not the portal's
+    assert finding.uid == namespaces.core.read_namespaced_pod("sneaked-in", "nlp").metadata.uid
+    scrape(governed.pk)
+    assert AdmissionDecision.objects.filter(name="sneaked-in").count() == 1  # found once, not every round
+
+
+def test_a_pod_routed_by_the_webhook_is_no_bypass_finding(namespaces, webhook, governed):
+    namespaces.core.create_namespaced_pod("nlp", gpu_pod("went-through"))
+    assert scrape(governed.pk).run.ok
+    assert AdmissionDecision.objects.get(name="went-through").bypassed is False  # the webhook's own answer
+    assert not AdmissionDecision.objects.filter(bypassed=True, namespace="nlp", name="went-through").exists()
 
 
 def test_with_failure_policy_fail_a_pod_is_refused_while_the_webhook_is_down(namespaces, webhook, governed):

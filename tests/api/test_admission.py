@@ -2,10 +2,12 @@
 
 import base64
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
-from scheduling.models import AdmissionDecision, Orchestrator, Team
+from scheduling.models import AdmissionDecision, Node, Orchestrator, Team, Workload
 from scheduling.services.admission import MAX_BODY_BYTES
 
 pytestmark = pytest.mark.django_db
@@ -147,3 +149,46 @@ def test_a_priority_filled_in_before_the_webhook_is_removed_with_the_new_class(c
     ops = json.loads(base64.b64decode(post(client, review(obj)).json()["response"]["patch"]))
     assert {"op": "remove", "path": "/spec/priority"} in ops
     assert "/spec/priority" not in patch_of(post(client, review(pod())))
+
+
+def test_a_teams_pod_it_cannot_route_is_allowed_but_annotated_so_it_never_reads_as_bypassed(client, k8s):
+    response = post(client, review(pod(annotations={"scheduler.gpuportal.io/duration": "soon"})))
+    answer = response.json()["response"]
+    assert answer["allowed"] is True
+    ops = patch_of(response)
+    assert ops["/metadata/annotations/scheduler.gpuportal.io~1decision"].startswith("not routed: --time 'soon'")
+    assert all(path.startswith("/metadata/annotations/") for path in ops)  # nothing else of the pod is changed
+    assert AdmissionDecision.objects.get().reasons[0].startswith("not routed")
+
+
+@pytest.fixture
+def two_pools(queues, teams):
+    """k8s-a (the default by name) is full until its one job ends in ~2 h; k8s-b has a free node."""
+    busy, free = (Orchestrator.objects.create(name=name, kind="kubernetes", endpoint=f"https://{name}.example")
+                  for name in ("k8s-a", "k8s-b"))
+    Node.objects.create(orchestrator=busy, name="a0", gpu_model="H100", gpu_total=8, gpu_allocated=8,
+                        state=Node.State.ALLOCATED)
+    Node.objects.create(orchestrator=free, name="b0", gpu_model="H100", gpu_total=8, state=Node.State.IDLE)
+    started = timezone.now() - timedelta(hours=1)
+    Workload.objects.create(orchestrator=busy, external_id="prod/pod/serve", team=teams["production"],
+                            gpus_per_member=8, state=Workload.State.RUNNING, submitted_at=started, started_at=started,
+                            duration_estimate_s=3 * 3600, nodes=["a0"])
+    return busy, free
+
+
+def test_with_two_pools_the_pod_goes_where_it_starts_first_and_the_reasons_name_both_waits(client, two_pools):
+    response = post(client, review(pod()))
+    ops = patch_of(response)
+    assert ops["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-b"}
+    assert ops["/metadata/annotations"]["scheduler.gpuportal.io/decision"] == "volcano on k8s-b"
+    reasons = json.loads(ops["/metadata/annotations"]["scheduler.gpuportal.io/reasons"])
+    assert any(r.startswith("k8s-b: starts now") for r in reasons)
+    assert any(r.startswith("k8s-a: starts in ~2.0 h") for r in reasons)
+    decision = AdmissionDecision.objects.get()
+    assert decision.pool == "k8s-b" and "k8s-b: predicted to start first" in decision.reasons
+
+
+def test_with_two_pools_free_alike_the_default_pool_is_kept(client, two_pools):
+    Node.objects.filter(name="a0").update(gpu_allocated=0, state=Node.State.IDLE)
+    Workload.objects.update(state=Workload.State.COMPLETED)
+    assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}

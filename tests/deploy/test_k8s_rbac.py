@@ -79,13 +79,17 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
     ],
     ("kueue.x-k8s.io", "localqueues", "create"): [("k8s_governance.py", "self.custom.create_namespaced_custom_object")],
     ("kueue.x-k8s.io", "localqueues", "patch"): [("k8s_governance.py", "self.custom.patch_namespaced_custom_object")],
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"): [
+        ("k8s.py", "self.registrations.read_mutating_webhook_configuration"),
+        ("k8s.py", 'ADMISSION_WEBHOOK = "gpuportal-admission"'),
+    ],
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"): [
         ("k8s_governance.py", "self.extensions.read_custom_resource_definition(name)"),
         ("k8s_governance.py", 'KUEUE_CRDS = (f"clusterqueues.{KUEUE_GROUP}", f"localqueues.{KUEUE_GROUP}")'),
     ],
 }
 # Every Kubernetes client method the collectors call, and the (group, resource, verb) grants it needs.
-CLIENT_CALL = re.compile(r"(?:self\.(?:core|custom|extensions)|k8s\.CoreV1Api\(self\.api\))\.(\w+)")
+CLIENT_CALL = re.compile(r"(?:self\.(?:core|custom|extensions|registrations)|k8s\.CoreV1Api\(self\.api\))\.(\w+)")
 
 
 def granted() -> set[tuple[str, str, str]]:
@@ -116,6 +120,12 @@ def test_every_kubernetes_client_call_in_the_collectors_is_listed():
             assert method in listed, (
                 f"{path.name} calls {method} but no RBAC rule lists it (tests/deploy/{Path(__file__).name})"
             )
+
+
+def test_the_webhook_registration_read_is_limited_to_the_portals_own():
+    rules = find("ClusterRole", "gpuportal-worker")["rules"]
+    (rule,) = [r for r in rules if r["apiGroups"] == ["admissionregistration.k8s.io"]]
+    assert rule["resourceNames"] == ["gpuportal-admission"]
 
 
 def test_crd_reads_are_limited_to_kueues_two_crds():

@@ -1,0 +1,63 @@
+"""What the admission webhook reads for every pod: the teams by slug, which of them hold GPU quota, and the
+enabled Kubernetes pools. Three ORM queries per admission were half of its CPU (docs/performance.md); the
+answers change a few times a day, and the pods come hundreds a second.
+
+So they are read once and reused while none of their tables has changed: each table's PostgreSQL generation
+(``services/table_changes``, moved by a trigger on every committed write) is read in one small query per
+admission, and a different generation means read again. Never stale: a quota granted a second ago counts.
+Where generations cannot be trusted (SQLite, a table without its trigger) or inside a transaction (our own
+uncommitted writes, which pytest-django's tests are), the directory is read for each admission, as before.
+The generations are read before the tables, so a commit in between only makes the directory newer than its
+stamp: the next admission reads again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from scheduling.models import Orchestrator, Queue, Team
+
+from . import table_changes
+
+TABLES = tuple(model._meta.db_table for model in (Team, Queue, Orchestrator))
+
+
+@dataclass(frozen=True)
+class Directory:
+    teams: dict[str, Team]
+    with_quota: frozenset[int]
+    """Teams with an any-model queue with a burst limit: the ones that may run GPU work."""
+    pools: dict[int, str]
+    """Enabled Kubernetes pools (id -> name) by name: the first is the default."""
+
+
+_cached: tuple[dict[str, int], Directory] | None = None
+
+
+def directory() -> Directory:
+    global _cached
+    if connection.in_atomic_block or table_changes.readiness() != "ok":
+        return read_directory()
+    stamp = table_changes.generations(TABLES)
+    cached = _cached
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    fresh = read_directory()
+    _cached = (stamp, fresh)  # one assignment: threads see the old pair or the new one
+    return fresh
+
+
+def forget() -> None:
+    """Drop the reused directory (tests; after ``manage.py flush``, which empties the table-change log, so new
+    rows could sum to the generations the old directory was stamped with)."""
+    global _cached
+    _cached = None
+
+
+def read_directory() -> Directory:
+    teams = {team.slug: team for team in Team.objects.all()}
+    quota = Queue.objects.filter(gpu_model="", burst_limit__gt=0).values_list("team_id", flat=True)
+    pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
+    return Directory(teams, frozenset(quota), dict(pools.values_list("pk", "name")))
