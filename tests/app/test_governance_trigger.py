@@ -12,7 +12,6 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 import scheduling.tasks  # noqa: F401 - registers the task an eager publish runs
-from gpuportal.celery import app as celery_app
 from scheduling.models import AppliedObject, EnforcementRun, Orchestrator
 from scheduling.services import enforcement, governance, governance_trigger, quota
 from tests.app.test_enforcement import clusters, governed, hand_edit  # noqa: F401 - the fake clusters fixture
@@ -47,12 +46,12 @@ def broker(monkeypatch):
 
 
 @pytest.fixture
-def eager():
-    """Celery runs a published task at once, in this process (the message's countdown is not waited)."""
-    before = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = before
+def eager(settings):
+    """Celery runs a published task at once, in this process (the message's countdown is not waited). Through
+    Django's settings, as the other tests do: assigning ``app.conf.task_always_eager`` pins the value above
+    the settings for the rest of the session (Celery keeps it in its changes map), so later tests that set
+    ``CELERY_TASK_ALWAYS_EAGER`` were silently no longer eager."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
 
 
 def submitted(cast, teams, gpus=8):
