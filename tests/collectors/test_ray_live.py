@@ -32,7 +32,12 @@ def _settled(collector):
         snapshots.append(collector.collect())
         return snapshots[-1].gpu_allocated == 24 and snapshots[-1].pending_gpus == 44
 
-    wait_for(ready, timeout=60, what="Ray to report 24 GPUs used and 44 pending")
+    try:
+        wait_for(ready, timeout=60, what="Ray to report 24 GPUs used and 44 pending")
+    except TimeoutError as error:
+        last = snapshots[-1]
+        raise TimeoutError(f"{error}; last seen {last.gpu_allocated} used, {last.pending_gpus} pending, "
+                           f"workloads {[(w.external_id, w.state, w.gang_size, w.gpus_per_member) for w in last.workloads]}") from error
     return snapshots[-1]
 
 
