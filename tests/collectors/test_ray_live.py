@@ -36,8 +36,9 @@ def _settled(collector):
         wait_for(ready, timeout=60, what="Ray to report 24 GPUs used and 44 pending")
     except TimeoutError as error:
         last = snapshots[-1]
-        raise TimeoutError(f"{error}; last seen {last.gpu_allocated} used, {last.pending_gpus} pending, "
-                           f"workloads {[(w.external_id, w.state, w.gang_size, w.gpus_per_member) for w in last.workloads]}") from error
+        shapes = [(w.external_id, w.state, w.gang_size, w.gpus_per_member) for w in last.workloads]
+        seen = f"last seen {last.gpu_allocated} used, {last.pending_gpus} pending, workloads {shapes}"
+        raise TimeoutError(f"{error}; {seen}") from error
     return snapshots[-1]
 
 
