@@ -2,11 +2,14 @@
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.signals import post_delete, post_save
 from simple_history.models import HistoricalRecords
 
 
@@ -67,9 +70,47 @@ class TeamTree:
             yield from self.walk(team_id, depth + 1)
 
 
+# The tree read once per scope (a web request: views/request_scope.py), not once per reader: a page's rules,
+# selectors and context processor each ask for it. No scope (Celery, shell, tests calling in): every call reads.
+_scoped_tree: ContextVar[dict[str, TeamTree] | None] = ContextVar("scoped_team_tree", default=None)
+
+
+@contextmanager
+def team_tree_scope() -> Iterator[None]:
+    """Within it, ``Team.objects.tree()`` (of every team, by any plain queryset) reads the database once;
+    a saved or deleted team forgets the read, so a writer re-reading sees its own write."""
+    token = _scoped_tree.set({})
+    try:
+        yield
+    finally:
+        _scoped_tree.reset(token)
+
+
+def forget_team_tree(**_kwargs) -> None:
+    memo = _scoped_tree.get()
+    if memo is not None:
+        memo.clear()
+
+
 class TeamQuerySet(models.QuerySet):
     def tree(self) -> TeamTree:
-        return TeamTree.of(self)
+        memo = _scoped_tree.get()
+        if memo is None or not self._is_every_team():
+            return TeamTree.of(self)
+        if self.db not in memo:  # every field, so it also serves the readers that asked for .only(...)
+            memo[self.db] = TeamTree.of(self.model._base_manager.db_manager(self.db).all())
+        return memo[self.db]
+
+    def _is_every_team(self) -> bool:
+        """No filter, annotation, extra or slice: the queryset reads every team, whatever columns it defers."""
+        query = self.query
+        return (
+            not query.where
+            and not query.annotations
+            and not query.extra
+            and query.low_mark == 0
+            and query.high_mark is None
+        )
 
 
 class Team(models.Model):
@@ -95,6 +136,10 @@ class Team(models.Model):
             return []
         tree = Team.objects.tree()
         return [tree.teams[tid] for tid in tree.ancestors(self.pk)]
+
+
+post_save.connect(forget_team_tree, sender=Team, dispatch_uid="forget-team-tree-on-save")
+post_delete.connect(forget_team_tree, sender=Team, dispatch_uid="forget-team-tree-on-delete")
 
 
 class Role(models.TextChoices):

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import BigIntegerField, Count, Max, Sum
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -22,6 +23,7 @@ from scheduling.forecasting import Forecast, days_until, forecast_demand
 from scheduling.models import Queue, QuotaGrant, Team, UsageRollup
 from scheduling.selectors.planning import DemandHistory, floor_hour, hourly_demand
 from scheduling.selectors.pool_policies import local_moment
+from scheduling.services import table_changes
 
 HISTORY_WEEKS = 8
 HORIZON_HOURS = 14 * 24
@@ -105,9 +107,24 @@ def demand_forecasts(
     return result
 
 
+KEY_TABLES = (UsageRollup._meta.db_table, Team._meta.db_table)
+
+
 def _cache_key(since: datetime, until: datetime, teams: set[str] | None, orchestrators: bool) -> str:
     """Names the inputs of one forecast: the window, the teams asked for, and fingerprints of the hourly
     rollups in the window and of the team tree, so a rewritten hour or a moved team is a new key."""
+    inputs = repr(
+        (since, until, sorted(teams) if teams is not None else None, orchestrators, _fingerprint(since, until))
+    )
+    return "forecast:" + hashlib.sha256(inputs.encode()).hexdigest()
+
+
+def _fingerprint(since: datetime, until: datetime) -> object:
+    """On PostgreSQL the rollup and team tables' generations (one indexed read: any committed write moves them);
+    inside a transaction (its own uncommitted writes would not count) or elsewhere, the window's rollups summed
+    and the tree listed, which costs a scan of the whole history window of rollups."""
+    if not connection.in_atomic_block and table_changes.readiness() == "ok":
+        return table_changes.generations(KEY_TABLES)
     rollups = UsageRollup.objects.filter(
         resolution=UsageRollup.Resolution.HOUR, period_start__gte=since, period_start__lt=until
     ).aggregate(  # integer sums: a float sum's last digits vary with the database's summation order
@@ -116,9 +133,7 @@ def _cache_key(since: datetime, until: datetime, teams: set[str] | None, orchest
         allocated=Sum(Cast("gpu_s_allocated", BigIntegerField())),
         pending=Sum(Cast("gpu_s_pending", BigIntegerField())),
     )
-    tree = list(Team.objects.order_by("pk").values_list("pk", "parent_id", "slug", "name"))
-    inputs = repr((since, until, sorted(teams) if teams is not None else None, orchestrators, rollups, tree))
-    return "forecast:" + hashlib.sha256(inputs.encode()).hexdigest()
+    return rollups, list(Team.objects.order_by("pk").values_list("pk", "parent_id", "slug", "name"))
 
 
 def guarantees(as_of: datetime) -> dict[str, float]:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from scheduling.models import QuotaGrant, QuotaRequest, UsageRollup
 from scheduling.selectors.planning import floor_hour, hourly_demand
 from scheduling.services import forecast
+from tests.support import require_postgres
 
 pytestmark = pytest.mark.django_db
 
@@ -128,6 +129,27 @@ def test_a_forecast_is_reused_until_a_closed_hour_of_its_window_changes(orchestr
     changed = forecast.demand_forecasts(NOW)
     nlp = lambda result: next(s for s in result.teams if s.key == "nlp")  # noqa: E731
     assert nlp(changed).history[-1] == pytest.approx(nlp(first).history[-1] + 40)
+
+
+@pytest.mark.usefixtures("transactional_db")
+def test_on_postgresql_the_key_is_the_tables_generations_and_a_committed_write_is_a_new_key(
+    orchestrator, teams, queues
+):
+    require_postgres()
+    _record(orchestrator, teams, 3 * 168, nlp_at=daily)
+    first = forecast.demand_forecasts(NOW)
+    with CaptureQueriesContext(connection) as reused:
+        forecast.demand_forecasts(NOW)
+    assert not any('FROM "scheduling_usagerollup"' in q["sql"] for q in reused.captured_queries)  # none summed
+    row = UsageRollup.objects.filter(team=teams["nlp"]).order_by("-period_start").first()
+    row.gpu_s_allocated += 40 * 1800
+    row.save()
+    nlp = lambda result: next(s for s in result.teams if s.key == "nlp")  # noqa: E731
+    assert nlp(forecast.demand_forecasts(NOW)).history[-1] == pytest.approx(nlp(first).history[-1] + 40)
+    teams["nlp"].parent = None  # a moved team: research no longer sums nlp's demand
+    teams["nlp"].save()
+    research = lambda result: next(s for s in result.teams if s.key == "research")  # noqa: E731
+    assert max(v or 0 for v in research(forecast.demand_forecasts(NOW)).history) == 0
 
 
 def test_the_forecast_page_charts_the_top_of_the_tree_or_the_team_picked_in_the_table(
