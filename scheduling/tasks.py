@@ -153,6 +153,20 @@ def run_whatif(self, scenario_id: int) -> dict[str, object]:
 
 
 @shared_task(acks_late=True, **_limits("whatif"))
+def run_whatif_half(message: dict[str, object]) -> dict[str, object]:
+    """The baseline or the scenario of a what-if, run in parallel with the other; a chord stores both."""
+    return whatif.run_half(message)
+
+
+@shared_task(acks_late=True)
+def store_whatif(
+    answers: list[dict[str, object]], scenario_id: int, facts: dict[str, object], build_cpu_s: float
+) -> bool:
+    """The chord's last step: both halves' figures onto the row at once."""
+    return whatif.store_results(answers, scenario_id, facts, build_cpu_s)
+
+
+@shared_task(acks_late=True, **_limits("whatif"))
 def replay_trace(spec: dict[str, object]) -> dict[str, object]:
     """One replay of a fan-out (capacity search round, seed, sweep point); deterministic, so safe to run twice."""
     return simulation_runs.replay_figures(spec)
