@@ -7,7 +7,6 @@ import json
 import time
 
 import pytest
-from celery import Celery
 
 from scheduling.engine.calendar import PolicyRule
 from scheduling.engine.types import Node, Request, TeamSpec, TopologyLevel, WorkloadKind
@@ -16,19 +15,12 @@ from scheduling.services import whatif
 from scheduling.simulation.whatif import WhatIfInputs, inputs_as_json, inputs_from_json
 from scheduling.traces.records import TraceJob
 from tests.app.test_services_live import worker  # noqa: F401  (a real `celery worker` process on Redis)
+from tests.support import in_process_app
 
-INPUTS = {"weeks": 2, "fleet": [{"gpu_model": "H100", "nodes": -4}], "weights": {"nlp": "60"}}
 pytestmark = pytest.mark.django_db
 
+INPUTS = {"weeks": 2, "fleet": [{"gpu_model": "H100", "nodes": -4}], "weights": {"nlp": "60"}}
 NO_FLEET_LEFT = {"weeks": 2, "fleet": [{"gpu_model": "H100", "nodes": -8}]}  # allowed; its replay cannot run
-
-
-def _here():
-    """An app that runs tasks here (Celery reads CELERY_RESULT_BACKEND from the environment, which the
-    worker fixture sets, so an app without a backend argument may still have one)."""
-    app = Celery("here", set_as_current=False)
-    app.conf.task_always_eager = True
-    return app
 
 
 def _submit(cast, teams, inputs=INPUTS, name="fan-out"):
@@ -71,8 +63,8 @@ def test_the_inputs_survive_a_json_message_exactly():
     assert inputs_from_json(json.loads(json.dumps(inputs_as_json(inputs)))) == inputs
 
 
-def test_without_a_result_backend_both_halves_run_here_and_the_row_is_done(cast, teams, recorded):
-    scenario = whatif.run_scenario(_submit(cast, teams).pk, app=_here())
+def test_in_process_both_halves_run_here_one_after_the_other_and_the_row_is_done(cast, teams, recorded):
+    scenario = whatif.run_scenario(_submit(cast, teams).pk, app=in_process_app())
 
     assert scenario.status == WhatIfScenario.Status.DONE and scenario.progress == 100
     assert set(scenario.results) == {"history", "baseline", "scenario", "cpu_time_s"}
@@ -80,7 +72,7 @@ def test_without_a_result_backend_both_halves_run_here_and_the_row_is_done(cast,
 
 
 def test_a_failed_half_fails_the_run_with_the_reason_and_stores_nothing(cast, teams, recorded):
-    scenario = whatif.run_scenario(_submit(cast, teams, NO_FLEET_LEFT).pk, app=_here())
+    scenario = whatif.run_scenario(_submit(cast, teams, NO_FLEET_LEFT).pk, app=in_process_app())
 
     assert scenario.status == WhatIfScenario.Status.FAILED
     assert scenario.error == "the scenario: the fleet has no nodes: nothing to replay on"
@@ -106,7 +98,7 @@ def test_a_real_worker_fans_the_halves_out_and_stores_the_serial_json(worker, ca
     assert row.status == WhatIfScenario.Status.DONE and row.progress == 100, row.error
     serial = _submit(cast, teams, name="serial")
     WhatIfScenario.objects.filter(pk=serial.pk).update(created_at=row.created_at)
-    here = whatif.run_scenario(serial.pk, app=_here())
+    here = whatif.run_scenario(serial.pk, app=in_process_app())
     assert json.dumps(_without_timings(row.results), sort_keys=True) == json.dumps(
         _without_timings(here.results), sort_keys=True
     )
