@@ -105,3 +105,22 @@ def test_a_real_worker_fans_the_halves_out_and_stores_the_serial_json(worker, ca
     failed = _finished(broken.pk)
     assert failed.status == WhatIfScenario.Status.FAILED and failed.results == {}
     assert failed.error == "the scenario: the fleet has no nodes: nothing to replay on"
+
+
+def test_a_half_stopped_at_its_time_limit_fails_the_row_saying_so(cast, teams, recorded, monkeypatch):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from scheduling import tasks
+
+    def out_of_time(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    scenario = _submit(cast, teams)
+    WhatIfScenario.objects.filter(pk=scenario.pk).update(status=WhatIfScenario.Status.RUNNING)
+    baseline, _, _ = whatif.build_runs(scenario.inputs, scenario.created_at)
+    monkeypatch.setattr(whatif, "run_whatif", out_of_time)
+    with pytest.raises(SoftTimeLimitExceeded):
+        tasks.run_whatif_half({"scenario": scenario.pk, "half": "baseline", "inputs": inputs_as_json(baseline)})
+    scenario.refresh_from_db()
+    assert scenario.status == WhatIfScenario.Status.FAILED and scenario.results == {}
+    assert scenario.error.startswith("Stopped at the time limit of")
