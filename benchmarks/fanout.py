@@ -1,12 +1,17 @@
 """Replays fanned out over Celery: wall time with 1 and 2 workers against the serial run, as JSON lines.
 
     .venv/bin/python benchmarks/fanout.py [--trace philly-demo] [--seeds 8] [--workers 1,2]
+        [--parts seeds,capacity,whatif] [--whatif-weeks 1] [--whatif-nodes 1000]
 
 Needs Redis (``FANOUT_REDIS_URL``, default ``redis://127.0.0.1:6379/7``, broker and result backend); without
 it prints one ``skipped`` line. Each worker is its own ``celery worker --pool=solo`` process (one core each),
 started for the measurement and stopped after it. Two parts, each checked identical to the serial run:
 ``seeds`` (one federated replay per seed) and ``capacity_search`` (target every team's p95 <= 1 h, one
-round of ``width = workers`` replays at a time).
+round of ``width = workers`` replays at a time); and ``whatif``: the two halves of a what-if (baseline and
+scenario, ``benchmarks/whatif.py``'s synthetic history and fleet) as the ``run_whatif_half`` tasks the
+what-if chord sends, each a JSON message with the whole history (the chord's last step, one UPDATE, is
+left out). The halves write progress to a scenario row that does not exist: a throwaway migrated SQLite
+database (unless DATABASE_URL is set) gives them the table.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,14 +32,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuportal.settings")
 os.environ.setdefault("DEBUG", "1")
+os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='fanout-bench-')}/portal.sqlite3")
 
 import django  # noqa: E402
 
 django.setup()
 
 from celery import Celery  # noqa: E402
+from django.core.management import call_command  # noqa: E402
 
-from scheduling.services.simulation_runs import run_replays, search_capacity  # noqa: E402
+from benchmarks.whatif import baseline_and_scenario  # noqa: E402
+from scheduling.services import whatif  # noqa: E402
+from scheduling.services.simulation_runs import fan_out, run_replays, search_capacity  # noqa: E402
+from scheduling.simulation.whatif import inputs_as_json  # noqa: E402
 from tests.support import port_open  # noqa: E402
 
 REDIS = os.environ.get("FANOUT_REDIS_URL", "redis://127.0.0.1:6379/7")
@@ -84,23 +95,45 @@ def part(name: str, run: Callable[[Celery], Any], counts: list[int]) -> None:
     emit(record)
 
 
+def whatif_halves(weeks: int, node_count: int) -> list[dict[str, Any]]:
+    """The messages of one what-if's two halves: ``benchmarks/whatif.py``'s baseline and scenario."""
+    no_row = 0  # progress writes find no scenario row: the measure is the replays and their messages
+    return [{"scenario": no_row, "half": half, "inputs": inputs_as_json(inputs)}
+            for half, inputs in zip(whatif.HALVES, baseline_and_scenario(weeks, node_count, 0.6, 1), strict=True)]
+
+
+def whatif_figures(app: Celery, halves: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    answers = fan_out(whatif.HALF_TASK, halves, whatif.run_half, app=app)
+    return [{k: v for k, v in answer["figures"].items() if k != "wall_time_s"} for answer in answers]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", default="philly-demo")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--parts", default="seeds,capacity,whatif")
+    parser.add_argument("--whatif-weeks", type=int, default=1)
+    parser.add_argument("--whatif-nodes", type=int, default=1000)
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     if not port_open("127.0.0.1", 6379):
         emit({"figure": "fanout", "skipped": f"no Redis at {REDIS}"})
         return
     counts = [int(count) for count in args.workers.split(",")]
     specs = [{"trace": args.trace, "policy": "federated", "seed": seed} for seed in range(args.seeds)]
-    part("seeds", lambda app: run_replays(specs, app=app), counts)
+    if "seeds" in parts:
+        part("seeds", lambda app: run_replays(specs, app=app), counts)
     spec = {"trace": args.trace, "policy": "federated"}
     search = {"low": 128, "high": 1024, "step": 32, "target": "every-team", "target_hours": 1.0}
-    for count in counts:
+    for count in counts if "capacity" in parts else []:
         part(f"capacity_search_width_{count}",
              lambda app, count=count: search_capacity(spec, **search, width=count, app=app).capacity_gpus, [count])
+    if "whatif" in parts:
+        call_command("migrate", verbosity=0)
+        halves = whatif_halves(args.whatif_weeks, args.whatif_nodes)
+        part(f"whatif_{args.whatif_weeks}_weeks_{args.whatif_nodes}_nodes", lambda app: whatif_figures(app, halves),
+             counts)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 The history is synthetic (seeded), shaped like a federation's mix: 1-GPU inference and sweeps, 2-8 GPU
 jobs, 2-4 node gangs routed to Slurm, 20 teams with weights and guarantees, an inference floor on
-weekdays 08-20, at ``--load`` (default 0.6) of the fleet's GPU-hours. The scenario removes 100 nodes and
-moves 10 points of weight. Both runs go through ``run_whatif``, exactly as the Celery task runs them
-(no database: the service only adds the queries that build these inputs).
+weekdays 08-20, at ``--load`` (default 0.6) of the fleet's GPU-hours. The scenario removes a tenth of the
+nodes (100 of 1,000) and moves 10 points of weight; ``benchmarks/fanout.py`` fans the same two out.
+Both runs go through ``run_whatif``, exactly as the Celery task runs them (no database: the service only
+adds the queries that build these inputs).
 Prints a JSON line: jobs, wall and CPU time of each run and of both; then one for the forecast's fitting
 cost (50 team series of 8 weeks of hourly demand, as the forecast page and the weekly report fit them).
 """
@@ -70,6 +71,17 @@ def timed(inputs: WhatIfInputs) -> tuple[dict, float, float]:
     return figures, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def baseline_and_scenario(weeks: int, node_count: int, load: float, seed: int) -> tuple[WhatIfInputs, WhatIfInputs]:
+    """Today's fleet and teams, and the same without a tenth of the nodes and with 10 points of weight moved."""
+    nodes = build_fleet(node_count * 8, gpu_model="H100")
+    jobs = history(weeks, node_count * 8, load, seed)
+    teams = tuple(TeamSpec(f"team{i:02d}", None, 5.0, 150, 2000) for i in range(20))
+    floor = PolicyRule("inference business hours", "kubernetes", frozenset({1, 2, 3, 4, 5}), 480, 1200, 1600)
+    baseline = WhatIfInputs(jobs, nodes, teams, (floor,), seed=seed)
+    moved = (replace(teams[0], weight=15.0), replace(teams[1], weight=0.0), *teams[2:])
+    return baseline, replace(baseline, nodes=nodes[: -node_count // 10], teams=moved)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--weeks", type=int, default=4)
@@ -77,13 +89,8 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.6)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    nodes = build_fleet(args.nodes * 8, gpu_model="H100")
-    jobs = history(args.weeks, args.nodes * 8, args.load, args.seed)
-    teams = tuple(TeamSpec(f"team{i:02d}", None, 5.0, 150, 2000) for i in range(20))
-    floor = PolicyRule("inference business hours", "kubernetes", frozenset({1, 2, 3, 4, 5}), 480, 1200, 1600)
-    baseline = WhatIfInputs(jobs, nodes, teams, (floor,), seed=args.seed)
-    moved = (replace(teams[0], weight=15.0), replace(teams[1], weight=0.0), *teams[2:])
-    scenario = replace(baseline, nodes=nodes[:-100], teams=moved)
+    baseline, scenario = baseline_and_scenario(args.weeks, args.nodes, args.load, args.seed)
+    jobs = baseline.jobs
     base, base_wall, base_cpu = timed(baseline)
     new, new_wall, new_cpu = timed(scenario)
     print(

@@ -5,6 +5,8 @@ has a hard time limit, the long ones their own (GPUPORTAL_TASK_TIME_LIMITS); the
 timeout outlasts the longest, so a message comes back only when its worker is really gone.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from celery import shared_task
@@ -143,13 +145,34 @@ def reap_stale_work() -> dict[str, dict[str, int]]:
 def run_whatif(self, scenario_id: int) -> dict[str, object]:
     """A message redelivered after its worker died may take over the run that worker left ``running``."""
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
-    try:
+    with _whatif_time_limit(scenario_id):
         scenario = whatif.run_scenario(scenario_id, take_over=redelivered)
+    return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}
+
+
+@contextmanager
+def _whatif_time_limit(scenario_id: int) -> Iterator[None]:
+    try:
+        yield
     except SoftTimeLimitExceeded:
         reason = f"Stopped at the time limit of {LIMITS['whatif']} s; try fewer weeks."
         whatif.fail_run(scenario_id, reason, replace_error=True)
         raise
-    return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}
+
+
+@shared_task(acks_late=True, **_limits("whatif"))
+def run_whatif_half(message: dict[str, object]) -> dict[str, object]:
+    """The baseline or the scenario of a what-if, run in parallel with the other; a chord stores both."""
+    with _whatif_time_limit(int(message["scenario"])):
+        return whatif.run_half(message)
+
+
+@shared_task(acks_late=True)
+def store_whatif(
+    answers: list[dict[str, object]], scenario_id: int, facts: dict[str, object], build_cpu_s: float
+) -> bool:
+    """The chord's last step: both halves' figures onto the row at once."""
+    return whatif.store_results(answers, scenario_id, facts, build_cpu_s)
 
 
 @shared_task(acks_late=True, **_limits("whatif"))

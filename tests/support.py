@@ -65,3 +65,13 @@ def active_grant(team, requester, gpus: int):
         ends_at=request.ends_at,
         state=QuotaGrant.State.ACTIVE,
     )
+
+
+def in_process_app():
+    """A Celery app that runs fanned-out work here, one part after the other. An app built without a backend
+    argument is not enough: Celery reads CELERY_RESULT_BACKEND from the environment, which worker fixtures set."""
+    from celery import Celery
+
+    app = Celery("in-process", set_as_current=False)
+    app.conf.task_always_eager = True
+    return app

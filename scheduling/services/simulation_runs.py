@@ -6,14 +6,17 @@ bound, as capacity probes do); ``replay_figures`` runs one (what the ``replay_tr
 ``run_replays`` runs a list: as one Celery group on the app's broker when the app has a result backend to
 collect answers from, else one after the other in this process. The simulator is deterministic for a spec, so both
 ways give the same figures (less ``wall_time_s``), in the order of the specs.
+
+``fan_out`` and ``fan_out_then`` are that machinery for any task: the what-if run (services/whatif.py) uses
+``fan_out_then``, a chord, because it is itself a task and must not block a worker slot waiting for its parts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from celery import Celery, current_app, group
+from celery import Celery, chord, current_app, group
 
 from scheduling.simulation import simulate_replay
 from scheduling.simulation.capacity import (
@@ -46,11 +49,47 @@ def run_replays(specs: Sequence[Mapping[str, Any]], *, app: Celery | None = None
     """Figures for each spec, in order: one task per spec on the app's workers, or here without a backend."""
     for spec in specs:
         _check(spec)
+    return fan_out(TASK, [dict(spec) for spec in specs], replay_figures, app=app)
+
+
+def fan_out(
+    task: str, payloads: Sequence[Any], run_here: Callable[[Any], Any], *, app: Celery | None = None
+) -> list[Any]:
+    """``task`` on each payload as one group on the app's workers, waiting for the answers in order; or
+    ``run_here`` on each, one after the other, when the app has no result backend (or runs tasks eagerly).
+    Call it outside a task: a task waiting on a group holds a worker slot its parts may need."""
     app = app or current_app
-    if not app.conf.result_backend or app.conf.task_always_eager:
-        return [replay_figures(spec) for spec in specs]
-    tasks = group(app.signature(TASK, args=[dict(spec)]) for spec in specs)
-    return list(tasks.apply_async().get(timeout=RESULT_TIMEOUT_S))
+    if _answers_here(app):
+        return [run_here(payload) for payload in payloads]
+    return list(_group(app, task, payloads).apply_async().get(timeout=RESULT_TIMEOUT_S))
+
+
+def fan_out_then(
+    task: str,
+    payloads: Sequence[Any],
+    run_here: Callable[[Any], Any],
+    then: tuple[str, Callable[..., Any], Sequence[Any]],
+    *,
+    app: Celery | None = None,
+) -> bool:
+    """``task`` on each payload, then ``then`` = (callback task, its function, extra args) called with the list
+    of answers (in payload order) and the extra args: a Celery chord that returns at once (True), or both
+    steps here (False). A part that raises stops the chord: the callback never runs."""
+    app = app or current_app
+    callback_task, callback_here, args = then
+    if _answers_here(app):
+        callback_here([run_here(payload) for payload in payloads], *args)
+        return False
+    chord(_group(app, task, payloads), app.signature(callback_task, args=list(args))).apply_async()
+    return True
+
+
+def _answers_here(app: Celery) -> bool:
+    return not app.conf.result_backend or bool(app.conf.task_always_eager)
+
+
+def _group(app: Celery, task: str, payloads: Sequence[Any]) -> group:
+    return group(app.signature(task, args=[payload]) for payload in payloads)
 
 
 def search_capacity(

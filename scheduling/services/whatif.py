@@ -26,16 +26,19 @@ from __future__ import annotations
 import time as clock
 from collections import Counter
 from collections.abc import Collection
+from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from typing import Any
 
+from celery import Celery
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from scheduling.engine.calendar import PolicyRule, check_rules
@@ -46,16 +49,20 @@ from scheduling.selectors import access
 from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.planning import history_trace_jobs
 from scheduling.selectors.pool_policies import local_moment, rule_of
-from scheduling.simulation.whatif import WhatIfInputs, run_whatif
+from scheduling.simulation.whatif import WhatIfInputs, inputs_as_json, inputs_from_json, run_whatif
 
 from .dispatch import EnqueueFailed, enqueue_after_commit
 from .governance import QueueChange
 from .policies import check_proposed
+from .simulation_runs import fan_out_then
 
 MAX_WEEKS = 12
 MAX_NODE_CHANGE = 10_000
 DEFAULT_GPUS_PER_NODE = 8
 MAX_GPUS_PER_NODE = 16
+HALVES = ("baseline", "scenario")
+HALF_TASK = "scheduling.tasks.run_whatif_half"
+STORE_TASK = "scheduling.tasks.store_whatif"
 HEARTBEAT_S = 30.0  # a running row is written at least this often, progress or not
 
 
@@ -398,7 +405,9 @@ def _progress(pk: int, offset: int):
         percent = min(99, offset + (50 * done) // max(total, 1))
         if percent != last[0] or clock.monotonic() - last[1] >= HEARTBEAT_S:
             last[0], last[1] = percent, clock.monotonic()
-            WhatIfScenario.objects.filter(pk=pk).update(progress=percent, heartbeat_at=timezone.now())
+            WhatIfScenario.objects.filter(pk=pk).update(  # halves in parallel: the bar never moves back
+                progress=Greatest(F("progress"), percent), heartbeat_at=timezone.now()
+            )
 
     return report
 
@@ -433,30 +442,65 @@ def _claim(pk: int, take_over: bool) -> bool:
     return True
 
 
-def run_scenario(pk: int, *, take_over: bool = False) -> WhatIfScenario | None:
+def run_scenario(pk: int, *, take_over: bool = False, app: Celery | None = None) -> WhatIfScenario | None:
     """Run both replays and store the results (None if the row is gone). Only a claimed row runs: a done,
-    failed or live running row is returned as is (``take_over``: see ``_claim``)."""
+    failed or live running row is returned as is (``take_over``: see ``_claim``).
+
+    The baseline and the scenario are independent: with a result backend they run as two tasks in parallel
+    and a chord stores them (the row is returned still running); without one, here, one after the other.
+    Either way ``store_results`` writes the same JSON, and a failed half fails the row with nothing stored."""
     scenario = WhatIfScenario.objects.filter(pk=pk).first()
     if scenario is None or not _claim(pk, take_over):
         return scenario if scenario is None else WhatIfScenario.objects.get(pk=pk)
     started = clock.process_time()
     try:
         baseline, changed, facts = build_runs(scenario.inputs, scenario.created_at)
-        results = {
-            "history": facts,
-            "baseline": run_whatif(baseline, _progress(pk, 0)),
-            "scenario": run_whatif(changed, _progress(pk, 50)),
-        }
     except (ValueError, ValidationError) as error:
         return _failed(pk, str(error))
     except Exception as error:  # a bug must not leave the row "running" forever; the worker still logs it
         _failed(pk, f"internal error: {type(error).__name__}: {error}")
         raise
-    results["cpu_time_s"] = round(clock.process_time() - started, 3)
-    WhatIfScenario.objects.filter(pk=pk).update(
-        status=WhatIfScenario.Status.DONE, progress=100, results=results, finished_at=timezone.now(), error=""
-    )
+    halves = [
+        {"scenario": pk, "half": half, "inputs": inputs_as_json(inputs)}
+        for half, inputs in zip(HALVES, (baseline, changed), strict=True)
+    ]
+    then = (STORE_TASK, store_results, [pk, facts, clock.process_time() - started])
+    with suppress(HalfFailed):  # in-process: run_half has failed the row with the reason
+        fan_out_then(HALF_TASK, halves, run_half, then, app=app)
     return WhatIfScenario.objects.get(pk=pk)
+
+
+class HalfFailed(Exception):
+    """A half of the run failed; the row is failed with the reason already."""
+
+
+def run_half(message: dict[str, Any]) -> dict[str, Any]:
+    """One replay (``half``: baseline or scenario) of a claimed run: its figures and the CPU it took. Its
+    progress goes to the row (baseline 0-50 %, scenario 50-100 %). On failure the row is failed with the
+    reason and ``HalfFailed`` is raised (a bug: the row says so and the exception propagates, to be logged)."""
+    pk, half = int(message["scenario"]), str(message["half"])
+    started = clock.process_time()
+    try:
+        figures = run_whatif(inputs_from_json(message["inputs"]), _progress(pk, 50 * HALVES.index(half)))
+    except ValueError as error:
+        fail_run(pk, f"the {half}: {error}")
+        raise HalfFailed(str(error)) from error
+    except Exception as error:
+        fail_run(pk, f"internal error: {type(error).__name__}: {error} (in the {half})")
+        raise
+    return {"half": half, "figures": figures, "cpu_time_s": clock.process_time() - started}
+
+
+def store_results(answers: list[dict[str, Any]], pk: int, facts: dict[str, Any], build_cpu_s: float) -> bool:
+    """Store both halves at once on a row still running (False: it was failed or finished meanwhile)."""
+    by_half = {answer["half"]: answer for answer in answers}
+    results = {"history": facts, **{half: by_half[half]["figures"] for half in HALVES}}
+    results["cpu_time_s"] = round(build_cpu_s + sum(answer["cpu_time_s"] for answer in answers), 3)
+    return bool(
+        WhatIfScenario.objects.filter(pk=pk, status=WhatIfScenario.Status.RUNNING).update(
+            status=WhatIfScenario.Status.DONE, progress=100, results=results, finished_at=timezone.now(), error=""
+        )
+    )
 
 
 def _failed(pk: int, message: str) -> WhatIfScenario:

@@ -11,16 +11,19 @@ simulator's figures it reports, per hourly sample:
 * **waits per team** (p50/p95/mean hours from submission to first start).
 
 ``run_whatif(inputs)`` is what the portal's Celery task calls; a test runs the same inputs through
-``Replay`` directly and compares.
+``Replay`` directly and compares. ``inputs_as_json``/``inputs_from_json`` carry the inputs to another
+worker in a JSON message (the baseline and the scenario run in parallel there), exactly: decoding gives an
+equal ``WhatIfInputs``.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from scheduling.engine.calendar import PolicyRule, bounds_at
-from scheduling.engine.types import Node, TeamSpec
+from scheduling.engine.types import Node, Request, TeamSpec, TopologyLevel, WorkloadKind
 from scheduling.simulation.federation import Federation
 from scheduling.simulation.progress import ProgressCallback
 from scheduling.simulation.replay import Replay
@@ -146,3 +149,60 @@ def waits_by_team(replay: Replay) -> dict[str, dict[str, float | int | None]]:
     queued = Counter(run.team for run in replay.runs if run.first_start is None and not run.rejected)
     teams = sorted(set(waits) | set(queued))
     return {team: {**summary(waits.get(team, [])), "never_started": queued.get(team, 0)} for team in teams}
+
+
+# --- the inputs as a JSON message --------------------------------------------------------------------------
+
+REQUEST_FIELDS = tuple(f.name for f in fields(Request))
+
+
+def inputs_as_json(inputs: WhatIfInputs) -> dict[str, Any]:
+    """JSON-safe inputs; a job is a row (request values in field order, submit, duration) to keep 100,000 small."""
+    return {
+        "jobs": [[[_plain(getattr(job.request, name)) for name in REQUEST_FIELDS], job.submit_s, job.duration_s]
+                 for job in inputs.jobs],
+        "nodes": [_record(node) for node in inputs.nodes],
+        "teams": [_record(team) for team in inputs.teams],
+        "rules": [_record(rule) for rule in inputs.rules],
+        "epoch_minute_of_week": inputs.epoch_minute_of_week,
+        "seed": inputs.seed,
+        "horizon_s": inputs.horizon_s,
+    }
+
+
+def inputs_from_json(data: dict[str, Any]) -> WhatIfInputs:
+    """The inverse of ``inputs_as_json`` (also after a JSON round trip: lists back to tuples and sets)."""
+    return WhatIfInputs(
+        jobs=tuple(TraceJob(_request(values), submit, duration) for values, submit, duration in data["jobs"]),
+        nodes=tuple(Node(**{**node, "gpu_free_milli": tuple(node["gpu_free_milli"])}) for node in data["nodes"]),
+        teams=tuple(TeamSpec(**team) for team in data["teams"]),
+        rules=tuple(PolicyRule(**{**rule, "weekdays": frozenset(rule["weekdays"])}) for rule in data["rules"]),
+        epoch_minute_of_week=data["epoch_minute_of_week"],
+        seed=data["seed"],
+        horizon_s=data["horizon_s"],
+    )
+
+
+def _request(values: list[Any]) -> Request:
+    given = dict(zip(REQUEST_FIELDS, values, strict=True))
+    return Request(
+        **{
+            **given,
+            "gpu_models": frozenset(given["gpu_models"]),
+            "topology": TopologyLevel(given["topology"]),
+            "kind": WorkloadKind(given["kind"]),
+        }
+    )
+
+
+def _record(record: Any) -> dict[str, Any]:
+    return {f.name: _plain(getattr(record, f.name)) for f in fields(record)}
+
+
+def _plain(value: Any) -> Any:
+    """Sets as sorted lists (a message must not depend on set order), tuples as lists, enums as their value."""
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value.value if isinstance(value, TopologyLevel | WorkloadKind) else value

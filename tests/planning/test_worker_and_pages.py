@@ -8,6 +8,7 @@ from django.urls import reverse
 from scheduling.models import WhatIfScenario
 from scheduling.services import whatif
 from tests.app.test_services_live import worker  # noqa: F401  (a real `celery worker` process on Redis)
+from tests.support import in_process_app
 
 INPUTS = {"weeks": 2, "fleet": [{"gpu_model": "H100", "nodes": -4}]}
 
@@ -36,7 +37,7 @@ def test_a_real_worker_runs_the_what_if_updates_progress_and_stores_results(work
     # The worker's stored result is the same as running the service here, in the test process.
     again = whatif.submit(name="here", raw_inputs=INPUTS, by=cast["lead"], team=teams["research"])
     WhatIfScenario.objects.filter(pk=again.pk).update(created_at=row.created_at)
-    here = whatif.run_scenario(again.pk)
+    here = whatif.run_scenario(again.pk, app=in_process_app())
     strip = lambda r: {s: {k: v for k, v in r[s].items() if k != "wall_time_s"} for s in ("baseline", "scenario")}  # noqa: E731
     assert strip(here.results) == strip(row.results)
 

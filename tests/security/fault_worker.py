@@ -1,6 +1,7 @@
 """Run a real Celery worker; with FAULT_GATE_DIR set, the what-if simulator stops at its first progress
-report (after writing ``paused``) until ``release`` appears there, so a test can cut the database or kill
-the worker mid-run. Nothing else changes: the task, the service and the database writes are the real ones.
+report (after writing ``paused``) until ``release`` appears there, and a failed task writes ``failed``
+there, so a test can cut the database or kill the worker mid-run. Nothing else changes: the task, the
+service and the database writes are the real ones.
 """
 
 import os
@@ -30,6 +31,13 @@ def _install_gate(folder: Path) -> None:
         return real(inputs, report)
 
     whatif.run_whatif = gated
+
+    from celery.signals import task_failure
+
+    @task_failure.connect(weak=False)
+    def note_failure(sender=None, exception=None, **kwargs) -> None:
+        # The what-if's halves run as their own tasks (a chord): a test waits for this file to know one failed.
+        (folder / "failed").write_text(f"{sender.name}: {type(exception).__name__}")
 
 
 def main() -> None:
