@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,13 +229,11 @@ def ray_cluster() -> Iterator[RayCluster]:
         )
 
 
-@pytest.fixture(scope="session")
-def ray_workload(ray_cluster: RayCluster, tmp_path_factory) -> str:
+def _submit_ray_workload(ray_cluster: RayCluster, ready: Path) -> str:
     """Submit scripts/ray/workload.py through the Jobs REST API with team and submitter metadata; wait until it
-    has placed everything and the autoscaler report shows its pending demand."""
+    has placed everything (it then holds its work until stopped)."""
     import httpx
 
-    ready = tmp_path_factory.mktemp("ray") / "ready"
     entrypoint = f"{ray_cluster.venv / 'bin' / 'python'} {REPO / 'scripts/ray/workload.py'} {ready}"
     response = httpx.post(
         f"{ray_cluster.url}/api/jobs/",
@@ -242,6 +241,29 @@ def ray_workload(ray_cluster: RayCluster, tmp_path_factory) -> str:
         json={"entrypoint": entrypoint, "metadata": {"team": "llm", "user": "alice"}},
     )
     response.raise_for_status()
-    submission = response.json()["submission_id"]
     wait_for(ready.exists, timeout=120, what="the Ray workload to place its work")
-    return submission
+    return response.json()["submission_id"]
+
+
+@pytest.fixture(scope="session")
+def _ray_jobs() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def ray_workload(ray_cluster: RayCluster, _ray_jobs: list[str], tmp_path_factory) -> str:
+    """The session's Ray workload, running. tests/ledger/test_live.py imports ``ray_cluster``, which makes it a
+    second session fixture there: it restarts Ray on the same ports, and every job is gone. A database test that
+    asks for the workload runs before the ledger's (pytest-django orders database tests first), so the other
+    Ray tests found an empty cluster. A job that is no longer RUNNING is reported (a warning with Ray's answer)
+    and submitted again."""
+    import httpx
+
+    if _ray_jobs:
+        answer = httpx.get(f"{ray_cluster.url}/api/jobs/{_ray_jobs[-1]}", timeout=30)
+        if answer.is_success and answer.json().get("status") == "RUNNING":
+            return _ray_jobs[-1]
+        warnings.warn(f"Ray workload {_ray_jobs[-1]} no longer running: {answer.status_code} {answer.text[:300]}",
+                      stacklevel=1)
+    _ray_jobs.append(_submit_ray_workload(ray_cluster, tmp_path_factory.mktemp("ray") / "ready"))
+    return _ray_jobs[-1]
