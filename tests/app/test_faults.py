@@ -164,7 +164,8 @@ def test_pages_render_while_the_broker_is_down_and_queued_tasks_run_when_it_retu
 
     monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery's env var would override the broker argument
     monkeypatch.setenv("CELERY_RESULT_BACKEND", url)
-    producer = Celery("fault-probe", broker=url, backend=url)  # its own app: the portal's stays untouched
+    # its own app, never made current: the portal's stays the one services publish through
+    producer = Celery("fault-probe", broker=url, backend=url, set_as_current=False)
     results = [producer.send_task("scheduling.tasks.ping", args=[n]) for n in range(3)]  # no worker yet
     stop()
     client = Client()

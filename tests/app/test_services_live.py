@@ -126,7 +126,8 @@ def worker(monkeypatch):
         # Celery lets CELERY_BROKER_URL in the environment override an app's broker argument (CI sets it).
         monkeypatch.setenv("CELERY_BROKER_URL", redis_url())
         monkeypatch.setenv("CELERY_RESULT_BACKEND", redis_url())
-        producer = Celery("worker-probe", broker=redis_url(), backend=redis_url())  # leaves the portal's app alone
+        # its own app, never made current: the portal's stays the one services publish through
+        producer = Celery("worker-probe", broker=redis_url(), backend=redis_url(), set_as_current=False)
         yield producer
         producer.close()
 

@@ -21,7 +21,7 @@ def as_json(value: object) -> object:
 
 
 def test_without_a_result_backend_the_replays_run_here_in_order() -> None:
-    in_process = Celery("no-backend")  # nothing could collect a worker's answer
+    in_process = Celery("no-backend", set_as_current=False)  # nothing could collect a worker's answer
 
     runs = run_replays(SEEDS, app=in_process)
 
@@ -31,16 +31,17 @@ def test_without_a_result_backend_the_replays_run_here_in_order() -> None:
 
 
 def test_a_bad_spec_is_refused_naming_the_field() -> None:
+    app = Celery("no-backend", set_as_current=False)
     with pytest.raises(ValueError, match="'capacity'"):
-        run_replays([{"trace": TRACE, "policy": "federated", "capacity": 32}], app=Celery("no-backend"))
+        run_replays([{"trace": TRACE, "policy": "federated", "capacity": 32}], app=app)
     with pytest.raises(ValueError, match="'policy' is required"):
-        run_replays([{"trace": TRACE}], app=Celery("no-backend"))
+        run_replays([{"trace": TRACE}], app=app)
 
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_gives_the_serial_figures_for_seeds_and_a_capacity_search(worker) -> None:  # noqa: F811
-    serial_app = Celery("no-backend")
+    serial_app = Celery("no-backend", set_as_current=False)
 
     fanned = run_replays(SEEDS, app=worker)
 

@@ -27,7 +27,7 @@ def producer(private_redis, monkeypatch):
     """A Celery client of the private Redis, apart from the portal's app (which stays as configured)."""
     monkeypatch.setenv("CELERY_BROKER_URL", private_redis.url)  # Celery's env var beats the broker argument
     monkeypatch.setenv("CELERY_RESULT_BACKEND", private_redis.url)
-    app = Celery("fault-probe", broker=private_redis.url, backend=private_redis.url)
+    app = Celery("fault-probe", broker=private_redis.url, backend=private_redis.url, set_as_current=False)
     yield app
     app.close()
 
