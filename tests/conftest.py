@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from scheduling.models import Membership, Node, Orchestrator, Queue, Team
 from tests.browser import browser, session  # noqa: F401 - one headless browser for tests/e2e and tests/security
+from tests.live_clusters import cluster, ray_cluster, ray_workload, slurm_fleet, slurm_jobs  # noqa: F401 - once
 
 
 @pytest.fixture

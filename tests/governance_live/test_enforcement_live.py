@@ -19,7 +19,6 @@ from kubernetes.client.exceptions import ApiException
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
 from scheduling.models import DriftFinding, IdentityOverride, Membership, Orchestrator, Queue, Team
 from scheduling.services import enforcement
-from tests.k8s_live.conftest import cluster, wait_for  # noqa: F401 - the session's Kubernetes fixture
 from tests.support import active_grant
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
@@ -118,7 +117,7 @@ def k8s_teams(django_user_model):
     return teams
 
 
-def test_the_round_creates_quotas_and_volcano_queues_and_a_hand_edit_is_drift(cluster, k8s_teams, django_user_model):  # noqa: F811
+def test_the_round_creates_quotas_and_volcano_queues_and_a_hand_edit_is_drift(cluster, k8s_teams, django_user_model):
     options = {
         "kubeconfig": cluster.env["K8S_PORTAL_KUBECONFIG"],
         "governance": {"mode": "auto", "namespaces": NAMESPACES},

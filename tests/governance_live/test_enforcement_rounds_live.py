@@ -38,7 +38,7 @@ from tests.governance_live.test_enforcement_live import (
     slurm_accounts,
     slurm_orchestrator,
 )
-from tests.k8s_live.conftest import cluster, wait_for  # noqa: F401 - the session's Kubernetes fixture
+from tests.k8s_live.conftest import wait_for
 
 pytestmark = [pytest.mark.live]
 RELAY_PORT = 19650
@@ -92,7 +92,7 @@ def portal_worker():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_approval_alone_enforces_the_grant_on_slurm_and_kubernetes(portal_worker, rounds_fleet, cluster):  # noqa: F811
+def test_an_approval_alone_enforces_the_grant_on_slurm_and_kubernetes(portal_worker, rounds_fleet, cluster):
     team, alice, admin = federation(rounds_fleet, cluster.env["K8S_PORTAL_KUBECONFIG"], ("atlas", "borealis"))
     governance_round()  # the standing state, before the approval
     assert (slurm_cap(rounds_fleet, "atlas"), quota_gpus(cluster.core, "atlas")) == (8, 8)
@@ -122,7 +122,7 @@ def test_an_approval_alone_enforces_the_grant_on_slurm_and_kubernetes(portal_wor
 
 
 @pytest.fixture
-def relay(cluster, tmp_path):  # noqa: F811
+def relay(cluster, tmp_path):
     """The portal reaches the apiserver through a relay on RELAY_PORT (its own kubeconfig copy)."""
     config = yaml.safe_load(Path(cluster.env["K8S_PORTAL_KUBECONFIG"]).read_text())
     server = urlsplit(config["clusters"][0]["cluster"]["server"])
@@ -139,7 +139,7 @@ def relay(cluster, tmp_path):  # noqa: F811
 @pytest.mark.django_db
 def test_a_round_with_kubernetes_unreachable_applies_slurm_then_the_next_applies_kubernetes(
     rounds_fleet,
-    cluster,  # noqa: F811
+    cluster,
     relay,
     client,
 ):
@@ -173,7 +173,7 @@ def test_a_round_with_kubernetes_unreachable_applies_slurm_then_the_next_applies
 
 
 @pytest.mark.django_db
-def test_a_mapping_naming_a_missing_namespace_stops_the_kubernetes_round_before_any_write(rounds_fleet, cluster):  # noqa: F811
+def test_a_mapping_naming_a_missing_namespace_stops_the_kubernetes_round_before_any_write(rounds_fleet, cluster):
     mapping = {"eridanus": ["eridanus-trian"]}  # a typo of eridanus-train, which the cluster admin made
     make_namespace(cluster.core, "eridanus-train")
     federation(rounds_fleet, cluster.env["K8S_PORTAL_KUBECONFIG"], ("eridanus", "fornax"), mapping)

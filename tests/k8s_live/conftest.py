@@ -13,19 +13,15 @@ import importlib.util
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from tests.support import require
 
@@ -104,37 +100,6 @@ class Cluster:
     @property
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.admin)
-
-
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    require_fixture()
-    env = {**os.environ, **session_env(), "K8S_BIN_DIR": str(BIN)}
-    started = time.monotonic()
-    done = subprocess.run(
-        ["bash", str(SCRIPTS / "start.sh")], env=env, capture_output=True, text=True, timeout=180, check=False
-    )
-    start_seconds = time.monotonic() - started
-    if done.returncode != 0:
-        subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
-        logs = env["K8S_STATE_DIR"] + "/log"  # kept for a look: only a passing session removes its state
-        pytest.fail(f"scripts/k8s/start.sh failed (logs in {logs}):\n{done.stdout}\n{done.stderr}")
-    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    state = Path(values["K8S_STATE_DIR"])
-    admin = k8s_config.new_client_from_config(config_file=values["K8S_ADMIN_KUBECONFIG"])
-    portal = k8s_config.new_client_from_config(config_file=values["K8S_PORTAL_KUBECONFIG"])
-    try:
-        seeded = seed.seed(admin)
-        rss = {
-            name: round(rss_mib(state / "run" / f"{name}.pid"), 1)
-            for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
-        }
-        yield Cluster(admin, portal, state, values, start_seconds, seeded.seconds, rss, seeded.bound)
-    finally:
-        admin.close()
-        portal.close()
-        subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
-        shutil.rmtree(env["K8S_STATE_DIR"], ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------ the API's own answers

@@ -15,8 +15,6 @@ from django.test import override_settings
 from scheduling.collectors.actuators import parse_scontrol_node
 from scheduling.models import LedgerFinding, Orchestrator, OwnershipInterval, SourceView
 from scheduling.services import collection, ledger
-from tests.collectors.conftest import ray_cluster, slurm_fleet  # noqa: F401 - session fixtures
-from tests.k8s_live.conftest import cluster  # noqa: F401 - session fixture
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 KUBERNETES_NODES = ("dgx01", "dgx02", "dgx03", "dgx04", "dgx05")  # schedulable after the seed
@@ -28,7 +26,7 @@ def _live(kind: str):
 
 
 @pytest.fixture
-def sources(slurm_fleet, cluster, monkeypatch):  # noqa: F811
+def sources(slurm_fleet, cluster, monkeypatch):
     monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(
         name="slurm-live",
@@ -65,8 +63,8 @@ def collection_round(*orchestrators: Orchestrator) -> None:
 @override_settings(GPUPORTAL_LEDGER={"orphan_after_s": ORPHAN_AFTER_S})
 def test_a_node_schedulable_in_slurm_and_kubernetes_is_caught_in_one_round_and_cleared_by_a_slurm_drain(
     sources,
-    slurm_fleet,  # noqa: F811
-    cluster,  # noqa: F811
+    slurm_fleet,
+    cluster,
 ):
     slurm, k8s = sources
     collection_round(slurm, k8s)
@@ -106,7 +104,7 @@ def test_a_node_schedulable_in_slurm_and_kubernetes_is_caught_in_one_round_and_c
     assert list(others.values_list("kind", "node", "explanation")) == []
 
 
-def responding(slurm_fleet, *names: str, timeout: float = 120.0) -> None:  # noqa: F811
+def responding(slurm_fleet, *names: str, timeout: float = 120.0) -> None:
     """Wait for slurmd to answer: while Ray's fixture starts, the loaded machine can make slurmctld flag a
     node NOT_RESPONDING, and such a node is rightly not schedulable (that would be a true orphan)."""
     deadline = time.monotonic() + timeout
@@ -120,8 +118,8 @@ RAY_ALIASES = {"ray-head": "dgx06", "ray-worker-1": "dgx07", "ray-worker-2": "dg
 
 
 def test_ray_nodes_join_their_hosts_through_aliases_and_a_resumed_slurm_node_is_caught_owned_twice(
-    slurm_fleet,  # noqa: F811
-    ray_cluster,  # noqa: F811
+    slurm_fleet,
+    ray_cluster,
     monkeypatch,
 ):
     from scheduling.models import FleetHost, NodeAlias

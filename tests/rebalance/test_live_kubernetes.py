@@ -12,15 +12,13 @@ from scheduling.collectors import verbs
 from scheduling.collectors.actuators import parse_scontrol_node
 from scheduling.models import Node, Orchestrator, PoolPolicy, RebalancePlan
 from scheduling.services import collection, rebalance
-from tests.collectors.conftest import slurm_fleet  # noqa: F401 - session fixture
-from tests.k8s_live.conftest import cluster  # noqa: F401 - session fixture
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 IN_BOTH = ("dgx01", "dgx02", "dgx03", "dgx04", "dgx05", "dgx06")  # node names the two fixtures share
 
 
 def test_a_plan_drains_two_nodes_in_slurm_and_labels_and_uncordons_them_in_kubernetes(
-    slurm_fleet, cluster, monkeypatch, django_user_model  # noqa: F811
+    slurm_fleet, cluster, monkeypatch, django_user_model
 ):
     monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(

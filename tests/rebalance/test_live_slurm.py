@@ -18,7 +18,6 @@ from django.db import connection
 from scheduling.collectors.actuators import parse_scontrol_node
 from scheduling.models import Node, NodeMove, Orchestrator, PoolPolicy, RebalancePlan
 from scheduling.services import collection, rebalance
-from tests.collectors.conftest import slurm_fleet  # noqa: F401 - the session fixture
 from tests.support import require_postgres
 
 from . import live_support
@@ -28,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def federation(slurm_fleet, monkeypatch, django_user_model):  # noqa: F811
+def federation(slurm_fleet, monkeypatch, django_user_model):
     monkeypatch.setenv("GPUPORTAL_SECRET_TEST_JWT", slurm_fleet.token)
     slurm = Orchestrator.objects.create(
         name="slurm-live", kind="slurm", endpoint=slurm_fleet.url, credentials_ref="env:GPUPORTAL_SECRET_TEST_JWT",
