@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scheduling.models import FragmentationSample, QuotaRequest
+from scheduling.models import FragmentationSample, QuotaRequest, Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -39,6 +39,7 @@ def _generate(prefix: str, nodes: int, teams: int) -> None:
 
 def _pages(prefix: str) -> list[tuple[str, str]]:
     request = QuotaRequest.objects.filter(team__slug__startswith=prefix).order_by("pk").first()
+    job = Workload.objects.filter(team__slug=f"{prefix}team001").exclude(user="").order_by("pk").first()
     return [
         ("overview", reverse("overview")),
         ("overview 30d", reverse("overview") + "?range=30d"),
@@ -57,6 +58,9 @@ def _pages(prefix: str) -> list[tuple[str, str]]:
         ("orchestrators", reverse("orchestrators")),
         ("forecast", reverse("forecast")),
         ("what-if", reverse("whatif")),
+        ("usage by user", reverse("usage-team", args=[f"{prefix}team001"]) + "?range=30d"),
+        ("a user's jobs", reverse("usage-user", args=[f"{prefix}team001", job.user]) + "?range=30d"),
+        ("job", reverse("workload-detail", args=[job.pk])),
     ]
 
 
@@ -76,7 +80,8 @@ def test_no_page_issues_more_queries_when_teams_and_nodes_triple(client, role, d
     user = get_user_model().objects.get(username=f"a-{role}")
     client.force_login(user)
     pages = _pages("a-")
-    hidden = {"admin": (), "lead": ADMIN_ONLY, "researcher": (*ADMIN_ONLY, "team parent")}[role]
+    # A researcher reads only their own jobs' list (and the team's per-user table with the others summed).
+    hidden = {"admin": (), "lead": ADMIN_ONLY, "researcher": (*ADMIN_ONLY, "team parent", "a user's jobs")}[role]
     pages = [(name, url) for name, url in pages if name not in hidden]
     before = {name: _count(client, url) for name, url in pages}
     _generate("b-", nodes=36, teams=12)
