@@ -8,7 +8,6 @@ summed "other users" row), a team one may not see is a 404.
 from datetime import timedelta
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -83,9 +82,7 @@ class _DrillDownView(APIView):
     permission_classes = [IsAuthenticated]
 
     def team_and_window(self, request, slug: str):
-        team = get_object_or_404(Team, slug=slug)
-        if not request.user.has_perm("scheduling.see_team", team):
-            raise Http404("No team matches the given query.")
+        team = access.team_or_404(request.user, slug)
         window = WindowSerializer(data=request.query_params)
         window.is_valid(raise_exception=True)
         return team, window.validated_data["since"], window.validated_data["until"]

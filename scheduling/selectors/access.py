@@ -14,6 +14,8 @@ Built on the predicates in ``scheduling/rules.py`` and the team tree (``Team.obj
 """
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import Http404
+from django.shortcuts import get_object_or_404
 
 from scheduling.models import Membership, QuotaRequest, Team, TeamTree, WhatIfScenario, Workload
 from scheduling.rules import is_portal_admin
@@ -35,6 +37,15 @@ def team_ids_visible_to(user) -> set[int] | None:
     member = Membership.objects.filter(user=user, team=OuterRef("pk"))
     tree = Team.objects.only("pk", "parent_id", "slug").annotate(mine=Exists(member)).tree()
     return tree.subtrees(tid for tid, team in tree.teams.items() if team.mine)
+
+
+def team_or_404(user, slug: str, queryset: QuerySet | None = None) -> Team:
+    """The team ``slug``, or a 404 when the user may not see it: the same answer as a team that does not exist,
+    so a page or the API never tells an outsider which teams there are."""
+    team = get_object_or_404(Team.objects.all() if queryset is None else queryset, slug=slug)
+    if not user.has_perm("scheduling.see_team", team):
+        raise Http404("No team matches the given query.")
+    return team
 
 
 def teams_visible_to(user) -> list[Team]:

@@ -23,14 +23,6 @@ from .common import TimeRange, paginate, time_range
 PER_PAGE = 50
 
 
-def visible_team(request: HttpRequest, slug: str) -> Team:
-    """The team, or a 404 for one the user may not see (the same answer as a team that does not exist)."""
-    team = get_object_or_404(Team, slug=slug)
-    if not request.user.has_perm("scheduling.see_team", team):
-        raise Http404("No team matches the given query.")
-    return team
-
-
 def user_url(team: Team, user: str, window: TimeRange) -> str:
     return f"{reverse('usage-user', args=[team.slug, quote(user, safe='')])}?{window.query}"
 
@@ -41,7 +33,7 @@ def job_url(pk: int, team: Team, window: TimeRange) -> str:
 
 @login_required
 def team_users(request: HttpRequest, slug: str) -> HttpResponse:
-    team = visible_team(request, slug)
+    team = access.team_or_404(request.user, slug)
     window = time_range(request, default="7d")
     readable = access.usage_users_readable_by(request.user, team)
     usage = drilldown.team_users(team, window.since, window.until, readable)
@@ -62,7 +54,7 @@ def team_users(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def user_jobs(request: HttpRequest, slug: str, user: str) -> HttpResponse:
-    team = visible_team(request, slug)
+    team = access.team_or_404(request.user, slug)
     readable = access.usage_users_readable_by(request.user, team)
     if readable is not None and user not in readable:
         raise Http404("No user of this team matches the given query.")

@@ -1,8 +1,8 @@
 """Teams: a sortable, filterable list and a detail page per team (404 for teams you may not see)."""
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 from scheduling import charts
 from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
@@ -46,9 +46,7 @@ class _Row(dict):
 
 @login_required
 def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    team = get_object_or_404(Team.objects.select_related("parent"), slug=slug)
-    if not request.user.has_perm("scheduling.see_team", team):
-        raise Http404("No team matches the given query.")
+    team = access.team_or_404(request.user, slug, Team.objects.select_related("parent"))
     window = time_range(request, default="7d")
     detail = usage.team_detail(team, window.since, window.until)
     queue = next((q for q in detail.queues if q.gpu_model == ""), None)
