@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.collectors.conftest import REPO, SlurmFleet, require_live
+from tests.k8s_live.conftest import wait_for
 from tests.support import require
 
 SCRIPTS = REPO / "scripts" / "slurm"
@@ -155,3 +156,46 @@ ROUNDS_FLEET = (
 def rounds_fleet() -> Iterator[GovernedFleet]:
     with started_fleet("22.05", *ROUNDS_FLEET) as fleet:
         yield fleet
+
+
+# ------------------------------------------------------------------------------------------- Kubernetes
+
+VOLCANO = ("scheduling.volcano.sh", "v1beta1", "queues")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    namespaces: frozenset[str]
+    quotas: frozenset[tuple[str, str]]
+    queues: frozenset[str]
+
+
+def footprint(core, custom) -> Footprint:
+    return Footprint(
+        frozenset(ns.metadata.name for ns in core.list_namespace().items),
+        frozenset((q.metadata.namespace, q.metadata.name) for q in core.list_resource_quota_for_all_namespaces().items),
+        frozenset(q["metadata"]["name"] for q in custom.list_cluster_custom_object(*VOLCANO)["items"]),
+    )
+
+
+@pytest.fixture
+def cluster(cluster):
+    """The session's Kubernetes cluster, left as this test found it: a round here writes namespaces, quotas and
+    Volcano queues (queues without the status a Volcano controller would add), and later tests — the collector's
+    compare every queue and namespace of the cluster with what they seeded — share the cluster."""
+    core, custom = cluster.core, cluster.custom
+    before = footprint(core, custom)
+    yield cluster
+    after = footprint(core, custom)
+    for name in after.queues - before.queues:
+        custom.delete_cluster_custom_object(*VOLCANO, name)
+    for namespace, name in after.quotas - before.quotas:
+        if namespace in before.namespaces:  # the others go with their namespace
+            core.delete_namespaced_resource_quota(name, namespace)
+    added = after.namespaces - before.namespaces
+    for name in added:
+        core.delete_namespace(name)
+    # kube-controller-manager empties and removes them; a later test may create the same name again
+    wait_for(
+        lambda: not added & footprint(core, custom).namespaces, timeout=120, what=f"namespaces {sorted(added)} gone"
+    )
