@@ -24,6 +24,7 @@ import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from scheduling.engine.backfill import easy_backfill
 from scheduling.engine.placement import ClusterState
@@ -74,7 +75,19 @@ def queue_with(request: Request, queue: Sequence[Request]) -> tuple[tuple[Reques
 def estimate_start(request: Request, pool: PoolSnapshot, now: float) -> StartEstimate:
     """Predicted start of ``request`` in ``pool`` (see the module docstring for the three steps)."""
     queue, index = queue_with(request, pool.queue)
-    return _estimate(request, pool, now, queue, index, lambda: _backfill(pool, queue[:index + 1], now))
+    decision: list[tuple[ClusterState, BackfillDecision]] = []
+
+    def decide() -> tuple[ClusterState, BackfillDecision]:
+        if not decision:
+            decision.append(_backfill(pool, queue[:index + 1], now))
+        return decision[0]
+
+    def drained(at: int) -> float | None:
+        return _drain_plan(decide()[0].gpu_free, _capacity(pool), queue[:at + 1], pool.running, now)[at]
+
+    position_of = {queued.id: i for i, queued in enumerate(queue)}
+    ahead_gpus = sum(queued.gpus for queued in queue[:index])
+    return _estimate(request, pool, now, index, ahead_gpus, position_of, decide, drained)
 
 
 def estimate_starts(requests: Sequence[Request], pool: PoolSnapshot, now: float) -> dict[str, StartEstimate]:
@@ -92,7 +105,19 @@ def estimate_starts(requests: Sequence[Request], pool: PoolSnapshot, now: float)
             shared.append(_backfill(pool, pool.queue[:last + 1], now))
         return shared[0]
 
-    estimates = {r.id: _estimate(r, pool, now, pool.queue, index_of[r.id], decide) for r in queued}
+    drains: list[list[float | None]] = []
+
+    def drained(index: int) -> float | None:
+        if not drains:
+            state, _ = decide()
+            drains.append(_drain_plan(state.gpu_free, _capacity(pool), pool.queue[:last + 1], pool.running, now))
+        return drains[0][index]
+
+    gpus_before = list(accumulate((queued.gpus for queued in pool.queue[:last + 1]), initial=0.0))
+    estimates = {
+        r.id: _estimate(r, pool, now, index_of[r.id], gpus_before[index_of[r.id]], index_of, decide, drained)
+        for r in queued
+    }
     return {r.id: estimates.get(r.id) or estimate_start(r, pool, now) for r in requests}
 
 
@@ -102,32 +127,32 @@ def _backfill(pool: PoolSnapshot, queue: Sequence[Request], now: float) -> tuple
 
 
 def _estimate(
-    request: Request, pool: PoolSnapshot, now: float, queue: Sequence[Request], index: int,
-    decide: Callable[[], tuple[ClusterState, BackfillDecision]],
+    request: Request, pool: PoolSnapshot, now: float, index: int, ahead_gpus: float, position_of: Mapping[str, int],
+    decide: Callable[[], tuple[ClusterState, BackfillDecision]], drained_at: Callable[[int], float | None],
 ) -> StartEstimate:
-    """Steps 1-3 for ``request`` at ``index`` of ``queue``; ``decide`` gives the backfill pass when needed."""
-    ahead = queue[:index]
-    ahead_gpus = sum(item.gpus for item in ahead)
+    """Steps 1-3 for ``request`` at ``index`` of its queue (``ahead_gpus`` asked before it, ``position_of`` each
+    entry's index); ``decide`` gives the backfill pass when needed and ``drained_at`` step 3's start of the entry
+    at an index (both computed once for a page of requests). Nothing here walks the queue: a plan of a whole
+    queue stays linear."""
     floor = max(now, pool.not_before)
 
     def estimate(at: float | None, basis: str) -> StartEstimate:
         start = None if at is None else max(at, floor)
-        return StartEstimate(pool.orchestrator, start, index + 1, len(ahead), ahead_gpus, basis)
+        return StartEstimate(pool.orchestrator, start, index + 1, index, ahead_gpus, basis)
 
     quota_free_at = _quota_free_at(request, pool, now)
     if quota_free_at is None:
         return estimate(None, "quota")
     if quota_free_at > now:
         return estimate(quota_free_at, "quota")
-    state, decision = decide()
+    _, decision = decide()
     if request.id in decision.started_ids:  # in queue order unless the blocked head is ahead of it
-        backfilled = decision.head_id is not None and any(item.id == decision.head_id for item in ahead)
+        backfilled = decision.head_id is not None and position_of.get(decision.head_id, index) < index
         return estimate(now, "backfill" if backfilled else "now")
     if decision.head_id == request.id:
         return estimate(decision.head_reservation_at, "reservation" if decision.head_reservation_at is not None
                         else "unknown")
-    capacity = sum(node.gpu_total for node in pool.nodes if node.schedulable)
-    drained = _drained_at(state.gpu_free, capacity, ahead, request, pool.running, now)
+    drained = drained_at(index)
     if drained is None:
         return estimate(None, "unknown")
     return estimate(max(drained, decision.head_reservation_at or now), "drain")
@@ -152,28 +177,34 @@ def _quota_free_at(request: Request, pool: PoolSnapshot, now: float) -> float | 
     return None
 
 
-def _drained_at(
-    free_now: int, capacity: int, ahead: Sequence[Request], request: Request,
-    running: Sequence[RunningWorkload], now: float,
-) -> float | None:
-    """In-order start of ``request`` on GPU counts alone: each queued job ahead takes its GPUs when enough
-    have been freed by known ends, and gives them back after its estimate (None: the known ends never
-    free enough). Jobs larger than the pool never start and are passed over."""
+def _capacity(pool: PoolSnapshot) -> int:
+    return sum(node.gpu_total for node in pool.nodes if node.schedulable)
+
+
+def _drain_plan(
+    free_now: int, capacity: int, queue: Sequence[Request], running: Sequence[RunningWorkload], now: float,
+) -> list[float | None]:
+    """Step 3 for every entry of ``queue`` in one pass: each takes its GPUs, in order, when enough have been
+    freed by known ends, and gives them back after its estimate. An entry's start depends only on the entries
+    before it, so entry i's answer is that of a pass over ``queue[:i + 1]``. None: the known ends never free
+    enough (for it and everything after it). Jobs larger than the pool never start and are passed over
+    (their answer is when the entries before them have started)."""
     ends = [(w.expected_end, w.gpus) for w in running if w.expected_end is not None]
     heapq.heapify(ends)
     free, at = float(free_now), now
-    for job in (*ahead, request):
-        if job.gpus > capacity:
-            continue
-        while free < job.gpus:
-            if not ends:
-                return None
-            end, gpus = heapq.heappop(ends)
-            free, at = free + gpus, max(at, end)
-        free -= job.gpus
-        if job.duration_estimate_s > 0:
-            heapq.heappush(ends, (at + job.duration_estimate_s, job.gpus))
-    return at
+    plan: list[float | None] = []
+    for job in queue:
+        if job.gpus <= capacity:
+            while free < job.gpus and ends:
+                end, gpus = heapq.heappop(ends)
+                free, at = free + gpus, max(at, end)
+            if free < job.gpus:
+                return plan + [None] * (len(queue) - len(plan))
+            free -= job.gpus
+            if job.duration_estimate_s > 0:
+                heapq.heappush(ends, (at + job.duration_estimate_s, job.gpus))
+        plan.append(at)
+    return plan
 
 
 def describe_wait(wait_s: float | None) -> str:

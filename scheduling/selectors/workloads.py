@@ -17,6 +17,7 @@ share one backfill pass (``estimate_starts``); figures in docs/performance.md (`
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +29,7 @@ from django.utils import timezone
 
 from scheduling.engine.explain import WaitExplanation, explain_wait
 from scheduling.engine.placement import ClusterState
-from scheduling.engine.startplan import PoolSnapshot, describe_wait, estimate_starts
+from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import Orchestrator, Queue, Team, Workload
@@ -37,6 +38,8 @@ from scheduling.selectors.fleet import engine_nodes
 
 CAP_LABEL = "burst"
 SNAPSHOT_TTL_S = 20
+_unpickled: dict[str, tuple[str, PoolSnapshot]] = {}  # cache key -> (stamp, snapshot), this process's
+_start_plans: dict[str, tuple[PoolSnapshot, int, dict[str, StartEstimate]]] = {}  # pool -> (snapshot, depth, plan)
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,9 @@ def explanations(pending: list[Workload], pools: dict[int, PoolSnapshot], now: d
     for pool_id, workloads in by_pool.items():
         pool = pools[pool_id]
         requests = {w.pk: engine_request(w, w.team.slug if w.team else "") for w in workloads}
-        estimates = estimate_starts(list(requests.values()), pool, epoch)
+        planned = start_plan(pool, list(requests.values()), epoch)
+        unplanned = [r for r in requests.values() if r.id not in planned]  # newer than the snapshot
+        estimates = {**planned, **estimate_starts(unplanned, pool, epoch)}
         state = ClusterState(pool.nodes)
         for workload in workloads:
             request = requests[workload.pk]
@@ -121,6 +126,22 @@ def explanations(pending: list[Workload], pools: dict[int, PoolSnapshot], now: d
                 estimate=estimates[request.id], state=state,
             )
     return found
+
+
+def start_plan(pool: PoolSnapshot, requests: list[Request], epoch: float) -> dict[str, StartEstimate]:
+    """Start estimates of the workloads queued in ``pool`` up to the deepest of ``requests``, computed once per
+    snapshot in this process and reused while the snapshot is (``SNAPSHOT_TTL_S`` at most); a page asking deeper
+    into the queue extends the plan. The snapshot already pictures the pool as it was when it was read, so
+    estimates as of a few seconds later would add nothing but a backfill pass per page; each page still shows
+    the waits against its own clock. EASY decides each job before it looks at a later one, so a longer plan
+    keeps every earlier answer (``estimate_starts``)."""
+    index_of = {queued.id: i for i, queued in enumerate(pool.queue)}
+    depth = max((index_of[r.id] + 1 for r in requests if r.id in index_of), default=0)
+    held = _start_plans.get(pool.orchestrator)
+    if held is None or held[0] is not pool or held[1] < depth:
+        held = (pool, depth, estimate_starts(pool.queue[:depth], pool, epoch))
+        _start_plans[pool.orchestrator] = held
+    return held[2]
 
 
 class _Active(NamedTuple):
@@ -159,12 +180,31 @@ def engine_request(workload: Workload | _Active, team: str) -> Request:
 
 def cached_pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolSnapshot]:
     """``pool_snapshots``, each kept ``SNAPSHOT_TTL_S`` in the cache: a pool's snapshot reads all its active
-    work (thousands of rows), and collectors refresh it only every round anyway."""
-    keys = {pk: f"workloads:pool-snapshot:{pk}" for pk in orchestrator_ids}
-    found = cache.get_many(list(keys.values()))
-    snapshots = {pk: found[key] for pk, key in keys.items() if key in found}
+    work (thousands of rows), and collectors refresh it only every round anyway.
+
+    Each cached snapshot carries a stamp, also cached on its own. A process keeps the snapshots it has
+    unpickled (``_unpickled``) and reuses one while the cache still holds its stamp: unpickling a large pool's
+    thousands of frozen dataclasses cost more than the rest of a "my workloads" page (a 12-character stamp does
+    not).
+    A cleared or expired cache entry drops its stamp too, so nothing outlives the cache's own answer."""
+    keys = {pk: f"workloads:pool-snapshot:v2:{pk}" for pk in orchestrator_ids}
+    stamps = cache.get_many([f"{key}:stamp" for key in keys.values()])
+    snapshots: dict[int, PoolSnapshot] = {}
+    for pk, key in keys.items():
+        held = _unpickled.get(key)
+        if held is not None and held[0] == stamps.get(f"{key}:stamp"):
+            snapshots[pk] = held[1]
+    wanted = {key: pk for pk, key in keys.items() if pk not in snapshots}
+    for key, entry in cache.get_many(list(wanted)).items():
+        _unpickled[key] = entry
+        snapshots[wanted[key]] = entry[1]
     missing = pool_snapshots(now, orchestrator_ids - snapshots.keys())
-    cache.set_many({keys[pk]: snapshot for pk, snapshot in missing.items()}, SNAPSHOT_TTL_S)
+    fresh: dict[str, object] = {}
+    for pk, snapshot in missing.items():
+        stamp = uuid.uuid4().hex[:12]
+        _unpickled[keys[pk]] = (stamp, snapshot)
+        fresh[keys[pk]], fresh[f"{keys[pk]}:stamp"] = (stamp, snapshot), stamp
+    cache.set_many(fresh, SNAPSHOT_TTL_S)
     return {**snapshots, **missing}
 
 

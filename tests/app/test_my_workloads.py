@@ -156,3 +156,46 @@ def test_the_team_page_links_to_the_explained_waits(client, cast, jobs, teams):
     client.force_login(cast["lead"])
     body = client.get(reverse("team-detail", args=["nlp"])).content.decode()
     assert f'href="{PAGE}?scope=team"' in body
+
+
+def test_pages_reuse_the_pools_snapshot_and_start_plan_until_the_cache_lets_the_snapshot_go(jobs):
+    """The second page within the snapshot's life reads no workload rows for it and runs no new backfill pass;
+    a cleared cache (what an expired entry is) makes both new, from the database as it is then."""
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduling.selectors import workloads as selector
+
+    pending = [jobs["capped"], jobs["colleague"], jobs["outsider"]]
+    pool_id = jobs["outsider"].orchestrator_id
+    now = timezone.now()
+    first = selector.explanations(pending, selector.cached_pool_snapshots(now, {pool_id}), now)
+    plan = selector._start_plans[jobs["outsider"].orchestrator.name]
+    with CaptureQueriesContext(connection) as reads:
+        again = selector.cached_pool_snapshots(now + timedelta(seconds=5), {pool_id})
+    assert not [q for q in reads.captured_queries if "scheduling_workload" in q["sql"]]
+    later = selector.explanations(pending, again, now + timedelta(seconds=5))
+    assert selector._start_plans[jobs["outsider"].orchestrator.name] is plan
+    assert {pk: e.estimate for pk, e in later.items()} == {pk: e.estimate for pk, e in first.items()}
+
+    Workload.objects.filter(pk=jobs["colleague"].pk).update(priority=10_000)  # now first in the queue
+    assert selector.cached_pool_snapshots(now, {pool_id})[pool_id].queue[0].id != str(jobs["colleague"].pk)
+    cache.clear()
+    fresh = selector.cached_pool_snapshots(now, {pool_id})[pool_id]
+    assert fresh.queue[0].id == str(jobs["colleague"].pk)
+    assert selector.explanations(pending, {pool_id: fresh}, now)[jobs["colleague"].pk].estimate.position == 1
+
+
+def test_a_page_asking_deeper_into_the_queue_extends_the_plan_and_keeps_the_earlier_answers(jobs):
+    from scheduling.selectors import workloads as selector
+
+    pool_id = jobs["outsider"].orchestrator_id
+    now = timezone.now()
+    pool = selector.cached_pool_snapshots(now, {pool_id})[pool_id]
+    head = selector.explanations([jobs["capped"]], {pool_id: pool}, now)
+    assert selector._start_plans[pool.orchestrator][1] == 1
+    deeper = selector.explanations([jobs["capped"], jobs["outsider"]], {pool_id: pool}, now)
+    assert selector._start_plans[pool.orchestrator][1] == 3
+    assert deeper[jobs["capped"].pk].estimate == head[jobs["capped"].pk].estimate
+    assert deeper[jobs["outsider"].pk].estimate.position == 3

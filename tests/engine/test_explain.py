@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.engine.backfill import easy_backfill
 from scheduling.engine.explain import CODES, explain_wait
+from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, estimate_start, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, TopologyLevel
 
@@ -146,3 +148,54 @@ def test_one_backfill_pass_estimates_every_queued_job_as_its_own_pass_would(data
     outsider = Request("new", gpus_per_member=2)
     together = estimate_starts([*asked, outsider], pool, NOW)
     assert together == {r.id: estimate_start(r, pool, NOW) for r in [*asked, outsider]}
+
+
+def naive_drain(free_now: float, capacity: int, jobs: list[Request], running, now: float) -> float | None:
+    """Step 3 done the plain way, for one job: everything ahead of it, then it, each waiting for known ends."""
+    ends = sorted((w.expected_end, w.gpus) for w in running if w.expected_end is not None)
+    free, at = free_now, now
+    for job in jobs:
+        if job.gpus > capacity:
+            continue
+        while free < job.gpus:
+            if not ends:
+                return None
+            end, gpus = ends.pop(0)
+            free, at = free + gpus, max(at, end)
+        free -= job.gpus
+        if job.duration_estimate_s > 0:
+            ends = sorted([*ends, (at + job.duration_estimate_s, job.gpus)])
+    return at
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    free=st.lists(st.integers(0, 8), min_size=1, max_size=4),
+    sizes=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8, 16, 64]), st.sampled_from([0, 600, 7200])),
+                   min_size=1, max_size=12),
+    ends=st.lists(st.sampled_from([None, 300.0, 3_600.0]), max_size=4),
+)
+def test_a_drained_start_is_when_the_plain_in_order_drain_starts_it(free, sizes, ends) -> None:
+    """The one-pass drain plan of a whole queue answers each entry as a drain of just its prefix would."""
+    nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
+    running = tuple(
+        RunningWorkload(f"r{i}", "t", float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
+                        expected_end=None if end is None else NOW + end)
+        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
+    )
+    queue = tuple(
+        Request(f"q{i}", gpus_per_member=g, duration_estimate_s=d, team="t") for i, (g, d) in enumerate(sizes)
+    )
+    pool = PoolSnapshot("slurm", nodes, queue=queue, running=running)
+    plan = estimate_starts(queue, pool, NOW)
+    for index, request in enumerate(queue):
+        estimate = plan[request.id]
+        if estimate.basis not in ("drain", "unknown") or estimate.position == 1:
+            continue
+        state = ClusterState(nodes)
+        decision = easy_backfill(state, queue[:index + 1], running, NOW)
+        drained = naive_drain(state.gpu_free, 8 * len(nodes), list(queue[:index + 1]), running, NOW)
+        if drained is None:
+            assert estimate.start_at is None
+        elif decision.head_id != request.id and request.id not in decision.started_ids:
+            assert estimate.start_at == max(drained, decision.head_reservation_at or NOW)
