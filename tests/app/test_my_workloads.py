@@ -199,3 +199,12 @@ def test_a_page_asking_deeper_into_the_queue_extends_the_plan_and_keeps_the_earl
     assert selector._start_plans[pool.orchestrator][1] == 3
     assert deeper[jobs["capped"].pk].estimate == head[jobs["capped"].pk].estimate
     assert deeper[jobs["outsider"].pk].estimate.position == 3
+
+
+def test_each_row_links_to_its_job_page_which_its_reader_may_open(client, cast, jobs):
+    for role, scope, listed in (("researcher", "mine", ("capped", "running")), ("lead", "team", ("colleague",))):
+        body = page(client, cast[role], scope=scope)
+        for key in listed:
+            url = reverse("workload-detail", args=[jobs[key].pk])
+            assert f'<a href="{url}">slurm-a:{jobs[key].external_id}</a>' in body
+            assert client.get(url).status_code == 200
