@@ -13,7 +13,7 @@ decision is a function of its inputs (and a ``seed`` where chance is involved). 
 * ``preemption``    ``select_victims`` (+ ``RunningSet`` index, ``apply_victim_plan`` for simulations)
 * ``backfill``      ``easy_backfill`` (+ ``EndingQueue`` for callers that backfill after every change)
 * ``routing``       ``route`` (rules) and ``route_by_start`` (the candidate predicted to start first)
-* ``startplan``     ``PoolSnapshot`` and ``estimate_start``: a workload's predicted start and queue position
+* ``startplan``     ``PoolSnapshot``, ``estimate_start``, ``StartPlans`` (a stream, one snapshot): start and position
 * ``explain``       ``explain_wait``: a pending workload's wait as a code, what to do, and the numbers
 * ``promises``      can real GPUs serve every guarantee and grant at once, across GPU models, over time:
                     ``check_promise`` (approval), ``worsened`` (guarantee edits), ``loads``, ``shortfalls``

@@ -108,61 +108,128 @@ def easy_backfill(
     A caller that runs a pass after every event passes the same ``memory`` each time (with an
     ``EndingQueue``): a pass whose inputs did not change since the last one reuses its reservation.
     """
-    work = state if isinstance(state, ClusterState) else ClusterState(state)
-    owned = work is not state  # copied before the first commit: the caller's state is never modified
-    started: list[Placement] = []
-    reasons: list[str] = []
-    position = 0
-    for request in queue:
-        placement = _try(work, request, policy, seed)
-        if placement is None:
-            break
-        if not owned:
-            work, owned = work.copy(), True
-        work.commit(placement, request)
-        started.append(placement)
-        reasons.append(f"{request.id}: starts in queue order")
-        position += 1
-    if position == len(queue):
-        return BackfillDecision(tuple(started), reasons=tuple(reasons))
-    head = queue[position]
-    key = _memory_key(work, owned, head, running, now, policy, seed)
-    if memory is not None and key is not None and memory.key == key:
-        reservation, attempts = memory.recall(head)
-    else:
-        ending = _ending_work(running, queue[:position], started, now)
-        reservation = _reserve(work, head, ending, policy, seed)
-        attempts = _Attempts(work, policy, seed)
-        if memory is not None:
-            memory.keep(key, reservation, attempts)
-    if reservation is None:
-        reasons.append(f"{head.id}: head is blocked and no reservation is possible (the capacity it needs never "
-                       "frees by known end times); later jobs start if they fit")
-    else:
-        at, placement, _shadow = reservation
-        reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
-    for request in queue[position + 1:]:
-        placement = attempts.place(request)
-        if placement is None:
-            continue
-        verdict, placement = attempts.verdict(request, placement, reservation, now)
-        if verdict:
-            if not owned:
-                work, owned = work.copy(), True
-            work.commit(placement, request)
-            attempts.forget(work)
-            if memory is not None:
-                memory.key = None  # the shadow may hold this job now
-            started.append(placement)
-            reasons.append(f"{request.id}: backfilled, {verdict}")
+    easy = EasyPass(state, running, now, policy=policy, seed=seed, memory=memory)
+    easy.feed(queue)
+    return easy.decision()
+
+
+class EasyPass:
+    """One EASY pass that can stop between jobs: ``feed`` jobs in queue order (in one call or several),
+    read the ``decision`` so far, or ``peek`` at what the pass would do with one more job without changing it.
+
+    EASY decides each job before it looks at any later one, so a pass stopped before job *i* is the pass
+    over the queue up to *i*, and ``peek`` answers for a workload joining the queue there: a start estimate
+    for many new workloads (a stream of admissions) keeps one stopped pass per place in the queue instead of
+    running a pass per workload.
+    """
+
+    __slots__ = ("_attempts", "_head", "_in_order", "_memory", "_now", "_owned", "_policy", "_reasons",
+                 "_reservation", "_running", "_seed", "_started", "_work")
+
+    def __init__(
+        self, state: ClusterState | Sequence[Node], running: Sequence[RunningWorkload] | EndingQueue, now: float,
+        *, policy: str = "best-fit", seed: int = 0, memory: BackfillMemory | None = None,
+    ) -> None:
+        self._work = state if isinstance(state, ClusterState) else ClusterState(state)
+        self._owned = self._work is not state  # copied before the first commit: the caller's state stays as given
+        self._running, self._now, self._policy, self._seed, self._memory = running, now, policy, seed, memory
+        self._started: list[Placement] = []
+        self._in_order: list[Request] = []
+        self._reasons: list[str] = []
+        self._head: Request | None = None
+        self._reservation: _Reservation | None = None
+        self._attempts: _Attempts | None = None
+
+    def feed(self, jobs: Sequence[Request]) -> None:
+        """The next jobs of the queue, in order: they start in order while they fit; the first that does not
+        is the head and gets its reservation; every later one backfills if that cannot delay the head."""
+        position = 0
+        if self._head is None:
+            for request in jobs:
+                placement = _try(self._work, request, self._policy, self._seed)
+                if placement is None:
+                    break
+                self._commit(placement, request)
+                self._in_order.append(request)
+                self._reasons.append(f"{request.id}: starts in queue order")
+                position += 1
+            if position == len(jobs):
+                return
+            self._block(jobs[position])
+            position += 1
+        self._backfill(jobs[position:])
+
+    def peek(self, request: Request) -> tuple[str, float | None]:
+        """What feeding ``request`` next would do, the pass left unchanged: ``now`` (starts in queue order),
+        ``backfill``, ``head`` (it becomes the blocked head) or ``behind`` (it waits behind the head), with
+        the head's reservation time (None: no reservation, or none possible)."""
+        if self._head is None:
+            if _try(self._work, request, self._policy, self._seed) is not None:
+                return "now", None
+            ending = _ending_work(self._running, self._in_order, self._started, self._now)
+            reservation = _reserve(self._work, request, ending, self._policy, self._seed)
+            return "head", reservation[0] if reservation else None
+        assert self._attempts is not None
+        at = self._reservation[0] if self._reservation else None
+        placement = self._attempts.place(request)
+        if placement is not None and self._attempts.verdict(request, placement, self._reservation, self._now,
+                                                            keep=False)[0]:
+            return "backfill", at
+        return "behind", at
+
+    def decision(self) -> BackfillDecision:
+        reservation = self._reservation
+        return BackfillDecision(
+            tuple(self._started), self._head.id if self._head else None,
+            reservation[0] if reservation else None,
+            reservation[1].nodes if reservation else (),
+            tuple(self._reasons),
+        )
+
+    def _commit(self, placement: Placement, request: Request) -> None:
+        if not self._owned:
+            self._work, self._owned = self._work.copy(), True
+        self._work.commit(placement, request)
+        self._started.append(placement)
+
+    def _block(self, head: Request) -> None:
+        """``head`` does not fit now: reserve the earliest moment it fits as known work ends."""
+        self._head = head
+        memory, now = self._memory, self._now
+        key = _memory_key(self._work, self._owned, head, self._running, now, self._policy, self._seed)
+        if memory is not None and key is not None and memory.key == key:
+            reservation, attempts = memory.recall(head)
         else:
-            reasons.append(f"{request.id}: fits now but would delay the head {head.id}")
-    return BackfillDecision(
-        tuple(started), head.id,
-        reservation[0] if reservation else None,
-        reservation[1].nodes if reservation else (),
-        tuple(reasons),
-    )
+            ending = _ending_work(self._running, self._in_order, self._started, now)
+            reservation = _reserve(self._work, head, ending, self._policy, self._seed)
+            attempts = _Attempts(self._work, self._policy, self._seed)
+            if memory is not None:
+                memory.keep(key, reservation, attempts)
+        self._reservation, self._attempts = reservation, attempts
+        if reservation is None:
+            self._reasons.append(f"{head.id}: head is blocked and no reservation is possible (the capacity it "
+                                 "needs never frees by known end times); later jobs start if they fit")
+        else:
+            at, placement, _shadow = reservation
+            self._reasons.append(f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}")
+
+    def _backfill(self, jobs: Sequence[Request]) -> None:
+        attempts, reservation, reasons, now = self._attempts, self._reservation, self._reasons, self._now
+        assert attempts is not None and self._head is not None
+        head_id = self._head.id
+        for request in jobs:
+            placement = attempts.place(request)
+            if placement is None:
+                continue
+            verdict, placement = attempts.verdict(request, placement, reservation, now)
+            if verdict:
+                self._commit(placement, request)
+                attempts.forget(self._work)
+                if self._memory is not None:
+                    self._memory.key = None  # the shadow may hold this job now
+                reasons.append(f"{request.id}: backfilled, {verdict}")
+            else:
+                reasons.append(f"{request.id}: fits now but would delay the head {head_id}")
 
 
 _Reservation = tuple[float, Placement, ClusterState]
@@ -253,11 +320,11 @@ class _Attempts:
 
     def verdict(
         self, request: Request, placement: Placement,
-        reservation: tuple[float, Placement, ClusterState] | None, now: float,
+        reservation: tuple[float, Placement, ClusterState] | None, now: float, *, keep: bool = True,
     ) -> tuple[str, Placement]:
         """``_may_backfill``'s verdict on the placement ``place`` just gave, and that placement for ``request``."""
         if self._memo is None:
-            return _may_backfill(request, placement, reservation, now), placement
+            return _may_backfill(request, placement, reservation, now, keep=keep), placement
         shape = self._shape
         if shape in self._refused and reservation is not None:
             ends = now + request.duration_estimate_s if request.duration_estimate_s > 0 else math.inf
@@ -266,7 +333,7 @@ class _Attempts:
         if placement.request_id != request.id:
             placement = Placement(request.id, placement.assignments, placement.topology, placement.score,
                                   placement.reasons)
-        verdict = _may_backfill(request, placement, reservation, now)
+        verdict = _may_backfill(request, placement, reservation, now, keep=keep)
         if not verdict:
             self._refused.add(shape)
         return verdict, placement
@@ -335,9 +402,10 @@ def _reserve(
 
 def _may_backfill(
     request: Request, placement: Placement,
-    reservation: tuple[float, Placement, ClusterState] | None, now: float,
+    reservation: tuple[float, Placement, ClusterState] | None, now: float, *, keep: bool = True,
 ) -> str:
-    """Why ``request`` may start now without delaying the head, or "" if it may not."""
+    """Why ``request`` may start now without delaying the head, or "" if it may not. A placement still running
+    at the reservation is committed on the shadow beside the head; ``keep=False`` only asks (no change)."""
     if reservation is None:
         return "no reservation to protect"
     at, _head, shadow = reservation
@@ -348,4 +416,6 @@ def _may_backfill(
         shadow.commit(placement, request)  # still running at the reservation: must coexist with the head
     except ValueError:
         return ""
+    if not keep:
+        shadow.release(placement, request)
     return "uses GPUs the head does not need at its reservation"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence, Set
 
-from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_start
+from scheduling.engine.startplan import PoolSnapshot, StartEstimate, StartPlans, describe_wait
 from scheduling.engine.types import OrchestratorKind, Request, RoutingDecision, WorkloadKind
 
 GPUS_PER_NODE = 8
@@ -91,7 +91,7 @@ def preference(workload: Request) -> tuple[str, ...]:
 
 def route_by_start(
     workload: Request, pools: Sequence[PoolSnapshot], *, now: float, home: str = "", min_gain_s: float = 0.0,
-    guest_max_s: float | None = None,
+    guest_max_s: float | None = None, plans: StartPlans | None = None,
 ) -> RoutingDecision:
     """The pool (among ``pools``: the ones policy allows) where ``workload`` is predicted to start first.
 
@@ -106,6 +106,9 @@ def route_by_start(
     start-first router is myopic: a week-long job that starts "now" in another pool holds it for a week and
     everything routed there after it waits (on Philly, uncapped routing by start made the mean wait ten
     times worse; capped at 4 h it cut the mean by a third and p95 by two thirds: docs/routing.md).
+
+    ``plans``: a caller routing many workloads against the same snapshots at one moment passes one
+    ``StartPlans(now)``, so each pool's backfill pass is computed once for the whole stream.
     """
     by_name = {pool.orchestrator: pool for pool in pools}
     ruled = route(workload, available=by_name.keys())
@@ -122,7 +125,8 @@ def route_by_start(
                                 f" {guest_max_s / 3600:g} h may go elsewhere"), ruled.rule)
         pools = [pool for pool in pools if pool.orchestrator == ruled.orchestrator]
     order = {name: rank for rank, name in enumerate(preference(workload))}
-    estimates = sorted((estimate_start(workload, pool, now) for pool in pools),
+    plans = _plans_at(plans, now)
+    estimates = sorted((plans.estimate(workload, pool) for pool in pools),
                        key=lambda e: (_start_key(e, now), order.get(e.orchestrator, len(order)), e.orchestrator))
     reasons = [*ruled.reasons, *(_candidate_reason(e, now) for e in estimates)]
     best = estimates[0]
@@ -140,7 +144,9 @@ def route_by_start(
     return RoutingDecision(best.orchestrator, tuple(reasons), "predicted-start")
 
 
-def earliest_pool(workload: Request, pools: Sequence[PoolSnapshot], *, now: float) -> RoutingDecision:
+def earliest_pool(
+    workload: Request, pools: Sequence[PoolSnapshot], *, now: float, plans: StartPlans | None = None,
+) -> RoutingDecision:
     """Among pools of one orchestrator (say two Kubernetes node pools, both able to run a pod), the one where
     ``workload`` is predicted to start first; ties (within a minute) and unpredictable starts go to the first
     pool given (the caller's default). The reasons carry every candidate's predicted wait, earliest first.
@@ -150,7 +156,8 @@ def earliest_pool(workload: Request, pools: Sequence[PoolSnapshot], *, now: floa
     if not pools:
         return RoutingDecision("", ("no pool is available",), "none")
     rank = {pool.orchestrator: index for index, pool in enumerate(pools)}
-    estimates = sorted((estimate_start(workload, pool, now) for pool in pools),
+    plans = _plans_at(plans, now)
+    estimates = sorted((plans.estimate(workload, pool) for pool in pools),
                        key=lambda e: (_start_key(e, now), rank[e.orchestrator]))
     reasons = [_candidate_reason(e, now) for e in estimates]
     best, default = estimates[0], pools[0].orchestrator
@@ -173,3 +180,11 @@ def _candidate_reason(estimate: StartEstimate, now: float) -> str:
     starts = "starts now" if wait == "now" else f"starts in {wait}" if wait != "unknown" else "start unknown"
     behind = f" behind {estimate.ahead} queued ({estimate.ahead_gpus:g} GPUs)" if estimate.ahead else ""
     return f"{estimate.orchestrator}: {starts}{behind} [{estimate.basis}]"
+
+
+def _plans_at(plans: StartPlans | None, now: float) -> StartPlans:
+    if plans is None:
+        return StartPlans(now)
+    if plans.now != now:
+        raise ValueError(f"start plans made for t={plans.now:g} asked at t={now:g}: a plan is for one moment")
+    return plans

@@ -20,13 +20,14 @@ after every entry of equal or higher priority.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from scheduling.engine.backfill import easy_backfill
+from scheduling.engine.backfill import EasyPass, easy_backfill
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.types import BackfillDecision, Node, Request, RunningWorkload
 
@@ -74,20 +75,75 @@ def queue_with(request: Request, queue: Sequence[Request]) -> tuple[tuple[Reques
 
 def estimate_start(request: Request, pool: PoolSnapshot, now: float) -> StartEstimate:
     """Predicted start of ``request`` in ``pool`` (see the module docstring for the three steps)."""
-    queue, index = queue_with(request, pool.queue)
-    decision: list[tuple[ClusterState, BackfillDecision]] = []
+    return StartPlanner(pool, now).estimate(request)
 
-    def decide() -> tuple[ClusterState, BackfillDecision]:
-        if not decision:
-            decision.append(_backfill(pool, queue[:index + 1], now))
-        return decision[0]
 
-    def drained(at: int) -> float | None:
-        return _drain_plan(decide()[0].gpu_free, _capacity(pool), queue[:at + 1], pool.running, now)[at]
+class StartPlanner:
+    """``estimate_start`` for any number of workloads against one pool snapshot at one moment.
 
-    position_of = {queued.id: i for i, queued in enumerate(queue)}
-    ahead_gpus = sum(queued.gpus for queued in queue[:index])
-    return _estimate(request, pool, now, index, ahead_gpus, position_of, decide, drained)
+    A workload joins the queue after every entry of equal or higher priority, so the workloads of a stream
+    (admissions, submissions, a batch being routed) join at a few places only, one per priority level. The
+    planner keeps, per place, the EASY pass over the queue ahead of it, stopped there (``EasyPass``: EASY
+    decides each job before it looks at a later one), and step 3's drain at that place as sorted ends; a
+    workload then costs a ``peek`` at the stopped pass and a bisect, not a pass over the queue.
+    """
+
+    __slots__ = ("_drains", "_gpus_before", "_index_of", "_lowest_ahead", "_own_ends", "_passes", "_state",
+                 "now", "pool")
+
+    def __init__(self, pool: PoolSnapshot, now: float) -> None:
+        self.pool, self.now = pool, now
+        self._index_of = {queued.id: i for i, queued in enumerate(pool.queue)}
+        # minus the lowest priority among the first i + 1 entries: non-decreasing, so a bisect finds where a
+        # priority joins (before the first entry of lower priority)
+        self._lowest_ahead = list(accumulate((-queued.priority for queued in pool.queue), max))
+        self._gpus_before = list(accumulate((queued.gpus for queued in pool.queue), initial=0.0))
+        self._state = ClusterState(pool.nodes)  # shared by every pass, never changed (each copies to commit)
+        self._passes: dict[int, EasyPass] = {}
+        self._drains: dict[int, _DrainPoint] = {}
+        self._own_ends: dict[str, list[tuple[float, float]]] = {}
+
+    def estimate(self, request: Request) -> StartEstimate:
+        index = self._index_of.get(request.id)
+        if index is None:
+            index = bisect.bisect_right(self._lowest_ahead, -request.priority)
+        return _estimate(request, self.pool, self.now, index, self._gpus_before[index],
+                         lambda joining, at: self._pass(at).peek(joining),
+                         lambda at: self._drain(at).start(request), self._own_ends)
+
+    def _pass(self, index: int) -> EasyPass:
+        easy = self._passes.get(index)
+        if easy is None:
+            easy = self._passes[index] = EasyPass(self._state, self.pool.running, self.now)
+            easy.feed(self.pool.queue[:index])
+        return easy
+
+    def _drain(self, index: int) -> _DrainPoint:
+        point = self._drains.get(index)
+        if point is None:
+            drain = _Drain(self._state.gpu_free, _capacity(self.pool), self.pool.running, self.now)
+            for queued in self.pool.queue[:index]:
+                drain.take(queued)
+            point = self._drains[index] = drain.point()
+        return point
+
+
+class StartPlans:
+    """A ``StartPlanner`` per pool snapshot, for one moment: a caller deciding for many workloads against
+    the same snapshots (``routing.route_by_start`` over a stream) passes one, so each pool's passes are
+    computed once."""
+
+    __slots__ = ("_planners", "now")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self._planners: dict[int, StartPlanner] = {}
+
+    def estimate(self, request: Request, pool: PoolSnapshot) -> StartEstimate:
+        planner = self._planners.get(id(pool))
+        if planner is None or planner.pool is not pool:  # the planner holds its pool, so an id is never reused
+            planner = self._planners[id(pool)] = StartPlanner(pool, self.now)
+        return planner.estimate(request)
 
 
 def estimate_starts(requests: Sequence[Request], pool: PoolSnapshot, now: float) -> dict[str, StartEstimate]:
@@ -98,68 +154,70 @@ def estimate_starts(requests: Sequence[Request], pool: PoolSnapshot, now: float)
     index_of = {queued.id: i for i, queued in enumerate(pool.queue)}
     queued = [r for r in requests if r.id in index_of]
     last = max((index_of[r.id] for r in queued), default=-1)
-    shared: list[tuple[ClusterState, BackfillDecision]] = []
+    shared: list[tuple[BackfillDecision, set[str]]] = []
 
-    def decide() -> tuple[ClusterState, BackfillDecision]:
+    def outcome(request: Request, index: int) -> tuple[str, float | None]:
         if not shared:
-            shared.append(_backfill(pool, pool.queue[:last + 1], now))
-        return shared[0]
+            decision = easy_backfill(ClusterState(pool.nodes), pool.queue[:last + 1], pool.running, now)
+            shared.append((decision, set(decision.started_ids)))
+        decision, started = shared[0]
+        if request.id in started:  # in queue order unless the blocked head is ahead of it
+            head_ahead = decision.head_id is not None and index_of.get(decision.head_id, index) < index
+            return ("backfill" if head_ahead else "now"), decision.head_reservation_at
+        return ("head" if decision.head_id == request.id else "behind"), decision.head_reservation_at
 
     drains: list[list[float | None]] = []
 
     def drained(index: int) -> float | None:
         if not drains:
-            state, _ = decide()
-            drains.append(_drain_plan(state.gpu_free, _capacity(pool), pool.queue[:last + 1], pool.running, now))
+            drain = _Drain(ClusterState(pool.nodes).gpu_free, _capacity(pool), pool.running, now)
+            drains.append([drain.take(queued) for queued in pool.queue[:last + 1]])
         return drains[0][index]
 
     gpus_before = list(accumulate((queued.gpus for queued in pool.queue[:last + 1]), initial=0.0))
     estimates = {
-        r.id: _estimate(r, pool, now, index_of[r.id], gpus_before[index_of[r.id]], index_of, decide, drained)
+        r.id: _estimate(r, pool, now, index_of[r.id], gpus_before[index_of[r.id]], outcome, drained)
         for r in queued
     }
     return {r.id: estimates.get(r.id) or estimate_start(r, pool, now) for r in requests}
 
 
-def _backfill(pool: PoolSnapshot, queue: Sequence[Request], now: float) -> tuple[ClusterState, BackfillDecision]:
-    state = ClusterState(pool.nodes)
-    return state, easy_backfill(state, queue, pool.running, now)
-
-
 def _estimate(
-    request: Request, pool: PoolSnapshot, now: float, index: int, ahead_gpus: float, position_of: Mapping[str, int],
-    decide: Callable[[], tuple[ClusterState, BackfillDecision]], drained_at: Callable[[int], float | None],
+    request: Request, pool: PoolSnapshot, now: float, index: int, ahead_gpus: float,
+    outcome: Callable[[Request, int], tuple[str, float | None]], drained_at: Callable[[int], float | None],
+    own_ends: dict[str, list[tuple[float, float]]] | None = None,
 ) -> StartEstimate:
-    """Steps 1-3 for ``request`` at ``index`` of its queue (``ahead_gpus`` asked before it, ``position_of`` each
-    entry's index); ``decide`` gives the backfill pass when needed and ``drained_at`` step 3's start of the entry
-    at an index (both computed once for a page of requests). Nothing here walks the queue: a plan of a whole
-    queue stays linear."""
+    """Steps 1-3 for ``request`` at ``index`` of its queue (``ahead_gpus`` asked before it); ``outcome`` gives
+    what the backfill pass did with it (``EasyPass.peek``'s answer) and ``drained_at`` step 3's start of the
+    entry at an index (both computed once for a page of requests). Nothing here walks the queue: a plan of
+    a whole queue stays linear."""
     floor = max(now, pool.not_before)
 
     def estimate(at: float | None, basis: str) -> StartEstimate:
         start = None if at is None else max(at, floor)
         return StartEstimate(pool.orchestrator, start, index + 1, index, ahead_gpus, basis)
 
-    quota_free_at = _quota_free_at(request, pool, now)
+    quota_free_at = _quota_free_at(request, pool, now, {} if own_ends is None else own_ends)
     if quota_free_at is None:
         return estimate(None, "quota")
     if quota_free_at > now:
         return estimate(quota_free_at, "quota")
-    _, decision = decide()
-    if request.id in decision.started_ids:  # in queue order unless the blocked head is ahead of it
-        backfilled = decision.head_id is not None and position_of.get(decision.head_id, index) < index
-        return estimate(now, "backfill" if backfilled else "now")
-    if decision.head_id == request.id:
-        return estimate(decision.head_reservation_at, "reservation" if decision.head_reservation_at is not None
-                        else "unknown")
+    happened, reservation_at = outcome(request, index)
+    if happened in ("now", "backfill"):
+        return estimate(now, happened)
+    if happened == "head":
+        return estimate(reservation_at, "reservation" if reservation_at is not None else "unknown")
     drained = drained_at(index)
     if drained is None:
         return estimate(None, "unknown")
-    return estimate(max(drained, decision.head_reservation_at or now), "drain")
+    return estimate(max(drained, reservation_at or now), "drain")
 
 
-def _quota_free_at(request: Request, pool: PoolSnapshot, now: float) -> float | None:
-    """When the team's own running work leaves room under its cap (now if it already does; None: never)."""
+def _quota_free_at(
+    request: Request, pool: PoolSnapshot, now: float, own_ends: dict[str, list[tuple[float, float]]],
+) -> float | None:
+    """When the team's own running work leaves room under its cap (now if it already does; None: never).
+    ``own_ends`` keeps each team's known ends, sorted, for the next workload of the same team."""
     cap = pool.team_cap.get(request.team)
     if cap is None:
         return now
@@ -168,8 +226,10 @@ def _quota_free_at(request: Request, pool: PoolSnapshot, now: float) -> float | 
         return now
     if request.gpus > cap:
         return None
-    own = sorted((w.expected_end, w.gpus) for w in pool.running
-                 if w.team == request.team and w.expected_end is not None)
+    own = own_ends.get(request.team)
+    if own is None:
+        own = own_ends[request.team] = sorted((w.expected_end, w.gpus) for w in pool.running
+                                              if w.team == request.team and w.expected_end is not None)
     for end, gpus in own:
         over -= gpus
         if over <= 0:
@@ -181,30 +241,62 @@ def _capacity(pool: PoolSnapshot) -> int:
     return sum(node.gpu_total for node in pool.nodes if node.schedulable)
 
 
-def _drain_plan(
-    free_now: int, capacity: int, queue: Sequence[Request], running: Sequence[RunningWorkload], now: float,
-) -> list[float | None]:
-    """Step 3 for every entry of ``queue`` in one pass: each takes its GPUs, in order, when enough have been
-    freed by known ends, and gives them back after its estimate. An entry's start depends only on the entries
-    before it, so entry i's answer is that of a pass over ``queue[:i + 1]``. None: the known ends never free
+class _Drain:
+    """Step 3 over a queue, one entry at a time: each takes its GPUs, in order, when enough have been freed by
+    known ends, and gives them back after its estimate. An entry's start depends only on the entries before
+    it, so ``take`` answers each entry as a drain of just its prefix would. None: the known ends never free
     enough (for it and everything after it). Jobs larger than the pool never start and are passed over
     (their answer is when the entries before them have started)."""
-    ends = [(w.expected_end, w.gpus) for w in running if w.expected_end is not None]
-    heapq.heapify(ends)
-    free, at = float(free_now), now
-    plan: list[float | None] = []
-    for job in queue:
-        if job.gpus <= capacity:
-            while free < job.gpus and ends:
+
+    __slots__ = ("at", "capacity", "ends", "free", "stuck")
+
+    def __init__(self, free_now: int, capacity: int, running: Sequence[RunningWorkload], now: float) -> None:
+        self.ends = [(w.expected_end, w.gpus) for w in running if w.expected_end is not None]
+        heapq.heapify(self.ends)
+        self.free, self.at, self.capacity, self.stuck = float(free_now), now, capacity, False
+
+    def take(self, job: Request) -> float | None:
+        if self.stuck:
+            return None
+        if job.gpus <= self.capacity:
+            ends = self.ends
+            while self.free < job.gpus and ends:
                 end, gpus = heapq.heappop(ends)
-                free, at = free + gpus, max(at, end)
-            if free < job.gpus:
-                return plan + [None] * (len(queue) - len(plan))
-            free -= job.gpus
+                self.free, self.at = self.free + gpus, max(self.at, end)
+            if self.free < job.gpus:
+                self.stuck = True
+                return None
+            self.free -= job.gpus
             if job.duration_estimate_s > 0:
-                heapq.heappush(ends, (at + job.duration_estimate_s, job.gpus))
-        plan.append(at)
-    return plan
+                heapq.heappush(ends, (self.at + job.duration_estimate_s, job.gpus))
+        return self.at
+
+    def point(self) -> _DrainPoint:
+        return _DrainPoint(self)
+
+
+class _DrainPoint:
+    """A ``_Drain`` stopped at one place, answering for any one more entry without changing: its known ends
+    sorted (the order the heap would pop them) beside the GPUs free after each, summed in that same order, so
+    the entry's start is a bisect."""
+
+    __slots__ = ("at", "capacity", "ends", "free_after", "stuck")
+
+    def __init__(self, drain: _Drain) -> None:
+        self.at, self.capacity, self.stuck = drain.at, drain.capacity, drain.stuck
+        ordered = sorted(drain.ends)
+        self.ends = [end for end, _gpus in ordered]
+        self.free_after = list(accumulate((gpus for _end, gpus in ordered), initial=drain.free))
+
+    def start(self, job: Request) -> float | None:
+        if self.stuck:
+            return None
+        if job.gpus > self.capacity:
+            return self.at
+        popped = bisect.bisect_left(self.free_after, job.gpus)
+        if popped == len(self.free_after):
+            return None
+        return max(self.at, self.ends[popped - 1]) if popped else self.at
 
 
 def describe_wait(wait_s: float | None) -> str:

@@ -23,7 +23,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine.routing import route_by_start
-from scheduling.engine.startplan import estimate_start
+from scheduling.engine.startplan import StartPlans
 from scheduling.engine.types import Request, WorkloadKind
 from scheduling.models import Orchestrator
 from scheduling.selectors.workloads import pool_snapshots
@@ -92,10 +92,12 @@ def route_workload(description: WorkloadDescription, *, now: datetime | None = N
     by_kind = [replace(snapshots[pk], orchestrator=kind) for kind, pk in pools.items()]
     request = description.request()
     epoch = now.timestamp()
-    decision = route_by_start(request, by_kind, now=epoch, min_gain_s=MIN_GAIN_S, guest_max_s=GUEST_MAX_S)
+    plans = StartPlans(epoch)  # the decision's estimates are the candidates' too: one pass per pool
+    decision = route_by_start(request, by_kind, now=epoch, min_gain_s=MIN_GAIN_S, guest_max_s=GUEST_MAX_S,
+                              plans=plans)
     candidates = []
     for snapshot in by_kind:
-        estimate = estimate_start(request, snapshot, epoch)
+        estimate = plans.estimate(request, snapshot)
         candidates.append(Candidate(snapshots[pools[snapshot.orchestrator]].orchestrator, snapshot.orchestrator,
                                     estimate.wait_s(epoch), estimate.position, estimate.basis))
     chosen = snapshots[pools[decision.orchestrator]].orchestrator if decision.orchestrator in pools else ""
