@@ -21,12 +21,14 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from scheduling.engine.label_selector import SelectorError
 from scheduling.engine.owners import USER_LABEL, kubernetes_claims
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
 
 from . import conditions
 from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
+from .k8s_admission import Admission, pod_scopes
 from .reliability import DEFAULT_RETRY, CircuitBreaker, RetryPolicy, guarded, with_retries
 from .snapshot import (
     DEFAULT_LABELS,
@@ -53,7 +55,7 @@ TOLERATED_TAINTS = frozenset({GPU_RESOURCE})
 PENDING_REMAINDER = ":pending"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 # The MutatingWebhookConfiguration of deploy/k8s/admission.yaml; its creation time says since when every
-# GPU pod in a team namespace should carry the portal's decision.
+# GPU pod it is sent (its rules and selectors: k8s_admission) should carry the portal's decision.
 ADMISSION_WEBHOOK = "gpuportal-admission"
 
 
@@ -189,7 +191,7 @@ def _group_workloads(
     orchestrator: str,
     teams: TeamMapping,
     resource: str,
-    admission_since: float | None = None,
+    admission: Admission | None = None,
 ) -> list[ObservedWorkload]:
     """One group's workloads, by the counting rule: its bound members run (they hold GPUs on their
     nodes), its unbound members wait. A group with both (a Volcano elastic job that got more than
@@ -202,7 +204,7 @@ def _group_workloads(
     min_gpus = quantity((spec.minResources or {}).get(resource))
     gang_size = max(len(members), min_member) if podgroup is not None else len(members)
     context = {"orchestrator": orchestrator, "teams": teams, "podgroup": podgroup, "total": gang_size,
-               "admission_since": admission_since}
+               "admission": admission}
     workloads = []
     if bound:
         workloads.append(_workload(key, bound, WorkloadState.RUNNING, len(bound), **context))
@@ -233,7 +235,7 @@ def _workload(
     podgroup: wire.PodGroup | None,
     total: int,
     per_member_default: float = 0.0,
-    admission_since: float | None = None,
+    admission: Admission | None = None,
 ) -> ObservedWorkload:
     pods = [pod for pod, _gpus in members]
     first_pod = pods[0]
@@ -268,21 +270,22 @@ def _workload(
         pending_reason="" if running else _pending_reason(pods, podgroup),
         queue=str(queue or first_pod.metadata.annotations.queue),
         scheduler=first_pod.spec.schedulerName,
-        admission_gaps=admission_gaps(pods, admission_since),
+        admission_gaps=admission_gaps(pods, admission),
     )
 
 
-def admission_gaps(pods: Iterable[wire.Pod], since: float | None) -> tuple[AdmissionGap, ...]:
-    """The pods created since the webhook was registered (``since``; ``None``: it is not) that bear no decision
-    of the portal's webhook. A pod created in the second the webhook was registered counts: creation times
-    have whole seconds, and the API server calls a webhook as soon as its configuration is stored."""
-    if since is None:
+def admission_gaps(pods: Iterable[wire.Pod], admission: Admission | None) -> tuple[AdmissionGap, ...]:
+    """The pods created since the webhook was registered (``admission``; ``None``: it is not, or we could not
+    tell) that it would have been sent and that bear no decision of it. A pod created in the second the webhook
+    was registered counts: creation times have whole seconds, and the API server calls a webhook as soon as its
+    configuration is stored."""
+    if admission is None:
         return ()
     return tuple(
         AdmissionGap(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid, created)
         for pod in pods
         if not pod.metadata.annotations.decision and (created := epoch(pod.metadata.creationTimestamp)) is not None
-        and created >= since
+        and created >= admission.since and admission.sent(pod)
     )
 
 
@@ -304,11 +307,11 @@ def build_snapshot(
     resource: str = GPU_RESOURCE,
     errors: tuple[str, ...] = (),
     taken_at: datetime | None = None,
-    admission_since: float | None = None,
+    admission: Admission | None = None,
 ) -> Snapshot:
     """Parse listed items (every page already joined; decoded Structs or plain dicts) into a snapshot
-    (pure; tests and benchmark). ``admission_since``: when the portal's admission webhook was registered
-    (epoch seconds; ``None`` when it is not), for each workload's ``admission_gaps``."""
+    (pure; tests and benchmark). ``admission``: the portal's admission webhook as registered (``None`` when it
+    is not, or was not readable), for each workload's ``admission_gaps``."""
     allocated: dict[str, int] = defaultdict(int)
     groups: dict[str, list[Member]] = defaultdict(list)
     pending = 0
@@ -324,7 +327,7 @@ def build_snapshot(
         groups[_group_key(pod)].append((pod, gpus))
     typed_groups = (wire.as_wire(g, wire.PodGroup, "podgroup") for g in podgroups)
     by_group = {f"{g.metadata.namespace}/{g.metadata.name}": g for g in typed_groups}
-    context = {"orchestrator": name, "teams": teams, "resource": resource, "admission_since": admission_since}
+    context = {"orchestrator": name, "teams": teams, "resource": resource, "admission": admission}
     workloads = tuple(
         w for key, members in groups.items() for w in _group_workloads(key, members, by_group.get(key), **context)
     )
@@ -410,7 +413,7 @@ class KubernetesCollector:
                 if exc.status != 404:
                     raise
                 errors = ("volcano CRDs not installed: no queues or pod groups",)
-        admission_since, admission_error = self.admission_registered_since()
+        admission, admission_error = self.admission()
         return build_snapshot(
             self.name,
             nodes=nodes,
@@ -422,24 +425,48 @@ class KubernetesCollector:
             resource=self.resource,
             errors=errors + admission_error,
             taken_at=taken_at,
-            admission_since=admission_since,
+            admission=admission,
         )
 
-    def admission_registered_since(self) -> tuple[float | None, tuple[str, ...]]:
-        """When the portal's MutatingWebhookConfiguration was created (``None`` when there is none, or no name is
-        configured), and the error that kept us from knowing. Unreadable (RBAC, a failing API server) means no
-        bypass is reported this round, never a false one; the snapshot's errors say so."""
+    def admission(self) -> tuple[Admission | None, tuple[str, ...]]:
+        """The portal's MutatingWebhookConfiguration as "admission bypassed" judges it: when it was created,
+        which pods its webhooks are sent, every namespace's labels (``None`` when there is none, or no name is
+        configured), and the error that kept us from knowing. Unreadable (RBAC, a failing API server, a garbled
+        answer) or not understood (a selector the API server would refuse) means no bypass is reported this round,
+        never a false one; the snapshot's errors say so."""
+        try:
+            config = self._admission_config()
+            since = epoch(config.metadata.creationTimestamp) if config else None
+            if config is None or since is None:
+                return None, ()
+            webhooks = pod_scopes(config)
+            # No webhook is sent pods: no pod can be a bypass, and the namespaces need not be listed.
+            labels = self._namespace_labels() if webhooks else {}
+        except (SourceUnavailable, MalformedResponse) as exc:  # findings wait; the round's nodes and pods do not
+            return None, (f"{exc}: admission bypasses not checked",)
+        except SelectorError as exc:
+            return None, (f"kubernetes: admission webhook {self.admission_webhook}: {exc}: admission bypasses "
+                          "not checked",)
+        return Admission(since, webhooks, labels), ()
+
+    def _admission_config(self) -> wire.WebhookConfiguration | None:
         if not self.admission_webhook:
-            return None, ()
+            return None
         try:
             body = self._raw("read", "admission webhook", self.registrations.read_mutating_webhook_configuration,
                              self.admission_webhook)
         except SourceUnavailable as exc:
-            if exc.status == 404:
-                return None, ()
-            return None, (f"{exc}: admission bypasses not checked",)
-        config = wire.decode("admission webhook", body, _decoder(wire.WebhookConfiguration))
-        return epoch(config.metadata.creationTimestamp), ()
+            if exc.status == 404:  # not registered: pods made before the webhook exists are no bypasses
+                return None
+            raise
+        config: wire.WebhookConfiguration = wire.decode("admission webhook", body, _decoder(wire.WebhookConfiguration))
+        return config
+
+    def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        """Every namespace's labels as served, once per round (the API server adds ``kubernetes.io/metadata.name``
+        itself from 1.21 on, and matches selectors against exactly these)."""
+        namespaces = self.list_all("namespaces", self.core.list_namespace, kind=wire.NamespaceList)
+        return {namespace.metadata.name: namespace.metadata.labels for namespace in namespaces}
 
     def list_all(
         self,

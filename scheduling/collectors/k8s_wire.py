@@ -109,13 +109,15 @@ class NodeStatus(Wire):
     conditions: list[Condition] = []
 
 
-class NodeMeta(Wire):
+class ClusterMeta(Wire):
+    """A cluster-scoped object's name and labels (nodes, namespaces)."""
+
     name: str
     labels: dict[str, str] = {}
 
 
 class Node(Wire):
-    metadata: NodeMeta
+    metadata: ClusterMeta
     status: NodeStatus
     spec: NodeSpec = NodeSpec()
 
@@ -162,11 +164,44 @@ class Queue(Wire):
     status: QueueStatus | None = None
 
 
+class SelectorRequirement(Wire):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class LabelSelector(Wire):
+    matchLabels: dict[str, str] = {}
+    matchExpressions: list[SelectorRequirement] = []
+
+
+class WebhookRule(Wire):
+    """A ``RuleWithOperations``; ``scope`` is defaulted to ``*`` by the API server."""
+
+    operations: list[str] = []
+    apiGroups: list[str] = []
+    apiVersions: list[str] = []
+    resources: list[str] = []
+    scope: str = "*"
+
+
+class MutatingWebhook(Wire):
+    name: str = ""
+    namespaceSelector: LabelSelector = LabelSelector()
+    objectSelector: LabelSelector = LabelSelector()
+    rules: list[WebhookRule] = []
+
+
 class WebhookConfiguration(Wire):
-    """A MutatingWebhookConfiguration: only when it was registered (pods created since then should carry
-    the portal's decision)."""
+    """A MutatingWebhookConfiguration: when it was registered (pods created since then should carry the
+    portal's decision) and which pods its webhooks are sent (rules and selectors)."""
 
     metadata: ObjectMeta
+    webhooks: list[MutatingWebhook] = []
+
+
+class Namespace(Wire):
+    metadata: ClusterMeta
 
 
 class ListMeta(Wire):
@@ -194,7 +229,12 @@ class QueueList(Wire):
     metadata: ListMeta = ListMeta()
 
 
-AnyList = PodList | NodeList | PodGroupList | QueueList
+class NamespaceList(Wire):
+    items: list[Namespace]
+    metadata: ListMeta = ListMeta()
+
+
+AnyList = PodList | NodeList | PodGroupList | QueueList | NamespaceList
 T = TypeVar("T")
 
 

@@ -41,6 +41,6 @@ def _finding(orchestrator: Orchestrator, workload: ObservedWorkload, gap: Admiss
         reasons=[
             f"pod created at {created} with no scheduler.gpuportal.io/decision annotation",
             f"it asked for {scheduler}, not the portal's choice; no nodeSelector for the pool was set",
-            "the webhook was down or timed out (failurePolicy: Ignore), or its selectors left the pod out",
+            "the webhook's rules and selectors send it this pod: it was down or timed out (failurePolicy: Ignore)",
         ],
     )

@@ -402,6 +402,7 @@ PORTAL_RULES = [
     {"apiGroups": [VOLCANO_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
     # Governance: the portal writes each team's namespaces, GPU quotas and Volcano Queue (and Kueue's
     # queues where those CRDs exist), and reads the CRD list to detect which of them the cluster has.
+    # The collector also lists every namespace's labels for the admission webhook's namespaceSelector.
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": [VOLCANO_GROUP], "resources": ["queues"], "verbs": [*WRITE_VERBS]},

@@ -31,7 +31,10 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
         ("k8s.py", "self.core.list_pod_for_all_namespaces"),
         ("verbs.py", 'CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")'),
     ],
-    ("", "namespaces", "list"): [("k8s_governance.py", "self.core.list_namespace, label_selector=TEAM_LABEL")],
+    ("", "namespaces", "list"): [
+        ("k8s_governance.py", "self.core.list_namespace, label_selector=TEAM_LABEL"),
+        ("k8s.py", 'self.list_all("namespaces", self.core.list_namespace'),
+    ],
     ("", "namespaces", "get"): [("k8s_governance.py", "self.core.read_namespace, ns.name")],
     ("", "namespaces", "create"): [("k8s_governance.py", "self.core.create_namespace, body")],
     ("", "namespaces", "patch"): [("k8s_governance.py", "self.core.patch_namespace, ns.name")],
