@@ -371,13 +371,13 @@ def _ending_work(
             return running.ordered(now)
         fresh.sort(key=_END_ORDER)
         return heapq.merge(running.ordered(now), fresh, key=_END_ORDER)
-    ending = fresh
-    for workload in running:
-        if workload.expected_end is not None and workload.assignments:
-            placement, request = running_placement(workload)
-            ending.append((max(now, workload.expected_end), workload.id, placement, request))
-    ending.sort(key=_END_ORDER)
-    return ending
+    # Sorted by end first, converted only as the reservation search reaches them: it usually stops long
+    # before the last of a large pool's running work (each conversion builds a placement and a request).
+    keyed = sorted(((max(now, w.expected_end), w.id, w) for w in running
+                    if w.expected_end is not None and w.assignments), key=_END_ORDER)
+    converted = ((at, workload_id, *running_placement(workload)) for at, workload_id, workload in keyed)
+    fresh.sort(key=_END_ORDER)
+    return heapq.merge(fresh, converted, key=_END_ORDER)
 
 
 def _reserve(

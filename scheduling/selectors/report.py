@@ -25,7 +25,7 @@ from scheduling.models import (
     UsageRollup,
     Workload,
 )
-from scheduling.selectors.usage import SecondsBetween
+from scheduling.selectors.db_time import SecondsBetween
 
 
 @dataclass(frozen=True)

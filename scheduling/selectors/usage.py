@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import F, FloatField, Func, Max, Q, Sum
+from django.db.models import Max, Q, Sum
 
 from scheduling.models import (
     Queue,
@@ -14,6 +14,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.selectors.db_time import SecondsBetween
 from scheduling.selectors.fleet import GANG_SHAPES
 from scheduling.selectors.teams import TeamNow, teams_now
 
@@ -214,29 +215,6 @@ def size_bucket(gpus: int) -> int:
         if gpus <= shape:
             return shape
     return GANG_SHAPES[-1] * 2
-
-
-class SecondsBetween(Func):
-    """``end - start`` in seconds, computed by the database itself. Django's own datetime subtraction on
-    SQLite calls back into Python for every row (a month of jobs: most of the utilisation page's time)."""
-
-    arg_joiner = " - "
-    # EXTRACT returns numeric since PostgreSQL 14: cast, or every row arrives as a Python Decimal.
-    template = "CAST(EXTRACT(EPOCH FROM (%(expressions)s)) AS double precision)"
-    output_field = FloatField()
-
-    def __init__(self, start: str, end: str) -> None:
-        super().__init__(F(end), F(start))
-
-    @property
-    def convert_value(self):
-        # Both databases already return a float (double precision / REAL): skip Django's float() per row.
-        return self._convert_value_noop
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return self.as_sql(
-            compiler, connection, template="((julianday(%(expressions)s)) * 86400.0)", arg_joiner=") - julianday("
-        )
 
 
 def queue_waits(since: datetime, until: datetime) -> list[WaitStats]:

@@ -17,6 +17,7 @@ share one backfill pass (``estimate_starts``); figures in docs/performance.md (`
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.core.cache import cache
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduling.engine.explain import WaitExplanation, explain_wait
@@ -34,6 +36,7 @@ from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, 
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import Orchestrator, Queue, Team, Workload
 from scheduling.selectors.access import lead_team_ids
+from scheduling.selectors.db_time import EpochSeconds
 from scheduling.selectors.fleet import engine_nodes
 
 CAP_LABEL = "burst"
@@ -145,7 +148,9 @@ def start_plan(pool: PoolSnapshot, requests: list[Request], epoch: float) -> dic
 
 
 class _Active(NamedTuple):
-    """An active workload as the snapshot reads it: a row of values, not a model (a pool holds thousands)."""
+    """An active workload as the snapshot reads it: a row of values, not a model (a pool holds thousands).
+    Times are epoch seconds computed by the database and ``nodes`` is the column's JSON text, decoded only for
+    running work: parsing thousands of datetimes and JSON values in Python was most of a cold page."""
 
     pk: int
     orchestrator_id: int
@@ -156,25 +161,31 @@ class _Active(NamedTuple):
     priority: int
     kind: str
     duration_estimate_s: int
-    submitted_at: datetime
-    started_at: datetime | None
-    nodes: list
+    submitted_s: float
+    started_s: float | None
+    nodes_json: str | None
 
     @property
     def gpus(self) -> int:
         return self.gang_size * self.gpus_per_member
 
-    @staticmethod
-    def _fields_in_db() -> tuple[str, ...]:
-        return tuple("team__slug" if name == "team_slug" else name for name in _Active._fields)
+    @classmethod
+    def rows(cls, queryset: QuerySet) -> list[_Active]:
+        annotated = queryset.annotate(
+            submitted_s=EpochSeconds("submitted_at"), started_s=EpochSeconds("started_at"),
+            nodes_json=Cast("nodes", TextField()),
+        )
+        names = ("team__slug" if name == "team_slug" else name for name in cls._fields)
+        return [cls(*row) for row in annotated.values_list(*names)]
 
 
 def engine_request(workload: Workload | _Active, team: str) -> Request:
+    submitted = workload.submitted_s if isinstance(workload, _Active) else workload.submitted_at.timestamp()
     return Request(
         str(workload.pk), members=workload.gang_size, gpus_per_member=workload.gpus_per_member,
         team=team, priority=workload.priority,
         kind=WorkloadKind(workload.kind), duration_estimate_s=float(workload.duration_estimate_s),
-        submitted_at=workload.submitted_at.timestamp(),
+        submitted_at=submitted,
     )
 
 
@@ -212,11 +223,10 @@ def pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolS
     """The engine's picture of each of ``orchestrator_ids``' pools now (see the module docstring)."""
     if not orchestrator_ids:
         return {}
-    active = [
-        _Active(*row) for row in
+    active = _Active.rows(
         Workload.objects.filter(state__in=Workload.ACTIVE_STATES, orchestrator_id__in=orchestrator_ids)
-        .order_by("-priority", "submitted_at", "pk").values_list(*_Active._fields_in_db())
-    ]
+        .order_by("-priority", "submitted_at", "pk")
+    )
     names = dict(Orchestrator.objects.filter(pk__in=orchestrator_ids).values_list("pk", "name"))
     nodes_by_pool: dict[str, list[EngineNode]] = defaultdict(list)
     for node in engine_nodes():
@@ -256,11 +266,11 @@ def running_workloads(running: list[_Active], nodes: tuple[EngineNode, ...]) -> 
     allocated = {node.name: node.gpu_allocated for node in nodes}
     cursor: dict[str, int] = defaultdict(int)
     result = []
-    for workload in sorted(running, key=lambda w: (w.started_at or w.submitted_at, w.pk)):
+    for workload in sorted(running, key=lambda w: (w.started_s or w.submitted_s, w.pk)):
         assignments = _lay_out(workload, allocated, cursor)
         end = None
-        if workload.started_at and workload.duration_estimate_s:
-            end = workload.started_at.timestamp() + workload.duration_estimate_s
+        if workload.started_s and workload.duration_estimate_s:
+            end = workload.started_s + workload.duration_estimate_s
         result.append(RunningWorkload(
             str(workload.pk), workload.team_slug or "", float(workload.gpus), assignments,
             priority=workload.priority, expected_end=end,
@@ -271,7 +281,8 @@ def running_workloads(running: list[_Active], nodes: tuple[EngineNode, ...]) -> 
 def _lay_out(workload: _Active, allocated: dict[str, int], cursor: dict[str, int]) -> tuple[MemberAssignment, ...]:
     """Members on the workload's nodes: as recorded (the demo keeps ``{"node", "gpus"}`` per member), else
     round-robin over the node names collectors record, taking the next allocated GPUs of each node."""
-    recorded = workload.nodes if isinstance(workload.nodes, list) else []
+    recorded = json.loads(workload.nodes_json) if workload.nodes_json else []
+    recorded = recorded if isinstance(recorded, list) else []
     if recorded and all(isinstance(item, dict) for item in recorded):
         return tuple(MemberAssignment(i, item["node"], tuple(item["gpus"]))
                      for i, item in enumerate(recorded) if item.get("node") in allocated and item.get("gpus"))
