@@ -1,10 +1,11 @@
 """Replays fanned out over Celery workers: capacity searches, multi-seed runs and sweeps.
 
-A replay is described by a JSON-safe spec (``trace``, ``policy``, optional ``capacity_gpus``, ``seed``
-and ``give_up_above_p95_h`` with ``give_up_target``: end the replay once that p95 is certainly above the
-bound, as capacity probes do); ``replay_figures`` runs one (what the ``replay_trace`` task calls),
-``run_replays`` runs a list: as one Celery group on the app's broker when the app has a result backend to
-collect answers from, else one after the other in this process. The simulator is deterministic for a spec, so both
+A replay is described by a JSON-safe spec (``trace``, ``policy``, optional ``capacity_gpus``, ``seed``,
+``on_error`` (``raise``, or ``skip`` malformed trace rows, as ``load_trace``) and ``give_up_above_p95_h``
+with ``give_up_target``: end the replay once that p95 is certainly above the bound, as capacity probes do);
+``replay_figures`` runs one (what the ``replay_trace`` task calls), ``run_replays`` runs a list: as one
+Celery group on the app's broker when the app has a result backend to collect answers from, else one after
+the other in this process. The simulator is deterministic for a spec, so both
 ways give the same figures (less ``wall_time_s``), in the order of the specs.
 
 ``fan_out`` and ``fan_out_then`` are that machinery for any task: the what-if run (services/whatif.py) uses
@@ -28,14 +29,14 @@ from scheduling.simulation.capacity import (
 from scheduling.traces import load_trace
 
 TASK = "scheduling.tasks.replay_trace"
-SPEC_KEYS = {"trace", "policy", "capacity_gpus", "seed", "give_up_above_p95_h", "give_up_target"}
+SPEC_KEYS = {"trace", "policy", "capacity_gpus", "seed", "give_up_above_p95_h", "give_up_target", "on_error"}
 RESULT_TIMEOUT_S = 3600.0
 
 
 def replay_figures(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The replay JSON for one spec, without its wall time (the one figure two runs never share)."""
     _check(spec)
-    trace = load_trace(str(spec["trace"]))
+    trace = load_trace(str(spec["trace"]), on_error=spec.get("on_error", "raise"))
     bound = spec.get("give_up_above_p95_h")
     give_up = P95CertainlyAbove(float(bound), str(spec.get("give_up_target", "fleet"))) if bound is not None else None
     result = simulate_replay(
@@ -102,17 +103,32 @@ def search_capacity(
     target_hours: float = 1.0,
     width: int = 1,
     app: Celery | None = None,
+    ceiling: int | None = None,
+    early_stop: bool = True,
+    on_round: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
 ) -> CapacitySearch:
     """``capacity.smallest_capacity_in_rounds`` with each round's ``width`` replays run by ``run_replays``;
-    each probe gives up as soon as it certainly misses the target (same answer, see ``P95CertainlyAbove``)."""
+    each probe gives up as soon as it certainly misses the target (same answer, see ``P95CertainlyAbove``;
+    ``early_stop=False`` runs every probe to the end). ``ceiling``: the largest capacity probed (see
+    ``smallest_capacity_in_rounds``). ``on_round`` is called after each round with its (capacity, figures)
+    pairs, for a caller that reports more than the one measured value; a capacity already probed is not
+    replayed again."""
     value_of = target_measure(target)
-    give_up = {"give_up_above_p95_h": target_hours, "give_up_target": target}
+    give_up = {"give_up_above_p95_h": target_hours, "give_up_target": target} if early_stop else {}
+    measured: dict[int, float] = {}
 
     def measure_many(capacities: Sequence[int]) -> list[float]:
-        runs = run_replays([{**spec, **give_up, "capacity_gpus": capacity} for capacity in capacities], app=app)
-        return [value_of(figures) for figures in runs]
+        new = [capacity for capacity in dict.fromkeys(capacities) if capacity not in measured]
+        if new:
+            runs = run_replays([{**spec, **give_up, "capacity_gpus": capacity} for capacity in new], app=app)
+            measured.update((capacity, value_of(figures)) for capacity, figures in zip(new, runs, strict=True))
+            if on_round is not None:
+                on_round(list(zip(new, runs, strict=True)))
+        return [measured[capacity] for capacity in capacities]
 
-    return smallest_capacity_in_rounds(measure_many, low=low, high=high, step=step, target=target_hours, width=width)
+    return smallest_capacity_in_rounds(
+        measure_many, low=low, high=high, step=step, target=target_hours, width=width, ceiling=ceiling
+    )
 
 
 def _check(spec: Mapping[str, Any]) -> None:
@@ -122,3 +138,5 @@ def _check(spec: Mapping[str, Any]) -> None:
     for field in ("trace", "policy"):
         if not spec.get(field):
             raise ValueError(f"replay spec: field {field!r} is required")
+    if spec.get("on_error", "raise") not in ("raise", "skip"):
+        raise ValueError(f"replay spec: on_error {spec['on_error']!r}: expected 'raise' or 'skip'")

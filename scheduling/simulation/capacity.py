@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduling.simulation.runner import default_capacity
+
 TARGET_P95_WAIT_H = 1.0
 TARGETS = ("fleet", "every-team")
 # The upper end is doubled at most up to this many times the bracket's ``high``: a target that no fleet
@@ -64,16 +66,23 @@ def smallest_capacity_in_rounds(
     step: int = 32,
     target: float = TARGET_P95_WAIT_H,
     width: int = 1,
+    ceiling: int | None = None,
 ) -> CapacitySearch:
     """``smallest_capacity`` probing up to ``width`` capacities per round (one round = one fan-out).
 
     Width 1 is the serial bisection, probe for probe. Wider rounds split the bracket into ``width + 1``
     parts; for a wait that does not grow with capacity the answer is the same, in fewer rounds.
+    ``ceiling``: the largest capacity probed, in GPUs (default ``CEILING_FACTOR`` x ``high``); ``high`` itself
+    makes ``high`` a hard upper bound (``TargetUnreachable`` once it misses).
     """
     if step <= 0 or low <= 0 or high < low or width < 1:
         raise ValueError("capacity search needs 0 < low <= high, a positive step and a width of at least 1")
+    if ceiling is not None and ceiling < high:
+        raise ValueError(f"capacity search: the ceiling ({ceiling} GPUs) is below the bracket's high end ({high})")
     probes: list[tuple[int, float]] = []
-    ceiling_units = max(1, -(-high // step)) * CEILING_FACTOR
+    high_ceiling = max(1, -(-high // step))
+    ceiling_units = high_ceiling * CEILING_FACTOR if ceiling is None else max(high_ceiling, ceiling // step)
+    ceiling_note = f"{CEILING_FACTOR}x the bracket's high end" if ceiling is None else "the search's ceiling"
 
     def meets(units: Sequence[int]) -> list[bool]:
         values = measure_many([unit * step for unit in units])
@@ -92,7 +101,7 @@ def smallest_capacity_in_rounds(
         if high_units > ceiling_units:
             value = probes[-1][1]
             raise TargetUnreachable(
-                f"no capacity up to {probes[-1][0]} GPUs ({CEILING_FACTOR}x the bracket's high end) meets the target "
+                f"no capacity up to {probes[-1][0]} GPUs ({ceiling_note}) meets the target "
                 f"{target:g} h (measured {value:g} h there; rejected or never-started jobs count as infinite "
                 f"waits, e.g. jobs asking for a GPU model the fleet lacks); probes: {probes}"
             )
@@ -215,3 +224,14 @@ def target_measure(target: str) -> Callable[[Mapping[str, Any]], float]:
     if target == "every-team":
         return worst_team_p95_wait_h
     raise ValueError(f"capacity target {target!r}: expected one of {', '.join(TARGETS)}")
+
+
+def default_bracket(jobs: Sequence[Any], step: int) -> tuple[int, int]:
+    """``low``, ``high`` for a search on a synthetic fleet when none is given, in whole steps: the trace's mean
+    GPU demand (half the replay's default capacity, ``runner.default_capacity``), and four times that
+    default capacity (eight times the mean demand), at least the largest job and at least ``low``."""
+    replay_default = default_capacity(jobs)
+    low = max(step, replay_default // 2 // step * step)
+    largest = max((math.ceil(job.gpus) for job in jobs), default=0)
+    high = max(low, -(-max(4 * replay_default, largest) // step) * step)
+    return low, high

@@ -38,6 +38,35 @@ def test_a_bad_spec_is_refused_naming_the_field() -> None:
         run_replays([{"trace": TRACE}], app=app)
 
 
+def test_bad_on_error_is_refused_by_name() -> None:
+    app = Celery("no-backend", set_as_current=False)
+    with pytest.raises(ValueError, match="on_error 'ignore'"):
+        run_replays([{"trace": TRACE, "policy": "federated", "on_error": "ignore"}], app=app)
+
+
+def test_a_search_reports_each_round_and_replays_a_capacity_once(tmp_path: Path) -> None:
+    from scheduling.simulation.capacity import TargetUnreachable
+
+    # one 2 x 8-GPU gang: rejected on one node, so every team's p95 is infinite at 8 GPUs
+    path = tmp_path / "gang.csv"
+    path.write_text(
+        "id,submit_time,duration,gang_size,gpus_per_member,gpu_model,team,kind\nw1,0,600,2,8,,wide,training\n",
+        encoding="utf-8",
+    )
+    app = Celery("no-backend", set_as_current=False)
+    rounds: list[list[tuple[int, dict[str, object]]]] = []
+
+    with pytest.raises(TargetUnreachable, match=r"up to 8 GPUs \(the search's ceiling\)"):
+        search_capacity(
+            {"trace": str(path), "policy": "best-fit"}, low=8, high=8, step=8, target="every-team",
+            app=app, ceiling=8, on_round=rounds.append,
+        )
+
+    # low == high: the search asks for 8 GPUs twice (low end, then high end) but it is replayed once
+    assert [[capacity for capacity, _ in batch] for batch in rounds] == [[8]]
+    assert rounds[0][0][1]["jobs"]["rejected"] == 1
+
+
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_gives_the_serial_figures_for_seeds_and_a_capacity_search(worker) -> None:  # noqa: F811

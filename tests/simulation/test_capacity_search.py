@@ -144,3 +144,26 @@ def test_width_one_probes_exactly_as_the_serial_bisection() -> None:
         lambda capacities: [falling_wait(1000)(c) for c in capacities], low=752, high=1504, step=8, width=1
     )
     assert rounds.probes == serial.probes
+
+
+def test_a_ceiling_at_high_makes_high_a_hard_bound() -> None:
+    probed: list[int] = []
+
+    def never(capacities):  # type: ignore[no-untyped-def]
+        probed.extend(capacities)
+        return [math.inf for _ in capacities]
+
+    with pytest.raises(TargetUnreachable, match=r"no capacity up to 256 GPUs \(the search's ceiling\) meets"):
+        smallest_capacity_in_rounds(never, low=64, high=256, step=32, ceiling=256)
+    assert probed == [64, 256]  # the low end, then the high end once: no doubling past it
+    with pytest.raises(ValueError, match=r"ceiling \(128 GPUs\) is below the bracket's high end"):
+        smallest_capacity_in_rounds(never, low=64, high=256, step=32, ceiling=128)
+
+
+@pytest.mark.parametrize("threshold", [40, 752, 1504])
+def test_a_ceiling_the_answer_lies_under_changes_nothing(threshold: int) -> None:
+    free = smallest_capacity(falling_wait(threshold), low=752, high=1504, step=32)
+    bounded = smallest_capacity_in_rounds(
+        lambda capacities: [falling_wait(threshold)(c) for c in capacities], low=752, high=1504, step=32, ceiling=1504
+    )
+    assert bounded == free

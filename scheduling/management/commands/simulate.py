@@ -1,6 +1,8 @@
-"""``manage.py simulate``: replay or pack a trace under a policy; needs no database.
+"""``manage.py simulate``: replay or pack a trace under a policy, or search the capacity a wait target
+needs (``--mode capacity``, management/capacity_search.py); needs no database.
 
-Thin on purpose: argument parsing, a tqdm bar and file output; the work is in scheduling.simulation.
+Thin on purpose: argument parsing, a tqdm bar and file output; the work is in scheduling.simulation (and,
+for the capacity search, services.simulation_runs).
 """
 
 from __future__ import annotations
@@ -12,23 +14,32 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduling.management import capacity_search
 from scheduling.simulation import MODES, POLICY_NAMES, simulate_packing, simulate_replay
+from scheduling.simulation.capacity import TARGETS
 from scheduling.simulation.fleet import GPUS_PER_NODE
 from scheduling.simulation.progress import ProgressCallback
 from scheduling.simulation.runner import simulate_pool_file
 from scheduling.traces import TraceFormatError, UnknownTrace, load_trace
 
 BAR_AFTER_S = 3.0  # no progress bar for runs that end before a bar would help
+COMMAND_MODES = (*MODES, "capacity")
 
 
 class Command(BaseCommand):
-    help = "Simulate a trace (packing or replay) under a policy and print or write the figures as JSON."
+    help = (
+        "Simulate a trace (packing or replay) under a policy and print or write the figures as JSON; or search "
+        "the smallest fleet meeting a p95 wait target (--mode capacity)."
+    )
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--trace", required=True, help="philly, philly-demo, openb-default, ... or a CSV path")
-        parser.add_argument("--mode", choices=MODES, required=True)
+        parser.add_argument(
+            "--mode", choices=COMMAND_MODES, required=True,
+            help="capacity: the smallest synthetic fleet whose p95 wait meets --target-hours (docs/simulator.md)",
+        )
         parser.add_argument("--policy", choices=POLICY_NAMES, default=None, help="required unless --pools is given")
         parser.add_argument("--seed", type=int, default=None, help="default: 42 for packing, 0 for replay")
         parser.add_argument(
@@ -57,16 +68,46 @@ class Command(BaseCommand):
             help="replay on partitions described in a TOML file ([[pool]] tables: nodes, teams/kinds, queue, "
             "backfill, backfill_depth, nodes_shared, preemption); needs --fleet; replaces --policy",
         )
-        parser.add_argument("--json", dest="json_out", default=None, help="write the figures to this file")
+        parser.add_argument(
+            "--json", dest="json_out", nargs="?", const="-", default=None,
+            help="write the figures to this file (bare --json: to stdout; --mode capacity prints text otherwise)",
+        )
         parser.add_argument("--html", dest="html_out", default=None, help="write a self-contained Plotly report")
+        capacity = parser.add_argument_group("--mode capacity (synthetic fleet; not with --fleet, --pools, --capacity)")
+        capacity.add_argument(
+            "--target", choices=TARGETS, default=None,
+            help="fleet: p95 wait of all started jobs (default); every-team: each team's p95, its rejected and "
+            "never-started jobs counted as infinite waits",
+        )
+        capacity.add_argument("--target-hours", dest="target_hours", type=float, default=None,
+                              help="the p95 wait bound in hours (required, > 0)")
+        capacity.add_argument(
+            "--low", type=int, default=None,
+            help="GPUs the search starts from (a multiple of --step; default: the trace's mean GPU demand); "
+            "the search goes below it if it already meets the target",
+        )
+        capacity.add_argument(
+            "--high", type=int, default=None,
+            help="most GPUs probed (a multiple of --step; default: 8x the mean demand, at least the largest job)",
+        )
+        capacity.add_argument(
+            "--step", type=int, default=None,
+            help=f"resolution in GPUs, a multiple of {GPUS_PER_NODE} (default {GPUS_PER_NODE}: one node)",
+        )
+        capacity.add_argument("--width", type=int, default=None,
+                              help="probes per round, fanned out over Celery workers when a result backend is set "
+                              "(default 1: plain bisection)")
+        capacity.add_argument("--exact-probes", dest="exact_probes", action="store_true",
+                              help="run every probe to the end (default: a probe gives up once it certainly misses)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["mode"] == "capacity":
+            self._capacity(options)
+            return
+        capacity_search.refuse_capacity_options(options)
         _check_capacity(options)
         _check_policy(options)
-        try:
-            trace = load_trace(options["trace"], fleet=options.get("fleet"), on_error=options.get("on_error", "raise"))
-        except (UnknownTrace, FileNotFoundError, TraceFormatError) as error:
-            raise CommandError(str(error)) from error
+        trace = _load(options)
         with _Bar() as bar:
             try:
                 figures = self._run(trace, options, bar)
@@ -75,16 +116,36 @@ class Command(BaseCommand):
         figures["fleet"] = _fleet_figures(trace, options)
         figures["trace_reports"] = [report.as_dict() for report in trace.reports]
         figures["skipped"] = _skipped(trace, figures)
-        text = json.dumps(figures, indent=2, default=str)
-        if options["json_out"]:
-            Path(options["json_out"]).write_text(text, encoding="utf-8")
-        else:
-            self.stdout.write(text)
+        self._write_json(figures, options)
         if options["html_out"]:
             from scheduling.simulation.html_report import write_html_report
 
             write_html_report(figures, options["html_out"])
         self.stderr.write(f"{options['mode']} {options['policy']} on {trace.name}: {figures['wall_time_s']:.1f} s")
+
+    def _capacity(self, options: dict[str, Any]) -> None:
+        capacity_search.check_options(options)
+        trace = _load(options)
+        try:
+            report = capacity_search.run(trace, options, self.stderr.write)
+        except (ValueError, FileNotFoundError) as error:  # e.g. a siloed split too small for its partitions
+            raise CommandError(f"capacity search: {error}") from error
+        report["fleet"] = {"source": f"synthetic {GPUS_PER_NODE}-GPU nodes"}
+        report["trace_reports"] = [trace_report.as_dict() for trace_report in trace.reports]
+        report["skipped"] = _skipped(trace, report)
+        if options["json_out"]:
+            self._write_json(report, options)
+        if options["json_out"] != "-":
+            self.stdout.write(capacity_search.as_text(report), ending="")
+        if report["error"]:
+            raise CommandError(report["error"])
+
+    def _write_json(self, figures: dict[str, Any], options: dict[str, Any]) -> None:
+        text = json.dumps(figures, indent=2, default=str)
+        if options["json_out"] and options["json_out"] != "-":
+            Path(options["json_out"]).write_text(text, encoding="utf-8")
+        else:
+            self.stdout.write(text)
 
     @staticmethod
     def _run(trace: Any, options: dict[str, Any], progress: ProgressCallback) -> dict[str, Any]:
@@ -103,6 +164,13 @@ class Command(BaseCommand):
         return simulate_replay(
             trace, options["policy"], seed=seed, capacity_gpus=options["capacity"], progress=progress
         ).as_dict()
+
+
+def _load(options: dict[str, Any]) -> Any:
+    try:
+        return load_trace(options["trace"], fleet=options.get("fleet"), on_error=options.get("on_error", "raise"))
+    except (UnknownTrace, FileNotFoundError, TraceFormatError) as error:
+        raise CommandError(str(error)) from error
 
 
 def _skipped(trace: Any, figures: dict[str, Any]) -> dict[str, int]:
