@@ -85,7 +85,8 @@ class StartPlanner:
     (admissions, submissions, a batch being routed) join at a few places only, one per priority level. The
     planner keeps, per place, the EASY pass over the queue ahead of it, stopped there (``EasyPass``: EASY
     decides each job before it looks at a later one), and step 3's drain at that place as sorted ends; a
-    workload then costs a ``peek`` at the stopped pass and a bisect, not a pass over the queue.
+    workload then costs a ``peek`` at the stopped pass and a bisect, not a pass over the queue. One thread at
+    a time: a peek commits and releases on the pass's shadow state.
     """
 
     __slots__ = ("_drains", "_gpus_before", "_index_of", "_lowest_ahead", "_own_ends", "_passes", "_state",
@@ -114,8 +115,9 @@ class StartPlanner:
     def _pass(self, index: int) -> EasyPass:
         easy = self._passes.get(index)
         if easy is None:
-            easy = self._passes[index] = EasyPass(self._state, self.pool.running, self.now)
+            easy = EasyPass(self._state, self.pool.running, self.now)
             easy.feed(self.pool.queue[:index])
+            self._passes[index] = easy
         return easy
 
     def _drain(self, index: int) -> _DrainPoint:

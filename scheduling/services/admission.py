@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
 
 from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
 from scheduling.engine.routing import earliest_pool, route
+from scheduling.engine.startplan import PoolSnapshot, StartPlans
 from scheduling.engine.types import OrchestratorKind, Request
 from scheduling.models import AdmissionDecision, Team
 from scheduling.selectors.workloads import cached_pool_snapshots
@@ -164,10 +166,28 @@ def _pool_for(request: Request, pools: dict[int, str]) -> tuple[str, tuple[str, 
     snapshot, cached per collection round), with every candidate's wait; with one pool, that pool."""
     if len(pools) < 2:
         return next(iter(pools.values()), ""), ()
-    now = timezone.now()
-    snapshots = cached_pool_snapshots(now, set(pools))
-    decision = earliest_pool(request, [snapshots[pk] for pk in pools if pk in snapshots], now=now.timestamp())
+    snapshots = cached_pool_snapshots(timezone.now(), set(pools))
+    candidates = [snapshots[pk] for pk in pools if pk in snapshots]
+    plans = start_plans(candidates, timezone.now().timestamp())
+    decision = earliest_pool(request, candidates, now=plans.now, plans=plans)
     return decision.orchestrator, decision.reasons
+
+
+_held = threading.local()  # this thread's StartPlans and the snapshots they answer for
+
+
+def start_plans(snapshots: list[PoolSnapshot], now: float) -> StartPlans:
+    """One ``StartPlans`` per set of cached pool snapshots, per thread: every admission against the same
+    snapshots (``SNAPSHOT_TTL_S`` at most) shares each pool's stopped backfill passes, so a decision costs a
+    peek, not a pass over the queue. Their moment is the first of those admissions (a snapshot already pictures
+    the pools as they were read); a new snapshot starts new plans. Per thread because a peek uses the pass's
+    shadow state (gunicorn's threads would share it otherwise)."""
+    held = getattr(_held, "plans", None)
+    same = held is not None and len(held[0]) == len(snapshots) \
+        and all(a is b for a, b in zip(held[0], snapshots, strict=True))
+    if not same:
+        held = _held.plans = (tuple(snapshots), StartPlans(now))
+    return held[1]
 
 
 def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, ...]) -> list[dict]:

@@ -188,6 +188,23 @@ def test_with_two_pools_the_pod_goes_where_it_starts_first_and_the_reasons_name_
     assert decision.pool == "k8s-b" and "k8s-b: predicted to start first" in decision.reasons
 
 
+def test_admissions_against_the_same_snapshots_share_one_plan_and_a_new_snapshot_starts_another(client, two_pools):
+    from django.core.cache import cache
+
+    from scheduling.services import admission
+
+    assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-b"}
+    shared = admission._held.plans[1]
+    assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-b"}
+    assert admission._held.plans[1] is shared  # the second admission peeked at the first one's passes
+    Node.objects.filter(name="b0").update(gpu_allocated=8, state=Node.State.ALLOCATED)
+    Node.objects.filter(name="a0").update(gpu_allocated=0, state=Node.State.IDLE)
+    Workload.objects.update(state=Workload.State.COMPLETED)
+    cache.clear()  # the next collection round's snapshot
+    assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}
+    assert admission._held.plans[1] is not shared
+
+
 def test_with_two_pools_free_alike_the_default_pool_is_kept(client, two_pools):
     Node.objects.filter(name="a0").update(gpu_allocated=0, state=Node.State.IDLE)
     Workload.objects.update(state=Workload.State.COMPLETED)
