@@ -136,6 +136,8 @@ def child(args: argparse.Namespace) -> None:
     if vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
+    import gpuportal.wsgi  # noqa: F401  (as gunicorn loads the portal: the startup heap frozen out of full GCs)
+
     page = reverse("my-workloads")
     for label, username, query in (("mine", "alice", {}), ("my team's", "lena", {"scope": "team"})):
         client = Client()
