@@ -64,15 +64,6 @@ class StartEstimate:
         return None if self.start_at is None else max(0.0, self.start_at - now)
 
 
-def queue_with(request: Request, queue: Sequence[Request]) -> tuple[tuple[Request, ...], int]:
-    """The queue holding ``request`` and its 0-based index (joining after equal or higher priority)."""
-    for index, queued in enumerate(queue):
-        if queued.id == request.id:
-            return tuple(queue), index
-    index = next((i for i, queued in enumerate(queue) if queued.priority < request.priority), len(queue))
-    return (*queue[:index], request, *queue[index:]), index
-
-
 def estimate_start(request: Request, pool: PoolSnapshot, now: float) -> StartEstimate:
     """Predicted start of ``request`` in ``pool`` (see the module docstring for the three steps)."""
     return StartPlanner(pool, now).estimate(request)

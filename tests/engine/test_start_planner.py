@@ -11,15 +11,24 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine.backfill import easy_backfill
+from scheduling.engine.backfill import EasyPass, easy_backfill
 from scheduling.engine.placement import ClusterState
-from scheduling.engine.startplan import PoolSnapshot, StartEstimate, StartPlans, estimate_start, queue_with
+from scheduling.engine.startplan import PoolSnapshot, StartEstimate, StartPlans, estimate_start
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload
 
 from .fleets import dgx
 from .test_explain import naive_drain
 
 NOW = 1_000.0
+
+
+def queue_with(request: Request, queue: tuple[Request, ...]) -> tuple[tuple[Request, ...], int]:
+    """The queue holding ``request`` and its index: where it is, or after every entry of its priority or higher."""
+    for index, queued in enumerate(queue):
+        if queued.id == request.id:
+            return queue, index
+    index = next((i for i, queued in enumerate(queue) if queued.priority < request.priority), len(queue))
+    return (*queue[:index], request, *queue[index:]), index
 
 
 def reference_estimate(request: Request, pool: PoolSnapshot, now: float) -> StartEstimate:
@@ -118,3 +127,25 @@ def test_plans_answer_each_pool_from_its_own_snapshot() -> None:
     assert plans.estimate(job, busy).start_at == NOW + 3_600
     assert plans.estimate(job, idle).start_at == NOW
     assert plans.estimate(job, busy) == estimate_start(job, busy, NOW)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.data(),
+    free=st.lists(st.integers(0, 8), min_size=1, max_size=4),
+    ends=st.lists(st.sampled_from([None, 300.0, 3_600.0]), max_size=4),
+    queued=st.lists(SIZES, max_size=10),
+)
+def test_a_pass_fed_in_pieces_decides_as_one_pass_over_the_whole_queue(data, free, ends, queued) -> None:
+    nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
+    running = tuple(
+        RunningWorkload(f"r{i}", "t", float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
+                        expected_end=None if end is None else NOW + end)
+        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
+    )
+    queue = [request_of(f"q{i}", size) for i, size in enumerate(queued)]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(queue)), max_size=3)))
+    easy = EasyPass(ClusterState(nodes), running, NOW)
+    for start, end in zip([0, *cuts], [*cuts, len(queue)], strict=True):
+        easy.feed(queue[start:end])
+    assert easy.decision() == easy_backfill(ClusterState(nodes), queue, running, NOW)
