@@ -11,7 +11,7 @@ from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, estimate_start, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, TopologyLevel
 
-from .fleets import dgx
+from .fleets import dgx, filling_work
 
 NOW = 1_000.0
 
@@ -135,11 +135,7 @@ def test_every_wait_gets_a_known_code_a_sentence_and_a_position(
 )
 def test_one_backfill_pass_estimates_every_queued_job_as_its_own_pass_would(data, free, sizes, ends) -> None:
     nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
-    running = tuple(
-        RunningWorkload(f"r{i}", "t", float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
-                        expected_end=None if end is None else NOW + end)
-        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
-    )
+    running = filling_work(free, ends, NOW)
     queue = tuple(Request(f"q{i}", members=m, gpus_per_member=g, duration_estimate_s=d, team="t")
                   for i, (g, m, d) in enumerate(sizes))
     pool = PoolSnapshot("slurm", nodes, queue=queue, running=running, team_in_use={"t": 8.0},
@@ -178,11 +174,7 @@ def naive_drain(free_now: float, capacity: int, jobs: list[Request], running, no
 def test_a_drained_start_is_when_the_plain_in_order_drain_starts_it(free, sizes, ends) -> None:
     """The one-pass drain plan of a whole queue answers each entry as a drain of just its prefix would."""
     nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
-    running = tuple(
-        RunningWorkload(f"r{i}", "t", float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
-                        expected_end=None if end is None else NOW + end)
-        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
-    )
+    running = filling_work(free, ends, NOW)
     queue = tuple(
         Request(f"q{i}", gpus_per_member=g, duration_estimate_s=d, team="t") for i, (g, d) in enumerate(sizes)
     )

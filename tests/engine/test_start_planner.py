@@ -16,7 +16,7 @@ from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, StartEstimate, StartPlans, estimate_start
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload
 
-from .fleets import dgx
+from .fleets import dgx, filling_work
 from .test_explain import naive_drain
 
 NOW = 1_000.0
@@ -88,11 +88,7 @@ def request_of(name: str, size: tuple[int, int, int, int, str]) -> Request:
 )
 def test_a_stream_of_estimates_from_one_plan_equals_a_plain_estimate_each(data, free, ends, queued, arriving):
     nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
-    running = tuple(
-        RunningWorkload(f"r{i}", "tu"[i % 2], float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
-                        expected_end=None if end is None else NOW + end)
-        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
-    )
+    running = filling_work(free, ends, NOW, teams="tu")
     queue = tuple(sorted((request_of(f"q{i}", size) for i, size in enumerate(queued)), key=lambda r: -r.priority))
     if data.draw(st.booleans()):  # a fair-share order need not be sorted by priority
         queue = tuple(data.draw(st.permutations(queue)))
@@ -138,11 +134,7 @@ def test_plans_answer_each_pool_from_its_own_snapshot() -> None:
 )
 def test_a_pass_fed_in_pieces_decides_as_one_pass_over_the_whole_queue(data, free, ends, queued) -> None:
     nodes = tuple(dgx(f"n{i}", free=f) for i, f in enumerate(free))
-    running = tuple(
-        RunningWorkload(f"r{i}", "t", float(8 - f), (MemberAssignment(0, f"n{i}", tuple(range(8 - f))),),
-                        expected_end=None if end is None else NOW + end)
-        for i, (f, end) in enumerate(zip(free, ends, strict=False)) if f < 8
-    )
+    running = filling_work(free, ends, NOW)
     queue = [request_of(f"q{i}", size) for i, size in enumerate(queued)]
     cuts = sorted(data.draw(st.lists(st.integers(0, len(queue)), max_size=3)))
     easy = EasyPass(ClusterState(nodes), running, NOW)
