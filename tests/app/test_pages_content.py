@@ -34,6 +34,11 @@ def test_the_overview_shows_busy_gpus_and_the_largest_placeable_gang(client, sit
     assert "Pending GPUs by orchestrator" in body and "GPUs allocated per orchestrator" in body
 
 
+def test_the_overviews_pending_demand_links_to_why_ones_own_work_waits(client, site, cast):
+    body = _body(client, cast["researcher"], reverse("overview"))
+    assert re.search(rf'<a id="kpi-why-waiting" href="{reverse("my-workloads")}">why yours wait</a>', body)
+
+
 def test_the_overview_says_no_busy_data_when_no_source_reports_it(client, site, cast):
     UsageSample.objects.update(gpus_busy=None)
     body = _body(client, cast["researcher"], reverse("overview"))
