@@ -166,9 +166,10 @@ def _pool_for(request: Request, pools: dict[int, str]) -> tuple[str, tuple[str, 
     snapshot, cached per collection round), with every candidate's wait; with one pool, that pool."""
     if len(pools) < 2:
         return next(iter(pools.values()), ""), ()
-    snapshots = cached_pool_snapshots(timezone.now(), set(pools))
+    now = timezone.now()
+    snapshots = cached_pool_snapshots(now, set(pools))
     candidates = [snapshots[pk] for pk in pools if pk in snapshots]
-    plans = start_plans(candidates, timezone.now().timestamp())
+    plans = start_plans(candidates, now.timestamp())
     decision = earliest_pool(request, candidates, now=plans.now, plans=plans)
     return decision.orchestrator, decision.reasons
 
