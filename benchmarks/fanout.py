@@ -10,8 +10,8 @@ started for the measurement and stopped after it. Two parts, each checked identi
 round of ``width = workers`` replays at a time); and ``whatif``: the two halves of a what-if (baseline and
 scenario, ``benchmarks/whatif.py``'s synthetic history and fleet) as the ``run_whatif_half`` tasks the
 what-if chord sends, each a JSON message with the whole history (the chord's last step, one UPDATE, is
-left out). The halves write progress to a scenario row that does not exist: a throwaway migrated SQLite
-database (unless DATABASE_URL is set) gives them the table.
+left out). The halves write progress to a scenario row that does not exist, and the workers count each task's
+outcome: a throwaway migrated SQLite database (unless DATABASE_URL is set) gives them the tables.
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def main() -> None:
     if not port_open("127.0.0.1", 6379):
         emit({"figure": "fanout", "skipped": f"no Redis at {REDIS}"})
         return
+    call_command("migrate", verbosity=0)  # the workers count each task's outcome in this database
     counts = [int(count) for count in args.workers.split(",")]
     specs = [{"trace": args.trace, "policy": "federated", "seed": seed} for seed in range(args.seeds)]
     if "seeds" in parts:
@@ -130,7 +131,6 @@ def main() -> None:
         part(f"capacity_search_width_{count}",
              lambda app, count=count: search_capacity(spec, **search, width=count, app=app).capacity_gpus, [count])
     if "whatif" in parts:
-        call_command("migrate", verbosity=0)
         halves = whatif_halves(args.whatif_weeks, args.whatif_nodes)
         part(f"whatif_{args.whatif_weeks}_weeks_{args.whatif_nodes}_nodes", lambda app: whatif_figures(app, halves),
              counts)
