@@ -10,9 +10,11 @@ Database: $BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpupor
 absent); falls back to SQLite when PostgreSQL is unreachable, and says so in the JSON.
 List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); the
 run reports the share served that way. ``--writes-per-s N`` commits N small writes a second beside the
-clients (each to the node table, as a collector round writes it); ``--no-response-cache`` turns reuse off.
-``--html`` signs each client in with a session cookie instead of a token and walks the main HTML pages
-(``PAGES``; ``{team}`` is the team that client's user leads; client 0 is a portal admin) instead of the API.
+clients (each to the node table, as a collector round writes it); ``--no-response-cache`` turns reuse off (list
+answers and pages). ``--html`` signs each client in with a session cookie instead of a token and walks the main
+HTML pages (``PAGES``; ``{team}`` is the team that client's user leads; client 0 is a portal admin) instead of the
+API; each client keeps the cookies it is given (the CSRF cookie), as a browser does, and pages are reused as
+``scheduling/views/page_cache.py`` allows.
 Usage: python benchmarks/api_load.py [--seconds 20] [--clients 20] [--workers 4] [--threads 4]
        [--worker-class gthread|sync] [--writes-per-s 0] [--no-response-cache] [--html] [--quick]
 """
@@ -102,7 +104,7 @@ def _redis_up() -> bool:
 
 
 def populate(env: dict[str, str], clients: int, html: bool) -> list[tuple[dict[str, str], list[str]]]:
-    """Per client: its request headers (a token, or a session cookie with ``html``) and the paths it walks."""
+    """Per client: its request headers (a token), or with ``html`` its cookies (the session), and the paths it walks."""
     os.environ.update(env)
     import django
 
@@ -114,7 +116,7 @@ def populate(env: dict[str, str], clients: int, html: bool) -> list[tuple[dict[s
 
     if html:
         sessions = build_sessions(clients)
-        return [({"Cookie": f"sessionid={key}"}, [page.format(team=team) for page in PAGES]) for key, team in sessions]
+        return [({"sessionid": key}, [page.format(team=team) for page in PAGES]) for key, team in sessions]
     return [({"Authorization": f"Token {token}"}, list(ENDPOINTS)) for token in build_fleet(clients)]
 
 
@@ -143,9 +145,14 @@ async def client_loop(
     """One client: its paths in turn, one request at a time, until the deadline (aiohttp)."""
     import aiohttp
 
-    headers, paths = client
+    credentials, paths = client
     timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(base_url=base, headers=headers, timeout=timeout) as session:
+    jar = aiohttp.CookieJar(unsafe=True)  # unsafe: keep cookies of an IP address (127.0.0.1), as a browser does
+    headers = credentials
+    if "sessionid" in credentials:
+        jar.update_cookies(credentials)
+        headers = {}
+    async with aiohttp.ClientSession(base_url=base, headers=headers, cookie_jar=jar, timeout=timeout) as session:
         index = 0
         while time.perf_counter() < deadline:
             path = paths[index % len(paths)]
@@ -240,7 +247,7 @@ def main() -> None:
         help="sync (default: measured faster here) or gthread (keep-alive, threads; more CPU per request on 2 cores)",
     )
     parser.add_argument("--writes-per-s", type=float, default=0, help="commits a second beside the clients")
-    parser.add_argument("--no-response-cache", action="store_true", help="recompute every list answer")
+    parser.add_argument("--no-response-cache", action="store_true", help="recompute every list answer and page")
     parser.add_argument("--html", action="store_true", help="the main HTML pages with a session, not the API")
     parser.add_argument("--quick", action="store_true", help="5 s, for a smoke run")
     args = parser.parse_args()
@@ -249,6 +256,7 @@ def main() -> None:
     env = environment(url)
     if args.no_response_cache:
         env["API_RESPONSE_CACHE_SECONDS"] = "0"
+        env["PAGE_CACHE_SECONDS"] = "0"
     clients = populate(env, args.clients, args.html)
     scenario = "html_load" if args.html else "api_load"
     port = free_port()

@@ -1,6 +1,7 @@
 """CPU per HTML page in-process: the Django test client renders each page of ``api_load.py --html`` as one of its
 clients (client 1, a team lead), on the same fleet, and reports the best of ``--rounds`` × ``--renders`` renders'
-CPU (process time, not wall: the machine is shared) and the page's query count. One JSON line per page.
+CPU (process time, not wall: the machine is shared) and the page's query count. One JSON line per page. Pages are
+drawn every time (``PAGE_CACHE_SECONDS=0``): this is what a page costs when it is not served stored.
 
     BENCH_DATABASE_URL=postgres://… .venv/bin/python benchmarks/page_cpu.py [--rounds 4] [--renders 8]
 
@@ -29,6 +30,7 @@ def main() -> None:
     url, vendor = database_url()
     env = environment(url)
     env.pop("CACHE_URL", None)  # a per-process cache: this measures one process
+    env["PAGE_CACHE_SECONDS"] = "0"  # the cost of drawing each page, never a stored one (views/page_cache.py)
     env["ALLOWED_HOSTS"] = "testserver"
     os.environ.update(env)
     import django

@@ -300,6 +300,11 @@ API_RESPONSE_CACHE_SECONDS = env.int("API_RESPONSE_CACHE_SECONDS", default=30)
 # Bounds on what one client can make the cache hold (cache-busting URLs): answer size, answers per user.
 API_RESPONSE_CACHE_MAX_KIB = env.int("API_RESPONSE_CACHE_MAX_KIB", default=256)
 API_RESPONSE_CACHE_ENTRIES_PER_USER = env.int("API_RESPONSE_CACHE_ENTRIES_PER_USER", default=50)
+# Pages served again while the tables they were drawn from are unchanged, for at most this many seconds (they
+# show the clock: waits, ranges ending now); scheduling/views/page_cache.py. 0 = off.
+PAGE_CACHE_SECONDS = env.int("PAGE_CACHE_SECONDS", default=30)
+PAGE_CACHE_MAX_KIB = env.int("PAGE_CACHE_MAX_KIB", default=1024)
+PAGE_CACHE_ENTRIES_PER_USER = env.int("PAGE_CACHE_ENTRIES_PER_USER", default=30)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=30)),
     "TOKEN_LIMIT_PER_USER": 20,  # nosec B105 - a count, not a secret

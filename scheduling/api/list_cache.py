@@ -21,17 +21,11 @@ at most ``API_RESPONSE_CACHE_SECONDS``. Every answer carries an ``ETag``; a matc
 Bounded, because the key holds the whole URL: a client adding a random parameter to every poll (cache-busting)
 stored a new answer each time and grew Redis to 120 MB in 30 s. An answer over ``API_RESPONSE_CACHE_MAX_KIB``
 is not stored (large pages are rare and cheap to recompute next to their transfer), and each user keeps at
-most ``API_RESPONSE_CACHE_ENTRIES_PER_USER`` answers: a per-user index lists their keys, newest last, and
-storing one more deletes the oldest. The index is read and written without a lock, so two workers storing for
-one user at the same instant may each drop the other's key from it; such an untracked answer still expires
-with its TTL, so the bound holds within a TTL up to the number of concurrent writers.
+most ``API_RESPONSE_CACHE_ENTRIES_PER_USER`` answers (``services/answer_store.py``).
 """
 
-import functools
 import hashlib
 import logging
-import re
-from contextlib import contextmanager
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -39,12 +33,11 @@ from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponse, HttpResponseNotModified
 
-from scheduling.services import table_changes
+from scheduling.services import answer_store, table_changes
 
 logger = logging.getLogger(__name__)
 CACHE_HEADER = "X-Gpuportal-Cache"
 CACHED_FORMATS = frozenset({"json"})
-WORD = re.compile(r"[A-Za-z0-9_]+")  # table names, quoted by the ORM or not in raw SQL
 
 
 def _enabled(request) -> bool:
@@ -79,32 +72,14 @@ def store_answer(request, key: str, entry: tuple) -> None:
     """Store one answer and its key in the user's index; beyond the per-user bound, the oldest go."""
     if len(entry[1]) > settings.API_RESPONSE_CACHE_MAX_KIB * 1024:
         return
-    index_key, keep = _index_key(request), max(1, settings.API_RESPONSE_CACHE_ENTRIES_PER_USER)
-    keys = [k for k in cache.get(index_key) or () if k != key] + [key]
-    if len(keys) > keep:
-        cache.delete_many(keys[:-keep])
-        keys = keys[-keep:]
-    cache.set_many({key: entry, index_key: keys}, settings.API_RESPONSE_CACHE_SECONDS)
+    answer_store.store_for_user(
+        _index_key(request), key, entry,
+        keep=settings.API_RESPONSE_CACHE_ENTRIES_PER_USER, timeout_s=settings.API_RESPONSE_CACHE_SECONDS,
+    )
 
 
 def _etag(body: bytes) -> str:
     return '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-
-
-@contextmanager
-def tables_read(found: set[str]):
-    """Collect the names of the tables the SQL run inside the block mentions."""
-    known = _table_names()
-
-    def watch(execute, sql, params, many, context):
-        found.update(known.intersection(WORD.findall(sql)))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(watch):
-        yield
-
-
-_table_names = functools.cache(table_changes.table_names)  # once per process: matched against SQL on misses
 
 
 def _answer(request, body: bytes, content_type: str, etag: str, vary: str, state: str) -> HttpResponse:
@@ -134,12 +109,12 @@ class CachedListMixin:
         stored = cache.get(key)
         user_table = get_user_model()._meta.db_table  # roles and staff flag are read before the list
         # Before a view's first answer its tables are unknown: every table counts, once.
-        reads = type(self)._seen_tables or frozenset(_table_names())
+        reads = type(self)._seen_tables or frozenset(table_changes.known_tables())
         before = table_changes.generations({user_table, *reads, *(stored[0] if stored else ())})
         if stored is not None and all(before[t] == g for t, g in stored[0].items()):
             return _answer(request, *stored[1:], state="hit")
         read: set[str] = set()
-        with tables_read(read):
+        with table_changes.tables_read(read):
             response = super().list(request, *args, **kwargs)
             if response.status_code != 200:
                 return response

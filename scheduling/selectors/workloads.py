@@ -34,13 +34,16 @@ from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import Orchestrator, Queue, Team, Workload
+from scheduling.models import Node, Orchestrator, Queue, Team, Workload
+from scheduling.models.table_reads import note_reads
 from scheduling.selectors.access import lead_team_ids
 from scheduling.selectors.db_time import EpochSeconds
 from scheduling.selectors.fleet import engine_nodes
 
 CAP_LABEL = "burst"
 SNAPSHOT_TTL_S = 20
+# Every table a pool snapshot is computed from (tests hold this to the SQL that ``pool_snapshots`` runs).
+SNAPSHOT_TABLES = tuple(m._meta.db_table for m in (Workload, Orchestrator, Node, Queue, Team))
 _unpickled: dict[str, tuple[str, PoolSnapshot]] = {}  # cache key -> (stamp, snapshot), this process's
 _start_plans: dict[str, tuple[PoolSnapshot, int, dict[str, StartEstimate]]] = {}  # pool -> (snapshot, depth, plan)
 
@@ -209,6 +212,8 @@ def cached_pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int
     for key, entry in cache.get_many(list(wanted)).items():
         _unpickled[key] = entry
         snapshots[wanted[key]] = entry[1]
+    if snapshots:  # served without their SQL: a page stored around them depends on their tables all the same
+        note_reads(SNAPSHOT_TABLES)
     missing = pool_snapshots(now, orchestrator_ids - snapshots.keys())
     fresh: dict[str, object] = {}
     for pk, snapshot in missing.items():

@@ -20,7 +20,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduling.forecasting import Forecast, days_until, forecast_demand
-from scheduling.models import Queue, QuotaGrant, Team, UsageRollup
+from scheduling.models import Orchestrator, Queue, QuotaGrant, Team, UsageRollup
 from scheduling.selectors.planning import DemandHistory, floor_hour, hourly_demand
 from scheduling.selectors.pool_policies import local_moment
 from scheduling.services import table_changes
@@ -95,6 +95,7 @@ def demand_forecasts(
     key = _cache_key(since, until, teams, orchestrators)
     cached = cache.get(key)
     if cached is not None:
+        table_changes.note_reads(READ_TABLES)  # a page around it depends on what it was computed from
         return replace(cached, as_of=as_of)
     ids = None if teams is None else set(Team.objects.filter(slug__in=teams).values_list("pk", flat=True))
     history = hourly_demand(since, until, ids)
@@ -108,6 +109,9 @@ def demand_forecasts(
 
 
 KEY_TABLES = (UsageRollup._meta.db_table, Team._meta.db_table)
+# What a forecast is computed from: the key's tables and the orchestrators, whose names only label the pools'
+# series (left out of the key: collector rounds write that table every 30 s).
+READ_TABLES = (*KEY_TABLES, Orchestrator._meta.db_table)
 
 
 def _cache_key(since: datetime, until: datetime, teams: set[str] | None, orchestrators: bool) -> str:

@@ -18,9 +18,13 @@ from django.core.cache import cache
 from django.db import connections
 
 from scheduling.models import TableChange
+from scheduling.models.table_reads import known_tables, note_reads, table_names, tables_read
+
+__all__ = ["cached_while_unchanged", "generations", "known_tables", "note_reads", "table_names", "tables_read"]
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+
 TRIGGER = "gpuportal_note_change"
 LOG_TABLE = TableChange._meta.db_table  # the only name interpolated into SQL here (values are parameters)
 _FUNCTION = (
@@ -45,13 +49,6 @@ def readiness() -> str:
         logger.warning("table generations off: no change trigger on %s (run migrate)", ", ".join(uncounted))
         return f"off: no change trigger on {', '.join(uncounted)} (run migrate)"
     return "ok"
-
-
-def table_names(using: str = "default") -> frozenset[str]:
-    """Every table of the database (the log among them, where it exists)."""
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        return frozenset(connection.introspection.table_names(cursor))
 
 
 def install_triggers(using: str = "default") -> int:
@@ -115,8 +112,8 @@ def cached_while_unchanged(name: str, tables: Iterable[str], compute: Callable[[
     holds their generations, read before computing, so a stored answer is never older than its key (a commit
     in between makes it newer, and the next reader's key differs). Computed every time where generations do
     not exist (SQLite) and inside a transaction (its own uncommitted writes would count in the key)."""
-    connection = connections["default"]
-    if connection.in_atomic_block or not supported():
+    note_reads(tables)
+    if connections["default"].in_atomic_block or not supported():
         return compute()
     key = f"unchanged:{name}:" + ",".join(f"{t}={g}" for t, g in sorted(generations(tables).items()))
     found = cache.get(key)

@@ -19,6 +19,7 @@ from scheduling.selectors import workloads as workload_reads
 from scheduling.tables import JobInWindowTable, UserUsageTable
 
 from .common import TimeRange, paginate, time_range
+from .page_cache import served_while_unchanged
 
 PER_PAGE = 50
 
@@ -32,6 +33,7 @@ def job_url(pk: int, team: Team, window: TimeRange) -> str:
 
 
 @login_required
+@served_while_unchanged
 def team_users(request: HttpRequest, slug: str) -> HttpResponse:
     team = access.team_or_404(request.user, slug)
     window = time_range(request, default="7d")
@@ -53,6 +55,7 @@ def team_users(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
+@served_while_unchanged
 def user_jobs(request: HttpRequest, slug: str, user: str) -> HttpResponse:
     team = access.team_or_404(request.user, slug)
     readable = access.usage_users_readable_by(request.user, team)
@@ -75,6 +78,7 @@ def user_jobs(request: HttpRequest, slug: str, user: str) -> HttpResponse:
 
 
 @login_required
+@served_while_unchanged
 def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     workloads = access.workloads_visible_to(request.user).select_related("orchestrator", "team")
     workload = get_object_or_404(workloads, pk=pk)

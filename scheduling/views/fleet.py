@@ -13,12 +13,14 @@ from scheduling.selectors import access, fleet, fragmentation_trend, usage
 from scheduling.selectors import fragmentation as fragmentation_reads
 
 from .common import time_range
+from .page_cache import served_while_unchanged
 
 TREND_RANGES = ("6h", "24h", "7d")
 WAIT_MAX_SPAN = timedelta(days=31)
 
 
 @login_required
+@served_while_unchanged
 def fragmentation(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h", allowed=TREND_RANGES)
     now = fragmentation_reads.fragmentation_now()
@@ -43,6 +45,7 @@ def fragmentation(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@served_while_unchanged
 def utilisation(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="7d")
     visible = access.team_ids_visible_to(request.user)

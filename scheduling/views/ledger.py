@@ -11,11 +11,13 @@ from scheduling.selectors import ledger as ledger_reads
 from scheduling.tables import LedgerFindingTable
 
 from .common import paginate, time_range
+from .page_cache import served_while_unchanged
 
 TIMELINE_RANGES = ("6h", "24h", "7d", "30d")
 
 
 @login_required
+@served_while_unchanged
 def ledger(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h", allowed=TIMELINE_RANGES)
     finding_filter = LedgerFindingFilter(request.GET, queryset=ledger_reads.shown_findings())

@@ -10,9 +10,11 @@ from scheduling.selectors import teams as teams_reads
 from scheduling.services.table_changes import cached_while_unchanged
 
 from .common import time_range
+from .page_cache import served_while_unchanged
 
 
 @login_required
+@served_while_unchanged
 def overview(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h")
     pools = fleet.pools_now()

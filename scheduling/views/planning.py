@@ -22,6 +22,7 @@ from scheduling.services import forecast, whatif
 from scheduling.services.dispatch import EnqueueFailed
 
 from .common import require_fleet_plans
+from .page_cache import served_while_unchanged
 
 CHART_HISTORY_HOURS = 14 * 24  # the fit reads every recorded week; the chart shows the recent ones
 
@@ -32,6 +33,7 @@ def _recent(series: forecast.SeriesForecast) -> forecast.SeriesForecast:
 
 
 @login_required
+@served_while_unchanged
 def forecast_page(request: HttpRequest) -> HttpResponse:
     require_fleet_plans(request, "Capacity planning")
     shown = access.teams_visible_to(request.user)

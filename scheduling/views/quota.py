@@ -18,6 +18,7 @@ from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
 
 from .common import paginate
+from .page_cache import served_while_unchanged
 
 # Every showing of the request form asks the same thing of its key: to file one request. (The API's key also
 # covers the body: there a key sent again with another body is a client error.)
@@ -25,6 +26,7 @@ FORM_FINGERPRINT = "quota-request-form"
 
 
 @login_required
+@served_while_unchanged
 def quota_list(request: HttpRequest) -> HttpResponse:
     requests = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
     request_filter = QuotaRequestFilter(request.GET, queryset=access.quota_requests_visible_to(request.user, requests))

@@ -14,9 +14,11 @@ from scheduling.services import forecast
 from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
 
 from .common import paginate, time_range
+from .page_cache import served_while_unchanged
 
 
 @login_required
+@served_while_unchanged
 def team_list(request: HttpRequest) -> HttpResponse:
     team_filter = TeamFilter(request.GET, queryset=access.only_visible(Team.objects.all(), request.user, "pk"))
     chosen = set(team_filter.qs.values_list("slug", flat=True)) if team_filter.is_valid() else set()
@@ -45,6 +47,7 @@ class _Row(dict):
 
 
 @login_required
+@served_while_unchanged
 def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     team = access.team_or_404(request.user, slug, Team.objects.select_related("parent"))
     window = time_range(request, default="7d")

@@ -9,6 +9,7 @@ from django.shortcuts import render
 from scheduling.selectors import workloads as workload_reads
 
 from .common import BadQuery
+from .page_cache import served_while_unchanged
 
 SCOPES = ("mine", "team")
 MAX_SEARCH = 200
@@ -17,6 +18,7 @@ PAGE_SIZE = 50
 
 
 @login_required
+@served_while_unchanged
 def my_workloads(request: HttpRequest) -> HttpResponse:
     scope = request.GET.get("scope", "mine")
     if scope not in SCOPES:

@@ -4,10 +4,9 @@ write, recomputed after a committed write to any of them, and the tables declare
 import pytest
 from django.db import transaction
 
-from scheduling.api.list_cache import tables_read
 from scheduling.models import Node
 from scheduling.selectors import fleet as fleet_reads
-from scheduling.services.table_changes import cached_while_unchanged
+from scheduling.services.table_changes import cached_while_unchanged, tables_read
 from tests.support import require_postgres
 
 
@@ -37,3 +36,15 @@ def test_an_answer_is_reused_until_a_table_it_reads_is_written(orchestrator):
     with transaction.atomic():  # inside a transaction its own writes would count: always computed
         cached_while_unchanged("test-gangs", fleet_reads.LARGEST_GANGS_TABLES, compute)
     assert len(computed) == 3
+
+
+@pytest.mark.usefixtures("transactional_db")
+def test_a_capture_around_a_reused_answer_depends_on_its_tables(orchestrator):
+    require_postgres()
+    cached_while_unchanged("test-gangs", fleet_reads.LARGEST_GANGS_TABLES, fleet_reads.largest_gangs_now)
+    outer: set[str] = set()
+    with tables_read(outer):
+        inner: set[str] = set()
+        with tables_read(inner):  # reused: none of its SQL runs, its tables count all the same
+            cached_while_unchanged("test-gangs", fleet_reads.LARGEST_GANGS_TABLES, fleet_reads.largest_gangs_now)
+    assert set(fleet_reads.LARGEST_GANGS_TABLES) <= inner <= outer

@@ -208,3 +208,17 @@ def test_each_row_links_to_its_job_page_which_its_reader_may_open(client, cast, 
             url = reverse("workload-detail", args=[jobs[key].pk])
             assert f'<a href="{url}">slurm-a:{jobs[key].external_id}</a>' in body
             assert client.get(url).status_code == 200
+
+
+def test_a_stored_pool_snapshot_counts_its_tables_for_a_page_around_it_and_they_are_all_it_reads(jobs):
+    from scheduling.selectors import workloads as selector
+    from scheduling.services.table_changes import tables_read
+
+    pool_id, now = jobs["outsider"].orchestrator_id, timezone.now()
+    computed: set[str] = set()
+    with tables_read(computed):
+        selector.cached_pool_snapshots(now, {pool_id})
+    stored: set[str] = set()
+    with tables_read(stored):
+        selector.cached_pool_snapshots(now, {pool_id})
+    assert "scheduling_workload" in computed and computed <= set(selector.SNAPSHOT_TABLES) <= stored

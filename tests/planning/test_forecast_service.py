@@ -11,6 +11,7 @@ from django.utils import timezone
 from scheduling.models import QuotaGrant, QuotaRequest, UsageRollup
 from scheduling.selectors.planning import floor_hour, hourly_demand
 from scheduling.services import forecast
+from scheduling.services.table_changes import tables_read
 from tests.support import require_postgres
 
 pytestmark = pytest.mark.django_db
@@ -162,3 +163,16 @@ def test_the_forecast_page_charts_the_top_of_the_tree_or_the_team_picked_in_the_
     assert "NLP: demand and forecast" not in default and 'href="?team=nlp#team-charts"' in default
     picked = client.get("/forecast/?team=nlp").content.decode()
     assert "NLP: demand and forecast" in picked and "Research: demand and forecast" not in picked
+
+
+def test_a_stored_forecast_counts_its_tables_for_a_page_around_it_and_they_are_all_it_reads(
+    orchestrator, teams, queues
+):
+    _record(orchestrator, teams, 3 * 168, nlp_at=daily)
+    computed: set[str] = set()
+    with tables_read(computed):
+        forecast.demand_forecasts(NOW)
+    stored: set[str] = set()
+    with tables_read(stored):  # reused: the key's fingerprint may read, the history is not read again
+        forecast.demand_forecasts(NOW)
+    assert computed and computed <= set(forecast.READ_TABLES) <= stored
