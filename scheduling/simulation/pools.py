@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from scheduling.engine.backfill import BackfillMemory, EndingQueue, easy_backfill
+from scheduling.engine.backfill import BackfillMemory, EasyPass, EndingQueue
 from scheduling.engine.fair_queue import FairShareQueue
 from scheduling.engine.fragmentation import expected_fragment_milli
 from scheduling.engine.placement import ClusterState, invalid_request
@@ -228,18 +228,14 @@ class Pool:
             return []
         if len(queue) == 1:
             return self._easy_single(queue[0], now, seed)
-        decision = easy_backfill(
-            self.state,
-            [run.alloc for run in queue if run.alloc is not None],
-            self.ending,
-            now,
-            policy=self.spec.placement_policy,
-            seed=seed,
-            memory=self.backfill_memory,
-        )
+        # The engine's easy_backfill, reading only the starts: the pass then skips the head's reservation
+        # when no later job could use it (easy_backfill's decision would compute it for its reasons).
+        easy = EasyPass(self.state, self.ending, now, policy=self.spec.placement_policy, seed=seed,
+                        memory=self.backfill_memory)
+        easy.feed([run.alloc for run in queue if run.alloc is not None])
         by_id = {run.alloc.id: run for run in queue if run.alloc is not None}
         started = []
-        for placement in decision.start_now:
+        for placement in easy.started():
             run = by_id[placement.request_id]
             self.start(run, placement, now)
             started.append(run)
