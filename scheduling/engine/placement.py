@@ -869,7 +869,7 @@ class ClusterState:
             if self._static[node].memory_mib_total:
                 self._mem_free[node] += sign * memory
         for node, previous in touched.items():
-            self._whole[node] = sum(1 for milli in self._free[node] if milli >= MILLI_PER_GPU)
+            self._whole[node] = self._free[node].count(MILLI_PER_GPU)  # a GPU never has more than 1000 free
             self._reindex(node, previous)
         if self._kube is not None:
             for node in touched.keys() | host_need.keys():

@@ -54,6 +54,8 @@ class Federation:
             return pool.pending
         if not self.entitled:
             self.refresh_entitlements(replay)
+        if pool.fair_queue is not None:  # order_pending's order, without sorting the whole queue each pass
+            return pool.fair_queue.ordered(replay.acct.used_by_team, self.entitled)
         by_id = {run.alloc.id: run for run in pool.pending if run.alloc is not None}
         requests = [run.alloc for run in by_id.values() if run.alloc is not None]
         ordered = order_pending(requests, replay.acct.used_by_team, self.entitled)

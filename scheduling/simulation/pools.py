@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from scheduling.engine.backfill import BackfillMemory, EndingQueue, easy_backfill
+from scheduling.engine.backfill import BackfillMemory, EasyPass, EndingQueue
+from scheduling.engine.fair_queue import FairShareQueue
 from scheduling.engine.fragmentation import expected_fragment_milli
 from scheduling.engine.placement import ClusterState, invalid_request
 from scheduling.engine.preemption import RunningSet
@@ -89,6 +90,8 @@ class Pool:
         self.backfill_memory = BackfillMemory()  # ... which reuses a reservation while nothing changed
         self.victim_index = RunningSet() if spec.preemption else None  # ... and its preemption search
         self._pending_sizes: Counter[float] = Counter()  # whole GPUs per queued job (0 for shares)
+        # The queue by team, each team's jobs kept sorted, so a fair-share pass need not sort the whole queue.
+        self.fair_queue: FairShareQueue[JobRun] | None = FairShareQueue() if spec.queue == "fairshare" else None
         self._mix = normalised_mix(mix)
         self._fragment_cache: dict[tuple[int, ...], float] = {}
         self.capacity_gpus = sum(node.gpu_total for node in spec.nodes)
@@ -98,11 +101,14 @@ class Pool:
     # -- queue ------------------------------------------------------------------------------------
     def enqueue(self, run: JobRun, *, front: bool = False) -> None:
         run.alloc = self.allocation_request(run.job.request)
+        run.whole_gpus = _whole_gpus(run.alloc)  # read for every queued job in every pass: computed once
         if front:
             self.pending.insert(0, run)
         else:
             self.pending.append(run)
-        self._pending_sizes[_whole_gpus(run.alloc)] += 1
+        if self.fair_queue is not None:
+            self.fair_queue.add(run.alloc, run)
+        self._pending_sizes[run.whole_gpus] += 1
 
     def allocation_request(self, request: Request) -> Request:
         if not self.spec.exclusive:
@@ -213,7 +219,7 @@ class Pool:
 
     def _easy(self, now: float, seed: int) -> list[JobRun]:
         queue = self._backfill_queue()
-        if queue and _whole_gpus(queue[-1].alloc) > self.state.gpu_free:  # type: ignore[arg-type]
+        if queue and queue[-1].whole_gpus > self.state.gpu_free:
             # The last job is a head that cannot fit and nothing follows it: the reservation it would get
             # protects no one, so the decision is just the jobs before it, in order (the engine returns
             # before computing a reservation when every job it is given starts).
@@ -222,18 +228,14 @@ class Pool:
             return []
         if len(queue) == 1:
             return self._easy_single(queue[0], now, seed)
-        decision = easy_backfill(
-            self.state,
-            [run.alloc for run in queue if run.alloc is not None],
-            self.ending,
-            now,
-            policy=self.spec.placement_policy,
-            seed=seed,
-            memory=self.backfill_memory,
-        )
+        # The engine's easy_backfill, reading only the starts: the pass then skips the head's reservation
+        # when no later job could use it (easy_backfill's decision would compute it for its reasons).
+        easy = EasyPass(self.state, self.ending, now, policy=self.spec.placement_policy, seed=seed,
+                        memory=self.backfill_memory)
+        easy.feed([run.alloc for run in queue if run.alloc is not None])
         by_id = {run.alloc.id: run for run in queue if run.alloc is not None}
         started = []
-        for placement in decision.start_now:
+        for placement in easy.started():
             run = by_id[placement.request_id]
             self.start(run, placement, now)
             started.append(run)
@@ -262,17 +264,14 @@ class Pool:
         free = self.state.gpu_free
         window = self.pending[: self.spec.max_tests]
         for position, run in enumerate(window):
-            assert run.alloc is not None
-            if _whole_gpus(run.alloc) > free:
-                return window[: position + 1] + [
-                    later for later in window[position + 1 :] if _whole_gpus(later.alloc) <= free  # type: ignore[arg-type]
-                ]
+            if run.whole_gpus > free:
+                return window[: position + 1] + [later for later in window[position + 1 :] if later.whole_gpus <= free]
         return window
 
     def try_start(self, run: JobRun, now: float, seed: int, rejected: set[tuple[object, ...]]) -> bool:
         request = run.alloc
         assert request is not None
-        if _whole_gpus(request) > self.state.gpu_free:
+        if run.whole_gpus > self.state.gpu_free:
             return False
         shape = (request.members, request.gpus_per_member, request.gpu_milli, request.gpu_models, request.topology)
         if shape in rejected:
@@ -291,9 +290,11 @@ class Pool:
         run.placement = placement
         self.running[run.index] = run
         self.running_by_id[run.alloc.id] = run
-        self._pending_sizes[_whole_gpus(run.alloc)] -= 1
-        if not self._pending_sizes[_whole_gpus(run.alloc)]:
-            del self._pending_sizes[_whole_gpus(run.alloc)]
+        self._pending_sizes[run.whole_gpus] -= 1
+        if not self._pending_sizes[run.whole_gpus]:
+            del self._pending_sizes[run.whole_gpus]
+        if self.fair_queue is not None:
+            self.fair_queue.remove(run.alloc)
         estimate = run.job.request.duration_estimate_s
         workload = RunningWorkload(
             id=run.alloc.id,

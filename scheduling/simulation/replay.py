@@ -43,6 +43,7 @@ class JobRun:
     orchestrator: str
     pool: str = ""
     alloc: Request | None = None  # what was placed (an exclusive Slurm job asks for whole nodes)
+    whole_gpus: float = 0.0  # wholly free GPUs ``alloc`` needs (0 for a share), set when queued
     placement: Placement | None = None
     first_start: float | None = None
     start: float | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine.backfill import EndingQueue, easy_backfill
+from scheduling.engine.backfill import EasyPass, EndingQueue, easy_backfill
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.types import Node, Placement, Request, RunningWorkload
 
@@ -59,6 +59,11 @@ def test_the_engine_starts_what_the_plain_reference_starts(situation: Situation)
     for given_running in (running, EndingQueue(running)):
         decision = easy_backfill(state, queue, given_running, now, policy=policy, seed=3)
         assert list(decision.start_now) == expected
+        # A pass read only for its starts (the head's reservation left unsettled when nobody needs it).
+        easy = EasyPass(state, given_running, now, policy=policy, seed=3)
+        easy.feed(queue)
+        assert list(easy.started()) == expected
+        assert easy.decision() == decision  # settling afterwards gives the full decision, reasons included
 
 
 def test_a_remembered_placement_is_handed_out_under_each_jobs_own_id() -> None:
