@@ -47,6 +47,9 @@ SCHEDULER_PARAMETERS = os.environ.get(
     "CALIB_SCHEDULER_PARAMETERS", "bf_interval=1,bf_resolution=1,bf_max_job_test=2000,bf_continue"
 )
 BACKFILL_DEPTH = 2000
+# The head's reservation in the simulator's pools: Slurm 22.05's will-run batches (the fixture's Slurm,
+# docs/simulator.md section 4); the report also gives the engine's earliest fit ("table_earliest").
+RESERVATION = "slurm-22.05"
 # Recorded Slurm runs (the trimmed sacct output and the arguments that made the job list).
 RECORDED = ROOT / "benchmarks" / "data" / "calibrate_slurm"
 RUN_ARGUMENTS = ("start_hours", "jobs", "factor", "max_duration", "nodes", "groups", "topology")
@@ -190,14 +193,20 @@ def simulate(
     nodes: int,
     out: Path,
     layout: str,
+    reservation: str = RESERVATION,
 ) -> dict[str, object]:
-    """Replay with Slurm's recorded submit times (so submitter lag is not counted as model error)."""
-    origin = min(t.submit for t in timings.values())
-    submits = {name: t.submit - origin for name, t in timings.items()}
-    csv_path, fleet_path, pools_path = (out / f"{layout}-{n}" for n in ("jobs.csv", "fleet.csv", "pools.toml"))
+    """Replay with Slurm's recorded submit times (so submitter lag is not counted as model error): to the
+    millisecond from slurmctld's log where the run kept them, else sacct's whole seconds."""
+    origin = min(t.replay_submit for t in timings.values())
+    submits = {name: t.replay_submit - origin for name, t in timings.items()}
+    csv_path, fleet_path, pools_path = (
+        out / f"{layout}-{n}" for n in ("jobs.csv", "fleet.csv", f"pools-{reservation}.toml")
+    )
     csv_path.write_text(cal.generic_csv([j for j in jobs if j.name in timings], submits))
     fleet_path.write_text(cal.fleet_csv(nodes))
-    pools_path.write_text(cal.pools_toml(parts, exclusive=False, backfill_depth=BACKFILL_DEPTH))
+    pools_path.write_text(
+        cal.pools_toml(parts, exclusive=False, backfill_depth=BACKFILL_DEPTH, reservation=reservation)
+    )
     trace = read_generic_csv(csv_path)
     fleet, _ = read_fleet_csv(fleet_path)
     result = simulate_pool_file(Trace(name=trace.name, jobs=trace.jobs, nodes=fleet), pools_path)
@@ -219,20 +228,26 @@ def compare(args: argparse.Namespace, layout: str, sacct: str, out: Path) -> dic
     parts = layout_partitions(jobs, layout, args.nodes, args.groups)
     if not sacct:
         sacct = run_slurm(jobs, parts, args, args.tag or layout, out)
-        record = {"arguments": {k: getattr(args, k) for k in RUN_ARGUMENTS}, **cal.recorded_sacct(sacct)}
+        log_path = out / f"slurmctld-{args.tag or layout}.log"
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        record = {"arguments": {k: getattr(args, k) for k in RUN_ARGUMENTS}, **cal.recorded_sacct(sacct, log)}
+        sacct = json.dumps(record)
         (out / f"{layout}.json").write_text(json.dumps(record, indent=0) + "\n")
     timings = cal.parse_sacct_json(sacct)
     slurm = cal.slurm_figures(jobs, timings, args.nodes * 8)
     sim = simulate(jobs, parts, timings, args.nodes, out, layout)
+    earliest = simulate(jobs, parts, timings, args.nodes, out, layout, reservation="earliest")
     return {
         "benchmark": "calibrate_slurm",
         "layout": layout,
         **{k: getattr(args, k) for k in RUN_ARGUMENTS},
         "partitions": [vars(p) for p in parts],
         "scheduler_parameters": SCHEDULER_PARAMETERS,
+        "reservation": RESERVATION,
         "slurm": slurm,
         "simulator": sim,
         "table": cal.error_table(slurm, sim),
+        "table_earliest": cal.error_table(slurm, earliest),
     }
 
 

@@ -11,6 +11,25 @@ Unknown ends (no ``expected_end``, or ``duration_estimate_s`` of 0) count as nev
 only backfill into room the head does not need. When no reservation can be computed (the head needs
 capacity that never frees), nothing is protected and later jobs start if they fit; the decision says so.
 
+Reservation rules (``reservation=``): ``earliest`` (above: released one by one, the earliest moment the
+head fits) or ``slurm-22.05``, the batches of Slurm 22.05's will-run test (``_will_run_test`` in
+``src/plugins/select/cons_common/job_test.c``, 22.05.8; re-expressed from reading it, no code taken):
+
+* running work is walked in order of expected end over the *whole cluster*; work on nodes the head cannot
+  use (other partitions: ``elsewhere``, end times only) is skipped, but still read as "the next job";
+* the first batch ends at the first usable job's end rounded up to a multiple of ``SLURM_WILL_RUN_WINDOW_S``
+  (30 s), plus one window; after each batch the window doubles (at least once, until it reaches the next
+  job); a batch closes after a usable job whose *next* job (usable or not) ends past the batch's end;
+* after each batch the head is tried; if it fits, its reservation is the end of the batch's last usable
+  job, not the moment it first fitted.
+
+So when work elsewhere ends just after the batch's last usable job, the walk skips it without closing the
+batch and takes the next usable job whatever its end: the reservation lands at that job's end, possibly
+minutes after the head first fits (in slurmctld's log of a loaded partitioned run, 2,823 of 2,831
+reservations are at the second this rule gives, 943 at the earliest fit: docs/simulator.md). A later
+reservation lets more small jobs backfill ahead of the head. Not modelled: the test skipped after more
+than 200 jobs in one batch and the two-second wall-clock cap on the walk.
+
 Incremental use: a caller that runs backfill after every change (a simulator, a scheduling loop) keeps
 an ``EndingQueue`` next to its running set and passes it instead of the list of running workloads. The
 queue holds each running workload's (placement, request) pair sorted by expected end, so a call no
@@ -33,6 +52,9 @@ from scheduling.engine.types import BackfillDecision, Node, Placement, Request, 
 
 _Ending = tuple[float, str, Placement, Request]
 _END_ORDER = itemgetter(0, 1)  # soonest end first, ties by id (a C-level key: thousands per estimate)
+
+RESERVATIONS = ("earliest", "slurm-22.05")
+SLURM_WILL_RUN_WINDOW_S = 30.0  # time_window of Slurm 22.05's _will_run_test
 
 
 class EndingQueue:
@@ -79,6 +101,10 @@ class EndingQueue:
         """Whether some work should have ended before ``now`` (``ordered`` then moves it to ``now``)."""
         return bool(self._keys) and self._keys[0][0] < now
 
+    def ends(self, now: float) -> list[float]:
+        """Expected ends, soonest first, overdue work counted as ending ``now`` (as ``ordered``)."""
+        return [max(now, end) for end, _id in self._keys]
+
     def ordered(self, now: float) -> Iterator[_Ending]:
         """Entries soonest first, overdue work counted as ending ``now`` (so overdue entries sort by id)."""
         overdue = bisect.bisect_right(self._keys, now, key=itemgetter(0))
@@ -99,6 +125,8 @@ def easy_backfill(
     policy: str = "best-fit",
     seed: int = 0,
     memory: BackfillMemory | None = None,
+    reservation: str = "earliest",
+    elsewhere: Sequence[float] = (),
 ) -> BackfillDecision:
     """Which queued jobs start now, and when the blocked head is promised to start.
 
@@ -107,8 +135,12 @@ def easy_backfill(
     running workloads or an ``EndingQueue`` the caller keeps in step with them (same decision, less work).
     A caller that runs a pass after every event passes the same ``memory`` each time (with an
     ``EndingQueue``): a pass whose inputs did not change since the last one reuses its reservation.
+    ``reservation`` is the rule for the head's reservation (``RESERVATIONS``, see the module doc);
+    ``elsewhere`` (``slurm-22.05`` only) the expected ends, soonest first, of running work on nodes
+    outside ``state`` (the rest of the cluster), which Slurm's will-run walk reads but skips.
     """
-    easy = EasyPass(state, running, now, policy=policy, seed=seed, memory=memory)
+    easy = EasyPass(state, running, now, policy=policy, seed=seed, memory=memory, reservation=reservation,
+                    elsewhere=elsewhere)
     easy.feed(queue)
     return easy.decision()
 
@@ -123,13 +155,19 @@ class EasyPass:
     running a pass per workload.
     """
 
-    __slots__ = ("_attempts", "_head", "_in_order", "_memory", "_now", "_owed", "_owned", "_policy", "_reasons",
-                 "_reservation", "_running", "_seed", "_started", "_work")
+    __slots__ = ("_attempts", "_elsewhere", "_head", "_in_order", "_memory", "_now", "_owed", "_owned", "_policy",
+                 "_reasons", "_reservation", "_rule", "_running", "_seed", "_started", "_work")
 
     def __init__(
         self, state: ClusterState | Sequence[Node], running: Sequence[RunningWorkload] | EndingQueue, now: float,
         *, policy: str = "best-fit", seed: int = 0, memory: BackfillMemory | None = None,
+        reservation: str = "earliest", elsewhere: Sequence[float] = (),
     ) -> None:
+        if reservation not in RESERVATIONS:
+            raise ValueError(f"unknown reservation rule {reservation!r}; expected one of {RESERVATIONS}")
+        self._rule, self._elsewhere = reservation, elsewhere
+        if reservation != "earliest":
+            memory = None  # the reservation also depends on work elsewhere, which the memory's key does not see
         self._work = state if isinstance(state, ClusterState) else ClusterState(state)
         self._owned = self._work is not state  # copied before the first commit: the caller's state stays as given
         self._running, self._now, self._policy, self._seed, self._memory = running, now, policy, seed, memory
@@ -169,8 +207,7 @@ class EasyPass:
         if self._head is None:
             if _try(self._work, request, self._policy, self._seed) is not None:
                 return "now", None
-            ending = _ending_work(self._running, self._in_order, self._started, self._now)
-            reservation = _reserve(self._work, request, ending, self._policy, self._seed)
+            reservation = self._reserve(request)
             return "head", reservation[0] if reservation else None
         assert self._attempts is not None
         self._settle()
@@ -228,8 +265,7 @@ class EasyPass:
         key, reason = self._owed
         self._owed = None
         assert self._head is not None and self._attempts is not None
-        ending = _ending_work(self._running, self._in_order, self._started, self._now)
-        self._reservation = _reserve(self._work, self._head, ending, self._policy, self._seed)
+        self._reservation = self._reserve(self._head)
         if self._memory is not None:
             self._memory.keep(key, self._reservation, self._attempts)
         self._explain_reservation(reason)
@@ -243,6 +279,12 @@ class EasyPass:
         else:
             at, placement, _shadow = reservation
             self._reasons[position] = f"{head.id}: head reserved at t={at:g} on {', '.join(placement.nodes)}"
+
+    def _reserve(self, head: Request) -> _Reservation | None:
+        ending = _ending_work(self._running, self._in_order, self._started, self._now)
+        if self._rule == "slurm-22.05":
+            return _reserve_batched(self._work, head, ending, self._elsewhere, self._policy, self._seed)
+        return _reserve(self._work, head, ending, self._policy, self._seed)
 
     def _backfill(self, jobs: Sequence[Request]) -> None:
         attempts, reasons, now = self._attempts, self._reasons, self._now
@@ -430,6 +472,47 @@ def _reserve(
         if attempt is not None:
             shadow.commit(attempt, head)
             return at, attempt, shadow
+    return None
+
+
+def _reserve_batched(
+    work: ClusterState, head: Request, ending: Iterable[_Ending], elsewhere: Iterable[float], policy: str,
+    seed: int,
+) -> _Reservation | None:
+    """Slurm 22.05's will-run walk (see the module doc): release in batches, reserve at the batch's last end."""
+    # One walk over the cluster's running work by end: (end, 0, entry) for work here, (end, 1, None) elsewhere
+    # (at equal ends, work here first).
+    here = ((entry[0], 0, entry) for entry in ending)
+    there = ((at, 1, None) for at in elsewhere)
+    walk: list[tuple[float, int, _Ending | None]] = list(heapq.merge(here, there, key=itemgetter(0, 1)))
+    shadow = work.copy()
+    window, barrier = SLURM_WILL_RUN_WINDOW_S, None
+    position = 0
+    while position < len(walk):
+        last: _Ending | None = None
+        following: float | None = None  # the end of the job after the batch's last usable one
+        while position < len(walk):
+            at, _elsewhere, entry = walk[position]
+            position += 1
+            if entry is None:
+                continue  # work on nodes the head cannot use: skipped, and no check of the batch's end
+            if barrier is None:
+                barrier = at + (window - math.fmod(at, window))
+            last = entry
+            shadow.release_committed([(entry[2], entry[3])])
+            following = walk[position][0] if position < len(walk) else None
+            if following is None or following > barrier + window:
+                break
+        if last is None:
+            return None
+        assert barrier is not None
+        window *= 2
+        while following is not None and following > barrier + window:
+            window *= 2
+        attempt = _try(shadow, head, policy, seed)
+        if attempt is not None:
+            shadow.commit(attempt, head)
+            return last[0], attempt, shadow
     return None
 
 

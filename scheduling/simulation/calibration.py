@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from scheduling.simulation.stats import summary
 from scheduling.traces.records import TraceJob
@@ -47,11 +50,23 @@ class Partition:
 
 @dataclass(frozen=True)
 class Timing:
-    """What Slurm recorded for one job (epoch seconds)."""
+    """What Slurm recorded for one job (epoch seconds). ``logged_submit``: the submission to the
+    millisecond from slurmctld's log (``log_submit_times``), when the run kept it; sacct has whole seconds."""
 
     submit: float
     start: float
     end: float
+    logged_submit: float | None = None
+
+    @property
+    def replay_submit(self) -> float:
+        """When the simulator's replay submits the job: the log's time if known, else sacct's."""
+        return self.submit if self.logged_submit is None else self.logged_submit
+
+
+_SUBMIT_LINE = re.compile(
+    r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] _slurm_rpc_submit_batch_job: JobId=(\d+) ", re.M
+)
 
 
 def compress(
@@ -136,8 +151,11 @@ def slurm_partition_lines(parts: Sequence[Partition], *, exclusive: bool) -> lis
     ]
 
 
-def pools_toml(parts: Sequence[Partition], *, exclusive: bool, backfill_depth: int) -> str:
-    """The same partitions as a ``--pools`` file (FIFO queue, EASY backfill like sched/backfill)."""
+def pools_toml(
+    parts: Sequence[Partition], *, exclusive: bool, backfill_depth: int, reservation: str = "earliest"
+) -> str:
+    """The same partitions as a ``--pools`` file (FIFO queue, EASY backfill like sched/backfill, the head's
+    reservation by ``reservation``: "slurm-22.05" is the fixture's will-run rule, see engine/backfill.py)."""
     blocks = []
     for part in parts:
         teams = ", ".join(json.dumps(team) for team in part.teams)
@@ -149,6 +167,7 @@ def pools_toml(parts: Sequence[Partition], *, exclusive: bool, backfill_depth: i
             'queue = "fifo"\n'
             'backfill = "easy"\n'
             f"backfill_depth = {backfill_depth}\n"
+            f'reservation = "{reservation}"\n'
             f"nodes_shared = {'false' if exclusive else 'true'}\n"
             "preemption = false\n"
         )
@@ -191,24 +210,55 @@ def parse_sacct_json(text: str) -> dict[str, Timing]:
             raise ValueError(f"sacct --json: jobs[{index}]: 'name' and 'time.submission' are required")
         if end < start:
             raise ValueError(f"sacct --json: jobs[{index}] ({name}): time.end is before time.start")
-        out[name] = Timing(submit, start, end)
+        logged = times.get("submission_log")
+        out[name] = Timing(submit, start, end, float(logged) if isinstance(logged, int | float) else None)
     return out
 
 
-def recorded_sacct(text: str) -> dict[str, object]:
+def log_submit_times(log: str, sacct: str) -> dict[int, float]:
+    """Each job's submission to the millisecond (epoch seconds, by job id) from slurmctld's log.
+
+    sacct keeps whole seconds, which loses the order of a submission and a job's end in the same second
+    (they decide whether a backfill pass saw the submission while the job still held its GPUs). The log's
+    stamps are local wall-clock time: they are aligned on sacct's submissions by the whole quarter-hour
+    offset that fits most jobs; a job whose aligned time is not within its sacct second is left out.
+    """
+    records = json.loads(sacct).get("jobs", [])
+    seconds = {
+        job["job_id"]: sacct_number(job.get("time", {}).get("submission"))
+        for job in records
+        if isinstance(job, dict) and isinstance(job.get("job_id"), int)
+    }
+    stamps = {
+        int(job_id): datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()
+        for stamp, job_id in _SUBMIT_LINE.findall(log)
+    }
+    shifts = [sec - stamps[job_id] for job_id, sec in seconds.items() if sec and job_id in stamps]
+    if not shifts:
+        return {}
+    offset = round(statistics.median(shifts) / 900) * 900
+    out = {}
+    for job_id, stamp in stamps.items():
+        second = seconds.get(job_id)
+        if second and 0 <= stamp + offset - second < 1:
+            out[job_id] = round(stamp + offset, 3)
+    return out
+
+
+def recorded_sacct(text: str, log: str = "") -> dict[str, object]:
     """The part of ``sacct --json`` the comparison reads (name, account, partition, times), small
-    enough to keep in the repository so the table can be recomputed without Slurm."""
+    enough to keep in the repository so the table can be recomputed without Slurm; with slurmctld's
+    ``log``, each job's submission to the millisecond too (``time.submission_log``)."""
     data = json.loads(text)
     keep = ("name", "account", "partition", "nodes")
-    return {
-        "jobs": [
-            {
-                **{key: job.get(key) for key in keep},
-                "time": {k: job["time"].get(k) for k in ("submission", "start", "end")},
-            }
-            for job in data.get("jobs", [])
-        ]
-    }
+    submits = log_submit_times(log, text) if log else {}
+    jobs = []
+    for job in data.get("jobs", []):
+        times = {k: job["time"].get(k) for k in ("submission", "start", "end")}
+        if job.get("job_id") in submits:
+            times["submission_log"] = submits[job["job_id"]]
+        jobs.append({**{key: job.get(key) for key in keep}, "time": times})
+    return {"jobs": jobs}
 
 
 def slurm_figures(jobs: Sequence[CalibJob], timings: Mapping[str, Timing], capacity_gpus: int) -> dict[str, object]:

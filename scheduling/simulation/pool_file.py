@@ -9,6 +9,7 @@ A list of ``[[pool]]`` tables (docs/simulator.md has the full format)::
     queue = "fifo"         # fifo | fairshare | priority
     backfill = "easy"      # none | easy
     backfill_depth = 2000  # jobs tested per pass (Slurm bf_max_job_test)
+    reservation = "earliest"  # earliest | slurm-22.05: how the blocked head's start is planned
     nodes_shared = true    # false = whole nodes per job (Slurm --exclusive)
     preemption = false
     placement = "best-fit" # optional: any engine placement policy
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduling.collectors.hostlist import expand_hostlist
+from scheduling.engine.backfill import RESERVATIONS
 from scheduling.engine.placement import POLICIES
 from scheduling.engine.types import Node
 from scheduling.simulation.fleet import ORCHESTRATORS
@@ -38,7 +40,7 @@ BACKFILLS = ("none", "easy")
 KEYS = frozenset(
     {
         "name", "nodes", "count", "gpu_model", "teams", "kinds", "queue", "backfill", "backfill_depth",
-        "nodes_shared", "preemption", "placement",
+        "nodes_shared", "preemption", "placement", "reservation",
     }
 )  # fmt: skip
 DEFAULT_BACKFILL_DEPTH = 200
@@ -62,6 +64,7 @@ class PoolRule:
     queue: str
     backfill: str
     backfill_depth: int
+    reservation: str
     nodes_shared: bool
     preemption: bool
     placement: str
@@ -168,6 +171,7 @@ def _rule(located: _Located, index: int, table: dict[str, Any]) -> PoolRule:
         queue=_choice(table, "queue", QUEUES, "fifo", fail),
         backfill=_choice(table, "backfill", BACKFILLS, "easy", fail),
         backfill_depth=_depth(table, fail),
+        reservation=_choice(table, "reservation", RESERVATIONS, "earliest", fail),
         nodes_shared=_flag(table, "nodes_shared", True, fail),
         preemption=_flag(table, "preemption", False, fail),
         placement=_choice(table, "placement", POLICIES, "best-fit", fail),
@@ -251,6 +255,7 @@ def plan_pools(path: str | Path, fleet: Sequence[Node]) -> PoolPlan:
                 max_tests=rule.backfill_depth,
                 preemption=rule.preemption,
                 queue=rule.queue,
+                reservation=rule.reservation,
             )
         )
     return PoolPlan(path=str(path), rules=rules, specs=tuple(specs))

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from scheduling.engine.backfill import BackfillMemory, EasyPass, EndingQueue
+from scheduling.engine.backfill import RESERVATIONS, BackfillMemory, EasyPass, EndingQueue
 from scheduling.engine.fair_queue import FairShareQueue
 from scheduling.engine.fragmentation import expected_fragment_milli
 from scheduling.engine.placement import ClusterState, invalid_request
@@ -67,12 +67,17 @@ class PoolSpec:
     max_tests: int = DEFAULT_MAX_TESTS
     preemption: bool = False  # keep the engine's victim index (federated pools)
     queue: str = "fifo"  # fairshare needs a Federation in the replay (it orders by the engine's entitlements)
+    # The head's reservation (easy only): "earliest" fit, or "slurm-22.05" (its will-run batches, which also
+    # read the end times of work in the other pools: engine/backfill.py)
+    reservation: str = "earliest"
 
     def __post_init__(self) -> None:
         if self.discipline not in DISCIPLINES:
             raise ValueError(f"unknown queue discipline {self.discipline!r}; expected one of {DISCIPLINES}")
         if self.queue not in QUEUE_ORDERS:
             raise ValueError(f"unknown queue order {self.queue!r}; expected one of {QUEUE_ORDERS}")
+        if self.reservation not in RESERVATIONS:
+            raise ValueError(f"unknown reservation rule {self.reservation!r}; expected one of {RESERVATIONS}")
 
 
 class Pool:
@@ -97,6 +102,9 @@ class Pool:
         self.capacity_gpus = sum(node.gpu_total for node in spec.nodes)
         self.gpus_per_node = max((node.gpu_total for node in spec.nodes), default=0)
         self.models = frozenset(node.gpu_model for node in spec.nodes)
+        # Expected ends of running work in the other pools, soonest first (set by the replay; the
+        # slurm-22.05 reservation reads them)
+        self.elsewhere: Callable[[float], list[float]] = lambda now: []
 
     # -- queue ------------------------------------------------------------------------------------
     def enqueue(self, run: JobRun, *, front: bool = False) -> None:
@@ -231,7 +239,8 @@ class Pool:
         # The engine's easy_backfill, reading only the starts: the pass then skips the head's reservation
         # when no later job could use it (easy_backfill's decision would compute it for its reasons).
         easy = EasyPass(self.state, self.ending, now, policy=self.spec.placement_policy, seed=seed,
-                        memory=self.backfill_memory)
+                        memory=self.backfill_memory, reservation=self.spec.reservation,
+                        elsewhere=self.elsewhere(now) if self.spec.reservation != "earliest" else ())
         easy.feed([run.alloc for run in queue if run.alloc is not None])
         by_id = {run.alloc.id: run for run in queue if run.alloc is not None}
         started = []

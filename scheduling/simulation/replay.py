@@ -98,6 +98,9 @@ class Replay:
         self.progress = progress
         mix = size_mix_of(job.request for job in jobs)
         self.pools = {spec.name: Pool(spec, CountingState.from_nodes(spec.nodes, size_mix=mix), mix) for spec in pools}
+        for pool in self.pools.values():
+            if pool.spec.reservation != "earliest":
+                pool.elsewhere = partial(_ends_elsewhere, [other for other in self.pools.values() if other is not pool])
         if len({job.request.id for job in jobs}) != len(jobs):
             raise ValueError("job ids must be unique within a trace (the engine reports decisions by request id)")
         self.runs = [
@@ -292,3 +295,8 @@ def gpu_capacity(nodes: Sequence[Node]) -> int:
 
 
 __all__ = ["MILLI_PER_GPU", "JobRun", "Replay", "exclusive_request", "gpu_capacity"]
+
+
+def _ends_elsewhere(others: list[Pool], now: float) -> list[float]:
+    """Expected ends of the running work of ``others``, soonest first (overdue work counts as ``now``)."""
+    return list(heapq.merge(*(pool.ending.ends(now) for pool in others)))

@@ -49,6 +49,7 @@ def build_result(replay: Replay, *, wall_time_s: float) -> ReplayResult:
                 "exclusive": pool.spec.exclusive,
                 "queue": pool.spec.queue,
                 "backfill_depth": pool.spec.max_tests,
+                "reservation": pool.spec.reservation,
                 "preemption": pool.spec.preemption,
                 **_group_figures(
                     [run for run in runs if run.pool == name],

@@ -67,3 +67,6 @@ def test_a_tiny_partitioned_window_runs_on_slurm_and_is_compared_with_the_simula
     assert recorded["arguments"]["topology"] == "one-leaf"
     assert {job["nodes"] for job in recorded["jobs"]} <= {"dgx01", "dgx02", "dgx03"}  # kept for job-by-job study
     assert "sched/backfill" in (tmp_path / "slurmctld-smoke.log").read_text()
+    # each submission to the millisecond from that log (sacct keeps whole seconds)
+    assert all("submission_log" in job["time"] for job in recorded["jobs"])
+    assert report["reservation"] == "slurm-22.05" and len(report["table_earliest"]) == len(report["table"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -68,12 +69,14 @@ def test_the_pools_file_routes_each_team_to_the_partition_slurm_allows(tmp_path:
     )
     assert "OverSubscribe=EXCLUSIVE" in cal.slurm_partition_lines(parts, exclusive=True)[0]
     (tmp_path / "fleet.csv").write_text(cal.fleet_csv(3))
-    (tmp_path / "pools.toml").write_text(cal.pools_toml(parts, exclusive=False, backfill_depth=2000))
+    (tmp_path / "pools.toml").write_text(
+        cal.pools_toml(parts, exclusive=False, backfill_depth=2000, reservation="slurm-22.05")
+    )
     fleet, _ = read_fleet_csv(tmp_path / "fleet.csv")
     plan = plan_pools(tmp_path / "pools.toml", fleet)
-    assert [(s.name, len(s.nodes), s.max_tests, s.exclusive) for s in plan.specs] == [
-        ("p1", 2, 2000, False),
-        ("p2", 1, 2000, False),
+    assert [(s.name, len(s.nodes), s.max_tests, s.exclusive, s.reservation) for s in plan.specs] == [
+        ("p1", 2, 2000, False, "slurm-22.05"),
+        ("p2", 1, 2000, False, "slurm-22.05"),
     ]
     assert (plan.route("tiny", "slurm"), plan.route("big", "slurm"), plan.route("other", "slurm")) == ("p2", "p1", None)
 
@@ -123,6 +126,32 @@ def test_the_recorded_sacct_keeps_what_the_comparison_reads_and_nothing_else() -
                   "time": {"submission": 100, "start": 103, "end": 110}}]
     }  # fmt: skip
     assert cal.parse_sacct_json(json.dumps(record)) == cal.parse_sacct_json(text)
+
+
+LOG = """\
+[2026-12-05T14:02:52.376] _slurm_rpc_submit_batch_job: JobId=7 InitPrio=1 usec=569
+[2026-12-05T14:02:52.901] sched/backfill: _attempt_backfill: beginning
+[2026-12-05T14:02:53.998] _slurm_rpc_submit_batch_job: JobId=8 InitPrio=1 usec=402
+[2026-12-05T14:02:54.100] _slurm_rpc_submit_batch_job: JobId=9 InitPrio=1 usec=402
+"""
+
+
+def test_the_log_gives_submissions_to_the_millisecond_aligned_on_saccts_seconds() -> None:
+    # The log is local time (here UTC+1): the whole-quarter-hour offset that fits sacct is found; job 9's
+    # aligned time falls outside its sacct second and is left out; job 10 is not in the log.
+    base = int(datetime(2026, 12, 5, 13, 2, 52, tzinfo=UTC).timestamp())
+    text = sacct(
+        {"job_id": 7, "name": "a", "time": {"submission": base, "start": base + 1, "end": base + 2}},
+        {"job_id": 8, "name": "b", "time": {"submission": base + 1, "start": base + 2, "end": base + 3}},
+        {"job_id": 9, "name": "c", "time": {"submission": base + 5, "start": base + 6, "end": base + 7}},
+        {"job_id": 10, "name": "d", "time": {"submission": base + 5, "start": base + 6, "end": base + 7}},
+    )
+    assert cal.log_submit_times(LOG, text) == {7: base + 0.376, 8: base + 1.998}
+    record = cal.recorded_sacct(text, LOG)
+    timings = cal.parse_sacct_json(json.dumps(record))
+    assert timings["a"] == cal.Timing(base, base + 1, base + 2, base + 0.376)
+    assert (timings["a"].replay_submit, timings["c"].replay_submit) == (base + 0.376, base + 5)
+    assert cal.log_submit_times("", text) == {}
 
 
 def test_sacct_json_errors_name_the_job_and_the_key() -> None:

@@ -120,6 +120,7 @@ def test_a_job_matching_no_pool_is_an_error_not_the_first_pool(tmp_path: Path) -
         ('[[pool]]\nname = "A"\ncount = 1\nkinds = ["lsf"]\n', ":4: pool 'A': key 'kinds'"),
         ('[[pool]]\nname = "A"\ncount = 1\nbackfill_depth = 0\n', ":4: pool 'A': key 'backfill_depth'"),
         ('[[pool]]\nname = "A"\ncount = 1\nnodes_shared = "yes"\n', ":4: pool 'A': key 'nodes_shared'"),
+        ('[[pool]]\nname = "A"\ncount = 1\nreservation = "latest"\n', ":4: pool 'A': key 'reservation'"),
         ('[[pool]]\nname = "A"\ncount = 1\nspeed = 3\n', ":4: pool 'A': key 'speed': unknown key"),
         ('[[pool]]\nname = "A"\n', ":1: pool 'A': key 'nodes': give either"),
         ('[[pool]]\nname = "A"\ncount = 1\ngpu_model = "B200"\n', ":3: pool 'A': key 'count': asks for 1 B200"),
@@ -175,3 +176,45 @@ def test_a_policy_or_pools_is_required(call_command) -> None:  # type: ignore[no
 
     with pytest.raises(CommandError, match="--policy is required"):
         call_command("simulate", trace=str(GENERIC), mode="replay")
+
+
+TWO_PARTITIONS = """
+[[pool]]
+name = "A"
+nodes = "dgx[01-02]"
+teams = ["A", "A2"]
+backfill = "easy"
+reservation = "{rule}"
+
+[[pool]]
+name = "B"
+nodes = "dgx03"
+teams = ["B"]
+reservation = "{rule}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("rule", "head_wait_s", "small_wait_s"), [("earliest", 61.0, 160.0), ("slurm-22.05", 151.0, 0.0)]
+)
+def test_the_slurm_2205_reservation_reads_the_other_pools_ends(
+    tmp_path: Path, rule: str, head_wait_s: float, small_wait_s: float
+) -> None:
+    """Pool A: one node full until 300, the other half busy until 62; pool B's job ends at 63. The 8-GPU head
+    (t=1) fits at 62. Slurm 22.05's will-run walk reads B's end at 63 inside its window, skips it and takes
+    A's next end (300): the head is reserved at 300, so the 4-GPU job of t=2 (ends 152) backfills onto the
+    head's node and the head starts when it ends. The earliest fit holds that job back instead."""
+    jobs = (
+        job(0, "A", 8, 0.0, 300.0),
+        job(1, "A", 4, 0.0, 62.0),
+        job(2, "B", 8, 0.0, 63.0),
+        job(3, "A", 8, 1.0, 100.0),
+        job(4, "A2", 4, 2.0, 150.0),
+    )
+    fleet = FLEET[:3]
+    figures = simulate_pool_file(Trace("t", jobs, nodes=fleet), write(tmp_path, TWO_PARTITIONS.format(rule=rule)))
+    teams = figures["teams"]
+    assert isinstance(teams, dict)
+    assert teams["A"]["wait_hours"]["all"]["max"] * 3600 == pytest.approx(head_wait_s)
+    assert teams["A2"]["wait_hours"]["all"]["max"] * 3600 == pytest.approx(small_wait_s)
+    assert figures["pools"]["A"]["reservation"] == rule  # type: ignore[index]
