@@ -62,3 +62,22 @@ def test_a_chart_downloads_its_data_as_csv_and_names_its_png(session, federation
     )
     assert png_name and png_name != "chart"
     assert admin.errors == []
+
+
+def test_wide_tables_scroll_in_their_own_box_on_a_phone(session, federation):
+    admin = session(width=390)
+    admin.log_in("admin", "admin")
+    for path in ("/fragmentation/", "/forecast/"):
+        page = admin.go(path)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{path} scrolls sideways by {overflow}px on a phone"
+    assert admin.errors == []
+
+
+def test_an_error_page_does_not_claim_when_its_figures_were_drawn(session, federation):
+    bob = session()
+    bob.log_in("bob", "bob")
+    bob.page.goto(bob.base_url + "/quota/987654/")
+    assert bob.page.locator("footer.drawn").count() == 0
+    page = bob.go("/")
+    assert "Figures as of" in page.locator("footer.drawn").inner_text()
