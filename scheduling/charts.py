@@ -545,7 +545,7 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
         summary = f"{series.label}: {fit.message}"
     return render(
         data,
-        {"yaxis": _axis("GPUs wanted (allocated + pending)", rangemode="tozero")},
+        {"yaxis": _axis("GPUs wanted", rangemode="tozero")},
         title=f"{series.label}: demand and forecast",
         summary=summary,
         height=280,

@@ -11,9 +11,59 @@
     if (!block || holder.dataset.drawn) { return; }
     var figure = JSON.parse(block.textContent);
     holder.dataset.drawn = "1";
+    startWithRoomForLabels(holder, figure.layout, figure.data);
     window.Plotly.newPlot(holder, figure.data, figure.layout, figure.config);
     followLinks(holder, figure);
     addCsvLink(holder, figure);
+  }
+
+  // Plotly's automargin draws a chart, finds the legend or labels need more room and draws it all again
+  // (half of a chart's drawing time). Starting from margins that already hold the legend above the plot and
+  // long category labels, it draws once; automargin still grows them where this estimate falls short.
+  // The rules follow plotly.js 4's horizontal legend: one row when every entry fits side by side, else
+  // columns as wide as the widest entry; an entry is its text plus 43 px, a row 19 px, 27 px besides.
+  var measure = document.createElement("canvas").getContext("2d");
+  var MIN_PLOT_WIDTH = 64;  // plotly.js shrinks pushed margins to keep the plot this wide
+
+  function textWidth(text, font) {
+    measure.font = font.size + "px " + font.family;
+    return measure.measureText(String(text)).width;
+  }
+
+  function legendRows(entries, width) {
+    var total = 0, widest = 0;
+    entries.forEach(function (w) { total += w; widest = Math.max(widest, w); });
+    if (total <= width) { return 1; }
+    return Math.ceil(entries.length / Math.max(1, Math.floor(width / widest)));
+  }
+
+  function startWithRoomForLabels(holder, layout, data) {
+    var margin = layout.margin, font = layout.font, width = holder.clientWidth;
+    var xaxis = layout.xaxis || {}, first = ((data[0] || {}).x || [])[0];
+    var dates = xaxis.type === "date" || (typeof first === "string" && /^\d{4}-\d\d-\d\d/.test(first));
+    if (xaxis.side !== "top") {  // date ticks are two lines (day, then year); an axis title adds one
+      margin.b = Math.max(margin.b, (dates ? 44 : 24) + (xaxis.title ? 18 : 0));
+    }
+    if (dates) { margin.r = Math.max(margin.r, 30); }  // the last date label is centred on the plot's edge
+    // the top tick label is centred on the plot's top edge; a count too long for its bar is written above it
+    margin.t = Math.max(margin.t, data.some(function (t) { return t.type === "bar" && t.text; }) ? 20 : 14);
+    var named = data.filter(function (t) { return t.name && t.showlegend !== false; });
+    if (layout.showlegend !== false && named.length > 1 && layout.legend && layout.legend.orientation === "h") {
+      var entries = named.map(function (t) { return textWidth(t.name, font) + 43; });
+      margin.t = Math.max(margin.t, Math.ceil(27 + 19 * legendRows(entries, width - margin.l - margin.r)));
+    }
+    data.forEach(function (trace) {
+      var yaxis = layout.yaxis || {};
+      if (trace.type !== "heatmap" || yaxis.showticklabels === false) { return; }
+      var left = 18 + Math.max.apply(null, (trace.y || [""]).map(function (y) { return textWidth(y, font); }));
+      var ticks = (trace.colorbar || {}).ticktext || [];
+      var right = ticks.length ? 85 + Math.max.apply(null, ticks.map(function (t) { return textWidth(t, font); })) : margin.r;
+      if (left + right <= width - MIN_PLOT_WIDTH) {
+        margin.l = Math.max(margin.l, Math.ceil(left));
+        margin.r = Math.max(margin.r, Math.ceil(right));
+        margin.t = Math.max(margin.t, 34);  // the GPU labels along the top
+      }
+    });
   }
 
   // A chart whose x values lead somewhere (the utilisation drill-down: a team's bar opens its users):
