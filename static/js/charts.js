@@ -45,24 +45,36 @@
       margin.b = Math.max(margin.b, (dates ? 44 : 24) + (xaxis.title ? 18 : 0));
     }
     if (dates) { margin.r = Math.max(margin.r, 30); }  // the last date label is centred on the plot's edge
-    // the top tick label is centred on the plot's top edge; a count too long for its bar is written above it
-    margin.t = Math.max(margin.t, data.some(function (t) { return t.type === "bar" && t.text; }) ? 20 : 14);
+    // a tick label on the plot's top edge, or a count too long for its bar, reaches above the plot
+    margin.t = Math.max(margin.t, 20);
+    var yaxis = layout.yaxis || {};
+    if (yaxis.title && yaxis.type !== "category") {  // four-digit tick labels beside the axis title need more
+      var top = 0;
+      data.forEach(function (t) { (t.orientation === "h" ? [] : t.y || []).forEach(function (y) { if (typeof y === "number") { top = Math.max(top, y); } }); });
+      var digits = top >= 10000 ? 3 : String(Math.round(top)).length;  // 10,000 and up read "10k"
+      margin.l = Math.max(margin.l, Math.ceil(32 + textWidth("0".repeat(digits), font)));
+    }
     var named = data.filter(function (t) { return t.name && t.showlegend !== false; });
     if (layout.showlegend !== false && named.length > 1 && layout.legend && layout.legend.orientation === "h") {
       var entries = named.map(function (t) { return textWidth(t.name, font) + 43; });
       margin.t = Math.max(margin.t, Math.ceil(27 + 19 * legendRows(entries, width - margin.l - margin.r)));
     }
     data.forEach(function (trace) {
-      var yaxis = layout.yaxis || {};
       if (trace.type !== "heatmap" || yaxis.showticklabels === false) { return; }
       var left = 18 + Math.max.apply(null, (trace.y || [""]).map(function (y) { return textWidth(y, font); }));
       var ticks = (trace.colorbar || {}).ticktext || [];
       var right = ticks.length ? 85 + Math.max.apply(null, ticks.map(function (t) { return textWidth(t, font); })) : margin.r;
-      if (left + right <= width - MIN_PLOT_WIDTH) {
-        margin.l = Math.max(margin.l, Math.ceil(left));
-        margin.r = Math.max(margin.r, Math.ceil(right));
-        margin.t = Math.max(margin.t, 34);  // the GPU labels along the top
+      if (left + right > width - MIN_PLOT_WIDTH) {  // a phone: node names alone, the colour key under the plot
+        yaxis.tickvals = trace.y;
+        yaxis.ticktext = trace.y.map(function (label) { return String(label).split(" · ").pop().split(" (")[0]; });
+        left = 18 + Math.max.apply(null, yaxis.ticktext.map(function (y) { return textWidth(y, font); }));
+        trace.colorbar = Object.assign({}, trace.colorbar, { orientation: "h", x: 0.45, xanchor: "center", y: -0.01, yanchor: "top", len: 0.8, thickness: 14 });
+        right = margin.r;
+        margin.b = Math.max(margin.b, 60);
       }
+      margin.l = Math.max(margin.l, Math.ceil(left));
+      margin.r = Math.max(margin.r, Math.ceil(right));
+      margin.t = Math.max(margin.t, 34);  // the GPU labels along the top
     });
   }
 

@@ -81,3 +81,20 @@ def test_an_error_page_does_not_claim_when_its_figures_were_drawn(session, feder
     assert bob.page.locator("footer.drawn").count() == 0
     page = bob.go("/")
     assert "Figures as of" in page.locator("footer.drawn").inner_text()
+
+
+def test_on_a_phone_the_occupancy_heatmap_names_nodes_alone_with_its_key_below(session, federation):
+    # Its full labels (leaf · domain · node (model, orchestrator)) left no room on a phone: Plotly cut them.
+    admin = session(width=390)
+    admin.log_in("admin", "admin")
+    page = admin.go("/fragmentation/")
+    page.wait_for_function("document.querySelector('#heatmap .plot')?._fullLayout")
+    labels, key, left, widest = page.evaluate(
+        """() => { const h = document.querySelector('#heatmap .plot');
+             const ticks = [...h.querySelectorAll('.ytick text')].map(t => t.getBBox().width);
+             return [h.layout.yaxis.ticktext, h.data[0].colorbar.orientation, h._fullLayout._size.l,
+                     Math.max(...ticks)]; }"""
+    )
+    assert labels and all(" · " not in label and "(" not in label for label in labels)
+    assert key == "h"
+    assert left >= widest, "the node names are cut at the left edge"
