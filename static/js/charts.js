@@ -38,8 +38,18 @@
   }
 
   function startWithRoomForLabels(holder, layout, data) {
-    var margin = layout.margin, font = layout.font, width = holder.clientWidth;
-    var xaxis = layout.xaxis || {}, first = ((data[0] || {}).x || [])[0];
+    roomForAxes(layout, data);
+    roomForLegend(layout, data, holder.clientWidth);
+    data.forEach(function (trace) {
+      if (trace.type === "heatmap" && (layout.yaxis || {}).showticklabels !== false) {
+        roomForHeatmap(layout, trace, holder.clientWidth);
+      }
+    });
+  }
+
+  function roomForAxes(layout, data) {
+    var margin = layout.margin, xaxis = layout.xaxis || {}, yaxis = layout.yaxis || {};
+    var first = ((data[0] || {}).x || [])[0];
     var dates = xaxis.type === "date" || (typeof first === "string" && /^\d{4}-\d\d-\d\d/.test(first));
     if (xaxis.side !== "top") {  // date ticks are two lines (day, then year); an axis title adds one
       margin.b = Math.max(margin.b, (dates ? 44 : 24) + (xaxis.title ? 18 : 0));
@@ -47,35 +57,51 @@
     if (dates) { margin.r = Math.max(margin.r, 30); }  // the last date label is centred on the plot's edge
     // a tick label on the plot's top edge, or a count too long for its bar, reaches above the plot
     margin.t = Math.max(margin.t, 20);
-    var yaxis = layout.yaxis || {};
     if (yaxis.title && yaxis.type !== "category") {  // four-digit tick labels beside the axis title need more
       var top = 0;
-      data.forEach(function (t) { (t.orientation === "h" ? [] : t.y || []).forEach(function (y) { if (typeof y === "number") { top = Math.max(top, y); } }); });
+      data.forEach(function (trace) {
+        if (trace.orientation === "h") { return; }
+        (trace.y || []).forEach(function (y) { if (typeof y === "number") { top = Math.max(top, y); } });
+      });
       var digits = top >= 10000 ? 3 : String(Math.round(top)).length;  // 10,000 and up read "10k"
-      margin.l = Math.max(margin.l, Math.ceil(32 + textWidth("0".repeat(digits), font)));
+      margin.l = Math.max(margin.l, Math.ceil(32 + textWidth("0".repeat(digits), layout.font)));
     }
+  }
+
+  function roomForLegend(layout, data, width) {
+    var margin = layout.margin;
     var named = data.filter(function (t) { return t.name && t.showlegend !== false; });
-    if (layout.showlegend !== false && named.length > 1 && layout.legend && layout.legend.orientation === "h") {
-      var entries = named.map(function (t) { return textWidth(t.name, font) + 43; });
-      margin.t = Math.max(margin.t, Math.ceil(27 + 19 * legendRows(entries, width - margin.l - margin.r)));
+    if (layout.showlegend === false || named.length < 2 || !layout.legend || layout.legend.orientation !== "h") {
+      return;
     }
-    data.forEach(function (trace) {
-      if (trace.type !== "heatmap" || yaxis.showticklabels === false) { return; }
-      var left = 18 + Math.max.apply(null, (trace.y || [""]).map(function (y) { return textWidth(y, font); }));
-      var ticks = (trace.colorbar || {}).ticktext || [];
-      var right = ticks.length ? 85 + Math.max.apply(null, ticks.map(function (t) { return textWidth(t, font); })) : margin.r;
-      if (left + right > width - MIN_PLOT_WIDTH) {  // a phone: node names alone, the colour key under the plot
-        yaxis.tickvals = trace.y;
-        yaxis.ticktext = trace.y.map(function (label) { return String(label).split(" · ").pop().split(" (")[0]; });
-        left = 18 + Math.max.apply(null, yaxis.ticktext.map(function (y) { return textWidth(y, font); }));
-        trace.colorbar = Object.assign({}, trace.colorbar, { orientation: "h", x: 0.45, xanchor: "center", y: -0.01, yanchor: "top", len: 0.8, thickness: 14 });
-        right = margin.r;
-        margin.b = Math.max(margin.b, 60);
-      }
-      margin.l = Math.max(margin.l, Math.ceil(left));
-      margin.r = Math.max(margin.r, Math.ceil(right));
-      margin.t = Math.max(margin.t, 34);  // the GPU labels along the top
-    });
+    var entries = named.map(function (t) { return textWidth(t.name, layout.font) + 43; });
+    margin.t = Math.max(margin.t, Math.ceil(27 + 19 * legendRows(entries, width - margin.l - margin.r)));
+  }
+
+  function widest(texts, font) {
+    return Math.max.apply(null, texts.map(function (text) { return textWidth(text, font); }));
+  }
+
+  // Node labels on the left, the colour key on the right; where they leave no room for the plot (a phone),
+  // nodes are named alone (the hover keeps the full label) and the key goes under the plot.
+  function roomForHeatmap(layout, trace, width) {
+    var margin = layout.margin, yaxis = layout.yaxis, labels = trace.y || [""];
+    var ticks = (trace.colorbar || {}).ticktext || [];
+    var left = 18 + widest(labels, layout.font);
+    var right = ticks.length ? 85 + widest(ticks, layout.font) : margin.r;
+    if (left + right > width - MIN_PLOT_WIDTH) {
+      yaxis.tickvals = labels;
+      yaxis.ticktext = labels.map(function (label) { return String(label).split(" · ").pop().split(" (")[0]; });
+      left = 18 + widest(yaxis.ticktext, layout.font);
+      right = margin.r;
+      trace.colorbar = Object.assign({}, trace.colorbar, {
+        orientation: "h", x: 0.45, xanchor: "center", y: -0.01, yanchor: "top", len: 0.8, thickness: 14,
+      });
+      margin.b = Math.max(margin.b, 60);
+    }
+    margin.l = Math.max(margin.l, Math.ceil(left));
+    margin.r = Math.max(margin.r, Math.ceil(right));
+    margin.t = Math.max(margin.t, 34);  // the GPU labels along the top
   }
 
   // A chart whose x values lead somewhere (the utilisation drill-down: a team's bar opens its users):
