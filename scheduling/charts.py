@@ -54,9 +54,11 @@ def render(
     summary: str,
     height: int = 320,
     links: Sequence[str | None] | None = None,
+    short_labels: Sequence[str] | None = None,
 ) -> str:
     """One chart: a titled <figure> whose plot Plotly draws, with a text alternative for screen readers.
-    ``links``: where a click on the n-th x value goes (static/js/charts.js follows it; None: nowhere)."""
+    ``links``: where a click on the n-th x value goes (static/js/charts.js follows it; None: nowhere).
+    ``short_labels``: the y labels to show instead where the full ones leave the plot no room (a phone)."""
     div_id = f"chart-{next(_ids)}"
     layout = {
         "margin": {"l": 55, "r": 15, "t": 10, "b": 40},
@@ -78,6 +80,8 @@ def render(
     figure: dict[str, Any] = {"data": data, "layout": layout, "config": config}
     if links:
         figure["links"] = list(links)
+    if short_labels:
+        figure["short_labels"] = list(short_labels)
     return (
         f'<figure class="chart-figure"><figcaption>{escape(title)}</figcaption>'
         f'<div id="{div_id}" class="plot" data-figure="{div_id}-figure" role="img" '
@@ -319,6 +323,7 @@ def occupancy_heatmap(nodes: Sequence[Any]) -> str:
         summary=f"{len(nodes)} nodes on {len(boundaries) + 1 if nodes else 0} leaf switches (thick lines "
         f"separate them), {allocated} of {total} GPUs allocated.",
         height=height,
+        short_labels=[n.name for n in nodes],
     )
 
 

@@ -11,7 +11,7 @@
     if (!block || holder.dataset.drawn) { return; }
     var figure = JSON.parse(block.textContent);
     holder.dataset.drawn = "1";
-    startWithRoomForLabels(holder, figure.layout, figure.data);
+    startWithRoomForLabels(holder, figure);
     window.Plotly.newPlot(holder, figure.data, figure.layout, figure.config);
     followLinks(holder, figure);
     addCsvLink(holder, figure);
@@ -37,12 +37,13 @@
     return Math.ceil(entries.length / Math.max(1, Math.floor(width / widest)));
   }
 
-  function startWithRoomForLabels(holder, layout, data) {
+  function startWithRoomForLabels(holder, figure) {
+    var layout = figure.layout, data = figure.data;
     roomForAxes(layout, data);
     roomForLegend(layout, data, holder.clientWidth);
     data.forEach(function (trace) {
       if (trace.type === "heatmap" && (layout.yaxis || {}).showticklabels !== false) {
-        roomForHeatmap(layout, trace, holder.clientWidth);
+        roomForHeatmap(layout, trace, figure.short_labels, holder.clientWidth);
       }
     });
   }
@@ -83,15 +84,15 @@
   }
 
   // Node labels on the left, the colour key on the right; where they leave no room for the plot (a phone),
-  // nodes are named alone (the hover keeps the full label) and the key goes under the plot.
-  function roomForHeatmap(layout, trace, width) {
+  // the figure's short labels (node names) are shown, the hover keeps the full ones, the key goes under the plot.
+  function roomForHeatmap(layout, trace, shortLabels, width) {
     var margin = layout.margin, yaxis = layout.yaxis, labels = trace.y || [""];
     var ticks = (trace.colorbar || {}).ticktext || [];
     var left = 18 + widest(labels, layout.font);
     var right = ticks.length ? 85 + widest(ticks, layout.font) : margin.r;
-    if (left + right > width - MIN_PLOT_WIDTH) {
+    if (left + right > width - MIN_PLOT_WIDTH && shortLabels) {
       yaxis.tickvals = labels;
-      yaxis.ticktext = labels.map(function (label) { return String(label).split(" · ").pop().split(" (")[0]; });
+      yaxis.ticktext = shortLabels;
       left = 18 + widest(yaxis.ticktext, layout.font);
       right = margin.r;
       trace.colorbar = Object.assign({}, trace.colorbar, {
