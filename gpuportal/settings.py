@@ -348,13 +348,16 @@ if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("out", "processed"):
+    for sub in ("out", "processed", "control"):
         (_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
         "processed_folder": str(_BROKER_DIR / "processed"),
         "store_processed": False,
+        # kombu's default is ./control, relative to wherever the worker was started (it once put its
+        # exchange tables into the repository).
+        "control_folder": str(_BROKER_DIR / "control"),
     }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 # A task's message is acknowledged when it ends, and put back when its worker dies under it, so no run
