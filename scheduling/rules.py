@@ -1,6 +1,8 @@
 """Role predicates (django-rules): researchers see their team, leads decide within it, staff govern."""
 
 import rules
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from scheduling.models import Membership, QuotaRequest, Team, WhatIfScenario
 
@@ -20,7 +22,14 @@ def _lineage_ids(team: Team) -> list[int]:
 
 @rules.predicate
 def is_portal_admin(user) -> bool:
-    return bool(user.is_active and user.is_staff)
+    """The one test of "portal admin": an active staff member or superuser (``has_perm`` grants a superuser
+    everything, so a superuser without staff must not see less than the pages and API give them)."""
+    return bool(user.is_active and (user.is_staff or user.is_superuser))
+
+
+def portal_admins():
+    """The active users :func:`is_portal_admin` accepts, as a queryset (who is told what admins are told)."""
+    return get_user_model().objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True)
 
 
 @rules.predicate

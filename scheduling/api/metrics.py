@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from scheduling.models import Node, Orchestrator, Workload
+from scheduling.rules import is_portal_admin
 from scheduling.selectors import busy as busy_reads
 from scheduling.selectors import ledger
 from scheduling.selectors import operations as operations_reads
@@ -89,7 +90,7 @@ def ledger_family() -> GaugeMetricFamily:
 def monitoring_access(request) -> bool:
     """A portal admin's session, or ``Authorization: Bearer <METRICS_TOKEN>`` (Prometheus, uptime probes)."""
     user = getattr(request, "user", None)
-    if user is not None and user.is_active and user.is_staff:
+    if user is not None and is_portal_admin(user):
         return True
     token = settings.METRICS_TOKEN
     presented = request.headers.get("Authorization", "")

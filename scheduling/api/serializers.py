@@ -20,6 +20,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.models.fleet import all_options_problems
+from scheduling.rules import is_portal_admin
 from scheduling.services.orchestrators import has_credentials
 from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
@@ -82,7 +83,7 @@ class AdminOnlyFieldsMixin:
         request = self.context.get("request")
         if getattr(self.context.get("view"), "swagger_fake_view", False):
             return fields  # the schema documents them (as admins-only), whoever reads it
-        if request is not None and not getattr(request.user, "is_staff", False):
+        if request is not None and not is_portal_admin(request.user):
             for name in self.admin_only_fields:
                 fields.pop(name, None)
         return fields

@@ -6,6 +6,7 @@ from django.core.mail import send_mass_mail
 from django.urls import reverse
 
 from scheduling.models import Membership, QuotaRequest, Team
+from scheduling.rules import portal_admins
 
 
 def _link(request: QuotaRequest, base_url: str) -> str:
@@ -29,7 +30,7 @@ def deciders_of(request: QuotaRequest) -> list[str]:
     )
     emails = sorted(set(leads))
     if not emails:
-        admins = get_user_model().objects.filter(is_staff=True, is_active=True).exclude(email="")
+        admins = portal_admins().exclude(email="")
         emails = sorted(set(admins.exclude(pk=request.requester_id).values_list("email", flat=True)))
     return emails
 
@@ -137,7 +138,7 @@ def grant_expiring(grant, *, base_url: str) -> int:
 
 
 def admin_addresses() -> list[str]:
-    admins = get_user_model().objects.filter(is_staff=True, is_active=True).exclude(email="")
+    admins = portal_admins().exclude(email="")
     return sorted(set(admins.values_list("email", flat=True)))
 
 

@@ -33,7 +33,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
         "table": table,
         "subscription": report_delivery.subscription_of(request.user),
         "formats": ReportSubscription.Format.choices,
-        "build_form": ReportWeekForm() if request.user.is_staff else None,
+        "build_form": ReportWeekForm() if access.sees_everything(request.user) else None,
     }
     return render(request, "scheduling/report_list.html", context)
 
@@ -42,7 +42,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def report_build(request: HttpRequest) -> HttpResponse:
     """An admin builds the report of any finished week (the weekly task builds only the last one)."""
-    if not request.user.is_staff:
+    if not access.sees_everything(request.user):
         raise PermissionDenied("Only portal admins build reports on request; the weekly one is built every Monday.")
     form = ReportWeekForm(request.POST)
     try:

@@ -167,3 +167,28 @@ def test_collecting_rebalancing_and_metrics_read_options_only_through_services_o
     assert not orchestrators.has_credentials(slurm)
     ours = {module for module in readers if module.startswith("scheduling.")}
     assert ours and ours <= {"scheduling.services.orchestrators", "scheduling.models.fleet"}, ours
+
+
+def _reads_staff_flag(node: ast.AST) -> bool:
+    """``user.is_staff``, ``getattr(user, "is_staff", ...)`` or a query ``filter(is_staff=...)``."""
+    if isinstance(node, ast.Attribute) and node.attr == "is_staff":
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) > 1:
+            return isinstance(node.args[1], ast.Constant) and node.args[1].value == "is_staff"
+        if isinstance(func, ast.Attribute) and func.attr in {"filter", "exclude", "get"}:
+            return any(k.arg == "is_staff" for k in node.keywords)
+    return False
+
+
+def test_portal_admin_is_decided_only_by_rules_is_portal_admin():
+    """A superuser without staff once saw every row but could not build reports: four places tested the raw
+    flag. Creating users with ``is_staff=`` (the demo, fixtures) is not a test of it and stays allowed."""
+    found = [
+        f"{relative}:{node.lineno}"
+        for relative, tree in _sources("rules.py")
+        for node in ast.walk(tree)
+        if _reads_staff_flag(node)
+    ]
+    assert found == []

@@ -71,3 +71,16 @@ def test_a_failed_build_is_queued_again_and_other_roles_may_not_build(cast, week
         client.force_login(cast[role])
         assert client.post(reverse("report-build"), {"week_of": "2026-11-18"}).status_code == 403
         assert 'id="report-build"' not in client.get(reverse("report-list")).content.decode()
+
+
+def test_a_superuser_without_staff_builds_reports_as_every_other_page_treats_them_as_an_admin(
+    django_user_model, week, settings, django_capture_on_commit_callbacks
+):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    root = django_user_model.objects.create_user("root", password="pw", is_superuser=True, is_staff=False)
+    client = Client()
+    client.force_login(root)
+    assert 'id="report-build"' in client.get(reverse("report-list")).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("report-build"), {"week_of": "2026-11-18"}, follow=True)
+    assert CapacityReport.objects.get().status == CapacityReport.Status.READY
