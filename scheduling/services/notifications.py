@@ -18,21 +18,25 @@ def _send(subject: str, body: str, recipients: list[str]) -> int:
     return send_mass_mail([(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)], fail_silently=True)
 
 
+def leads_above(team_id: int):
+    """Active leads of the team and of every team above it: who decides for it and hears of its grants."""
+    lineage = [team_id, *Team.objects.tree().ancestors(team_id)]
+    return get_user_model().objects.filter(
+        memberships__team_id__in=lineage, memberships__role=Membership.Role.LEAD, is_active=True
+    ).distinct()
+
+
 def deciders_of(request: QuotaRequest) -> list[str]:
     """Addresses of the leads of the request's team and the teams above it, or of the admins if none
     of those leads has an address; never the requester."""
-    lineage = [request.team_id, *Team.objects.tree().ancestors(request.team_id)]
-    leads = (
-        Membership.objects.filter(team_id__in=lineage, role=Membership.Role.LEAD)
-        .exclude(user_id=request.requester_id)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
-    emails = sorted(set(leads))
+    emails = _addresses(leads_above(request.team_id).exclude(pk=request.requester_id))
     if not emails:
-        admins = portal_admins().exclude(email="")
-        emails = sorted(set(admins.exclude(pk=request.requester_id).values_list("email", flat=True)))
+        emails = _addresses(portal_admins().exclude(pk=request.requester_id))
     return emails
+
+
+def _addresses(users) -> list[str]:
+    return sorted(set(users.exclude(email="").values_list("email", flat=True)))
 
 
 def _extension_note(request: QuotaRequest) -> str:
@@ -103,12 +107,8 @@ def request_decided(request: QuotaRequest, *, base_url: str) -> int:
 
 def expiry_audience(grant) -> list:
     """The requester and the leads of the grant's team and the teams above it: who hears that a grant ends."""
-    lineage = [grant.team_id, *Team.objects.tree().ancestors(grant.team_id)]
-    leads = get_user_model().objects.filter(
-        memberships__team_id__in=lineage, memberships__role=Membership.Role.LEAD, is_active=True
-    )
     people = {grant.request.requester.pk: grant.request.requester}
-    people.update({lead.pk: lead for lead in leads.order_by("username")})
+    people.update({lead.pk: lead for lead in leads_above(grant.team_id).order_by("username")})
     return list(people.values())
 
 
@@ -138,8 +138,7 @@ def grant_expiring(grant, *, base_url: str) -> int:
 
 
 def admin_addresses() -> list[str]:
-    admins = portal_admins().exclude(email="")
-    return sorted(set(admins.values_list("email", flat=True)))
+    return _addresses(portal_admins())
 
 
 def double_ownership_opened(findings) -> int:

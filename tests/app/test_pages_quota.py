@@ -103,6 +103,17 @@ def test_sending_a_request_mails_the_leads_and_a_lead_approves_it(
     assert "Approved by leo" in page and "go" in page and 'id="approve"' not in page
 
 
+def test_a_lead_who_left_is_not_mailed_a_request_to_decide(
+    client, people, teams, queues, period, django_capture_on_commit_callbacks
+):
+    people["nlp_lead"].is_active = False
+    people["nlp_lead"].save(update_fields=["is_active"])
+    client.force_login(people["researcher"])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("quota-new"), _form(teams, period, action="submit"))
+    assert [message.to for message in mail.outbox] == [["lead@example.org"]]
+
+
 def test_denying_needs_a_comment(client, people, teams, queues, period, django_capture_on_commit_callbacks):
     client.force_login(people["researcher"])
     client.post(reverse("quota-new"), _form(teams, period, action="submit"))
