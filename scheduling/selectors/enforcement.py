@@ -66,7 +66,7 @@ def _settings(data: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if data is None else {k: v for k, v in data.items() if k not in HIDDEN}
 
 
-def _latest_outcomes(read_back_only: bool = False) -> dict[int, EnforcementOutcome]:
+def latest_outcomes(read_back_only: bool = False) -> dict[int, EnforcementOutcome]:
     """Each orchestrator's outcome in the latest round that reached it (rows are added in round order);
     ``read_back_only``: in the latest round that could read its cluster."""
     rows = EnforcementOutcome.objects.filter(read_back=True) if read_back_only else EnforcementOutcome.objects.all()
@@ -98,7 +98,7 @@ class RoundView:
 
 
 def _round_views() -> dict[int, RoundView]:
-    latest, read = _latest_outcomes(), _latest_outcomes(read_back_only=True)
+    latest, read = latest_outcomes(), latest_outcomes(read_back_only=True)
     return {pk: RoundView(outcome, read.get(pk)) for pk, outcome in latest.items()}
 
 
