@@ -29,6 +29,8 @@ class Borrower:
 
 @dataclass(frozen=True, slots=True)
 class WaitAdvice:
+    """One next step for a waiting workload, said as a sentence, with the figure a page or API may use."""
+
     code: str  # guarantee | elsewhere | reshape
     message: str
     orchestrator: str = ""  # elsewhere: the pool that would start it now
