@@ -200,7 +200,10 @@ def _applied_object(row: AppliedObject, view: RoundView, adopted: DriftFinding |
     obj = EnforcedObject(row.object_id, row.kind, held, held, state=view.state_of(row.object_id))
     if obj.state == "adopted" and adopted is not None:
         obj.intent = _settings(adopted.desired)
-        obj.note = f"adopted: cluster holds {_plain_values(held)}, portal wants {_plain_values(obj.intent)}"
+        keys = [k for k in (obj.intent or {}) if (held or {}).get(k) != (obj.intent or {}).get(k)] or list(held or {})
+        cluster = {k: (held or {}).get(k) for k in keys}
+        portal = {k: (obj.intent or {}).get(k) for k in keys}
+        obj.note = f"adopted: cluster holds {_plain_values(cluster)}, portal wants {_plain_values(portal)}"
     elif obj.state == "adopted":
         obj.state = "enforced" if view.latest.read_back else "unverified"
     elif obj.state == "applied":
