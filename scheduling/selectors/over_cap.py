@@ -53,7 +53,8 @@ def _note(row: TeamNow, now: datetime) -> str:
             excess -= min(gpus, excess)
     if excess > 0:
         parts.append(f"{excess} under each orchestrator's own cap (the limit is written whole to every orchestrator)")
-    return f"{row.allocated} in use, above the burst limit of {row.burst_limit}: " + "; ".join(parts)
+    above = row.allocated - row.burst_limit
+    return f"{row.allocated} in use, {above} above the burst limit of {row.burst_limit}: " + "; ".join(parts)
 
 
 def _gpus(workloads) -> int:

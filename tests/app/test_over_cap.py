@@ -40,7 +40,7 @@ def test_in_use_above_the_burst_limit_is_explained_part_by_part(client, cast, te
     note = _note(client, cast["researcher"], "nlp")
     lowered = note.split("lowered on ", 1)[1].split(" UTC", 1)[0]
     assert note == (
-        f"36 in use, above the burst limit of 8: 16 started before the limit was lowered on {lowered} UTC; "
+        f"36 in use, 28 above the burst limit of 8: 16 started before the limit was lowered on {lowered} UTC; "
         "8 on Ray ray-a (team caps observed, not enforced); "
         "4 under each orchestrator&#x27;s own cap (the limit is written whole to every orchestrator)"
     )
