@@ -407,6 +407,12 @@ GPUPORTAL_ROUND_SECONDS = env.int("GPUPORTAL_ROUND_SECONDS", default=30)
 # A change the clusters must enforce (a grant approved or revoked, shares saved) asks for a governance round this
 # many seconds after it commits, so a burst of changes makes one round (services/governance_trigger.py).
 GPUPORTAL_GOVERNANCE_TRIGGER_DELAY_S = env.float("GPUPORTAL_GOVERNANCE_TRIGGER_DELAY_S", default=2.0)
+# ONE governance round at a time: a round in progress holds its lease while its heartbeat (written before each
+# orchestrator) is younger than this; older, its worker is taken for dead and the next round closes it as cut short.
+GPUPORTAL_GOVERNANCE_ROUND_STALE_S = env.int("GPUPORTAL_GOVERNANCE_ROUND_STALE_S", default=600)
+# A triggered round that finds an older round in progress tries again this many seconds later.
+GPUPORTAL_GOVERNANCE_BUSY_RETRY_S = env.int("GPUPORTAL_GOVERNANCE_BUSY_RETRY_S", default=10)
+GPUPORTAL_GOVERNANCE_BUSY_RETRIES = env.int("GPUPORTAL_GOVERNANCE_BUSY_RETRIES", default=60)
 GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # trace seconds per real second
 # 1: this database is a throwaway demo, so demo_setup may create admin/admin in it (make demo passes a flag).
 GPUPORTAL_DEMO = env.bool("GPUPORTAL_DEMO", default=False)

@@ -5,6 +5,7 @@ has a hard time limit, the long ones their own (GPUPORTAL_TASK_TIME_LIMITS); the
 timeout outlasts the longest, so a message comes back only when its worker is really gone.
 """
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -28,6 +29,7 @@ from scheduling.services import (
 )
 
 LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
+log = logging.getLogger(__name__)
 
 
 def _limits(kind: str) -> dict[str, int]:
@@ -182,15 +184,25 @@ def replay_trace(spec: dict[str, object]) -> dict[str, object]:
 
 
 @shared_task(acks_late=True)
-def reconcile_governance() -> dict[str, dict[str, int]]:
-    """One governance round (docs/governance.md): counts per orchestrator."""
-    return _round_counts(enforcement.reconcile())
+def reconcile_governance() -> dict[str, dict[str, int]] | None:
+    """One governance round (docs/governance.md): counts per orchestrator; None when another round holds the
+    lease (one round at a time: the next beat comes soon enough)."""
+    try:
+        return _round_counts(enforcement.reconcile())
+    except enforcement.RoundInProgress as busy:
+        log.info("governance beat round skipped: %s", busy)
+        return None
 
 
-@shared_task(acks_late=True)
-def reconcile_governance_soon(requested_at: str) -> dict[str, dict[str, int]] | None:
-    """The round a change asked for (services/governance_trigger.py); None when a later round read it already."""
-    outcomes = enforcement.reconcile_requested(datetime.fromisoformat(requested_at))
+@shared_task(bind=True, acks_late=True, max_retries=settings.GPUPORTAL_GOVERNANCE_BUSY_RETRIES)
+def reconcile_governance_soon(self, requested_at: str) -> dict[str, dict[str, int]] | None:
+    """The round a change asked for (services/governance_trigger.py); None when a later round read it already.
+    An older round still going may have read the intent before the change: try again once it is over (the beat
+    round stays the backstop when the retries run out)."""
+    try:
+        outcomes = enforcement.reconcile_requested(datetime.fromisoformat(requested_at))
+    except enforcement.RoundInProgress as busy:
+        raise self.retry(countdown=settings.GPUPORTAL_GOVERNANCE_BUSY_RETRY_S, exc=busy) from busy
     return None if outcomes is None else _round_counts(outcomes)
 
 

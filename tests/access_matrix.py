@@ -34,6 +34,10 @@ READS = {
     "/api/v1/ledger/aliases/": SIGNED_IN,
     "/api/v1/group-mappings/": SIGNED_IN,
     "/api/v1/admission/decisions/": SIGNED_IN,  # narrowed to the teams each user may see
+    "/api/v1/governance/status/": ("admin",),  # as the Governance page: scheduling.enforce_governance
+    "/api/v1/governance/rounds/": ("admin",),
+    "/api/v1/governance/drift/": ("admin",),
+    "/api/v1/governance/plans/": ("admin",),
 }
 
 WRITES = {

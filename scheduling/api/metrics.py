@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Summa
 from scheduling.models import Node, Orchestrator, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors import busy as busy_reads
-from scheduling.selectors import ledger
+from scheduling.selectors import governance_ops, ledger
 from scheduling.selectors import operations as operations_reads
 from scheduling.services import health
 
@@ -128,6 +128,77 @@ class OperatorCollector:
         yield quiet
 
 
+class GovernanceCollector:
+    """Governance rounds, drift and plans waiting for an admin, guarantees not kept: the series behind the
+    alerts GpuportalGovernanceRoundFailed, GpuportalGovernanceDriftUnanswered, GpuportalGuaranteeBroken
+    (deploy/prometheus/alerts.yml; docs/operations.md)."""
+
+    def collect(self):
+        now = timezone.now()
+        yield from round_families(governance_ops.rounds_status(), now)
+        yield waiting_family(
+            "gpuportal_governance_drift_open",
+            "Open drift findings (hand edits on a cluster)",
+            governance_ops.open_drift(now),
+        )
+        yield waiting_family(
+            "gpuportal_governance_plans_pending",
+            "Review-mode plans waiting for a decision",
+            governance_ops.pending_plans(now),
+        )
+        yield from guarantee_families(governance_ops.guarantee_gaps())
+
+
+def round_families(status, now):
+    last = GaugeMetricFamily(
+        "gpuportal_governance_round_last_finished_timestamp_seconds", "When the last governance round finished"
+    )
+    if status.last_finished is not None:
+        last.add_metric([], status.last_finished.finished_at.timestamp())
+    running = GaugeMetricFamily(
+        "gpuportal_governance_round_running_seconds", "How long the round holding the lease has run (0: none)"
+    )
+    running.add_metric([], (now - status.in_progress.started_at).total_seconds() if status.in_progress else 0)
+    failed = GaugeMetricFamily(
+        "gpuportal_governance_round_failed",
+        "1 when the latest round failed on the orchestrator (unreachable, a refused write, a bad mapping)",
+        labels=["orchestrator"],
+    )
+    objects = GaugeMetricFamily(
+        "gpuportal_governance_objects", "Objects per state at the latest round", labels=["orchestrator", "state"]
+    )
+    for outcome in status.outcomes:
+        name = outcome.orchestrator.name
+        failed.add_metric([name], 1 if outcome.error else 0)
+        for state in ("applied", "unchanged", "drifted", "failed", "pending"):
+            objects.add_metric([name, state], getattr(outcome, state))
+    yield from (last, running, failed, objects)
+
+
+def waiting_family(name: str, help_text: str, waiting) -> GaugeMetricFamily:
+    """Count and the oldest's age per orchestrator, as one family with a ``measure`` label."""
+    gauge = GaugeMetricFamily(name, help_text + " (count; oldest_seconds)", labels=["orchestrator", "measure"])
+    for row in waiting:
+        gauge.add_metric([row.orchestrator, "count"], row.count)
+        gauge.add_metric([row.orchestrator, "oldest_seconds"], row.oldest_s)
+    return gauge
+
+
+def guarantee_families(gaps):
+    unmet = GaugeMetricFamily(
+        "gpuportal_team_guarantee_unmet_gpus",
+        "GPUs of a team's guarantee it awaits (pending) and does not hold; above 0 past the grace: broken",
+        labels=["team"],
+    )
+    guaranteed = GaugeMetricFamily(
+        "gpuportal_team_guaranteed_gpus", "A team's guarantee, all GPU models", labels=["team"]
+    )
+    for gap in gaps:
+        unmet.add_metric([gap.team], gap.unmet)
+        guaranteed.add_metric([gap.team], gap.guaranteed)
+    yield from (unmet, guaranteed)
+
+
 def task_families(stats):
     runs = CounterMetricFamily("gpuportal_task_runs", "Celery task runs by outcome", labels=["task", "outcome"])
     runtime = SummaryMetricFamily("gpuportal_task_runtime_seconds", "Runtime of finished runs", labels=["task"])
@@ -155,6 +226,7 @@ def metrics_view(request):
     registry = CollectorRegistry()
     registry.register(PortalCollector())
     registry.register(OperatorCollector())
+    registry.register(GovernanceCollector())
     # django-prometheus's HTTP and database metrics live in the default registry, per web process.
     body = generate_latest(registry) + generate_latest(REGISTRY)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -8,7 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from . import admission_log, identity, ledger, views
+from . import admission_log, governance, identity, ledger, views
 from .planning import WhatIfViewSet
 from .reports import CapacityReportViewSet, ReportSubscriptionView
 from .routing import RouteView
@@ -46,6 +46,9 @@ router.register("ledger/ownership", ledger.OwnershipIntervalViewSet, basename="o
 router.register("ledger/hosts", ledger.FleetHostViewSet, basename="fleethost")
 router.register("ledger/aliases", ledger.NodeAliasViewSet, basename="nodealias")
 router.register("admission/decisions", admission_log.AdmissionDecisionViewSet, basename="admissiondecision")
+router.register("governance/rounds", governance.RoundViewSet, basename="governanceround")
+router.register("governance/drift", governance.DriftViewSet, basename="driftfinding")
+router.register("governance/plans", governance.PlanViewSet, basename="enforcementplan")
 router.register("group-mappings", identity.GroupMappingViewSet, basename="groupmapping")
 router.register("identity-overrides", identity.IdentityOverrideViewSet, basename="identityoverride")
 
@@ -55,6 +58,7 @@ urlpatterns = [
     # Before the router, whose usage/ prefixes would otherwise take these paths.
     path("v1/usage/teams/<slug:slug>/users/", TeamUsersView.as_view(), name="usage-team-users"),
     path("v1/usage/teams/<slug:slug>/users/<str:user>/jobs/", UserJobsView.as_view(), name="usage-user-jobs"),
+    path("v1/governance/status/", governance.GovernanceStatusView.as_view(), name="governance-status"),
     path("v1/", include(router.urls)),
     path("v1/fragmentation/", views.FragmentationView.as_view(), name="fragmentation"),
     path("v1/route", RouteView.as_view(), name="route"),

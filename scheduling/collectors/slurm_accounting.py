@@ -222,11 +222,18 @@ def read_associations_sacctmgr(run: Runner, cluster: str) -> tuple[list[SlurmAcc
     )
 
 
+# slurmdb's ``start_time``/``end_time`` take epoch seconds from data parser v0.0.42 on. Slurm 24.11's v0.0.40 and
+# v0.0.41 parsers refuse them with 422 ("Parsing of <epoch> for timestamp failed"), as v0.0.36-v0.0.38 do with
+# "Unable to parse time format"; all of them take ``now-N``. Found on the project's real 24.11 fixture
+# (tests/governance_live/test_slurmdb_times_live.py).
+EPOCH_SLURMDB_VERSIONS = ("v0.0.42",)
+
+
 def slurmdb_time(epoch: float, api_version: str, now: float) -> str:
-    """A time for slurmdb's ``start_time``/``end_time``: v0.0.40+ take epoch seconds; v0.0.36-v0.0.38
-    refuse them ("Unable to parse time format") and read local-time strings in slurmrestd's own time
-    zone, which we cannot know, so they get ``now-N`` / ``now+N`` relative to our clock instead."""
-    if api_version not in LEGACY_SLURMDB_VERSIONS:
+    """A time for slurmdb's ``start_time``/``end_time``: epoch seconds where the parser takes them (v0.0.42+),
+    else ``now-N`` / ``now+N`` relative to our clock (absolute strings are read in slurmrestd's own time zone,
+    which we cannot know)."""
+    if api_version in EPOCH_SLURMDB_VERSIONS:
         return str(int(epoch))
     delta = round(epoch - now)
     return f"now{delta:+d}" if delta else "now"

@@ -37,10 +37,15 @@ class AppliedObject(models.Model):
 
 
 class EnforcementRun(models.Model):
-    """One reconcile round over every governed orchestrator (``dry_run``: diffed, nothing written)."""
+    """One reconcile round over every governed orchestrator (``dry_run``: diffed, nothing written).
+
+    It is also the lease that keeps ONE round at a time (services/enforcement.begin_round): unfinished with a
+    fresh ``heartbeat_at``, it holds the lease; only its holder finishes it, and a round whose heartbeat went
+    stale (its worker killed) is closed by the next round as cut short."""
 
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the holder's last sign of life
     dry_run = models.BooleanField(default=False)
     error = models.TextField(blank=True)
 
@@ -64,6 +69,12 @@ class EnforcementOutcome(models.Model):
     failed = models.PositiveIntegerField(default=0)
     pending = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)  # scrubbed of the orchestrator's secrets
+    # The object ids behind the counts ({"applied", "drifted", "failed", "pending": [ids]}), so a page reads
+    # each object's state (one failed write fails that object, not every team on the orchestrator).
+    object_ids = models.JSONField(default=dict, blank=True)
+    # False: the cluster could not be read this round (unreachable, bad intent): nothing is known of its objects
+    # beyond the last round that read it.
+    read_back = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["run", "orchestrator__name"]

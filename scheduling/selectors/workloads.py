@@ -58,6 +58,7 @@ class WorkloadRow:
     position: int | None
     estimated_start: str
     explanation: WaitExplanation | None
+    advice: tuple = ()  # cross-fleet next steps (selectors/why_waits.with_advice: engine.wait_advice.WaitAdvice)
 
     @property
     def asks_for_quota(self) -> bool:

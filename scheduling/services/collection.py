@@ -85,14 +85,20 @@ def register_orchestrator(
     url: str,
     credentials_ref: str = "",
     options: dict | None = None,
+    governance: dict | None = None,
     enabled: bool | None = None,
     by=None,
     reason: str = "registered from the command line",
 ) -> tuple[Orchestrator, bool]:
     """Create, or update by name; given ``options`` are merged into the stored ones, and the result must fit
-    the kind's schema (``full_clean``). ``enabled`` None leaves it as it is (new rows start enabled)."""
+    the kind's schema (``full_clean``). ``governance`` (mode, Slurm cluster name, sacctmgr, ...: docs/governance.md)
+    is merged key by key into the stored ``options.governance``, so setting the mode keeps a namespace mapping.
+    ``enabled`` None leaves it as it is (new rows start enabled)."""
     orchestrator = Orchestrator.objects.filter(name=name).first() or Orchestrator(name=name)
     created = orchestrator.pk is None
+    if governance:
+        stored = (orchestrator.options or {}).get("governance")
+        options = {**(options or {}), "governance": {**(stored if isinstance(stored, dict) else {}), **governance}}
     configure(orchestrator, kind=kind, url=url, credentials_ref=credentials_ref, options=options)
     if enabled is not None:
         orchestrator.enabled = enabled

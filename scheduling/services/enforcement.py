@@ -377,9 +377,19 @@ class OrchestratorRound:
     failed: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     error: str = ""
+    adopted: list[str] = field(default_factory=list)  # kept as an admin adopted them: the cluster's value stays
+    read_back: bool = True  # False: the cluster could not be read, nothing is known of its objects this round
+    teams: dict[str, str] = field(default_factory=dict)  # object id -> team slug, for the ids above
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def object_ids(self) -> dict[str, Any]:
+        """The ids behind the counts, for the outcome row: only those not in step (the rest of what the round
+        read back equals the portal's intent), so a round over thousands of objects stores a few ids."""
+        lists = {name: getattr(self, name) for name in ("applied", "adopted", "drifted", "failed", "pending")}
+        ids = {i for found in lists.values() for i in found}
+        return {**lists, "teams": {i: t for i, t in self.teams.items() if i in ids and t}}
 
 
 @dataclass
@@ -472,11 +482,13 @@ def reconcile_orchestrator(
     except (*UNREACHABLE, GovernanceInputError) as error:
         outcome.error = orchestrator_access.masked(f"{type(error).__name__}: {error}", orchestrator)
         outcome.pending = sorted({*_still_pending(orchestrator), *_not_yet_applied(orchestrator, data, at)})
+        outcome.read_back = False
         if run is not None:
             _record_outcome(run, orchestrator, outcome)
         return outcome
     results = [] if dry_run else _apply(cluster, plan.to_apply)
     _count(outcome, plan, results, dry_run)
+    outcome.teams = _object_teams(plan)
     outcome.error = orchestrator_access.masked(outcome.error, orchestrator) if outcome.error else ""
     if dry_run:
         return outcome
@@ -529,8 +541,15 @@ def _not_yet_applied(orchestrator: Orchestrator, data: GovernanceInput, at: date
     ]
 
 
+def _object_teams(plan: _Plan) -> dict[str, str]:
+    """Object id -> the team slug it enforces, for every object the round saw (wanted, found or both)."""
+    namespaces = _namespace_teams(plan)
+    return {c.id: team_of(c.desired or c.observed, namespaces) for c in plan.diff.changes}
+
+
 def _count(outcome: OrchestratorRound, plan: _Plan, results: list[ApplyResult], dry_run: bool) -> None:
     outcome.unchanged = len(plan.diff.by_action(Action.UNCHANGED)) + len(plan.adopted)
+    outcome.adopted = sorted(c.id for c in plan.adopted)
     outcome.drifted = sorted(
         d.id
         for d in plan.diff.drifts
@@ -673,44 +692,101 @@ def _record_outcome(run: EnforcementRun, orchestrator: Orchestrator, outcome: Or
         failed=len(outcome.failed),
         pending=len(outcome.pending),
         error=orchestrator_access.masked(outcome.error, orchestrator),
+        object_ids=outcome.object_ids(),
+        read_back=outcome.read_back,
     )
+
+
+class RoundInProgress(Exception):
+    """Another governance round holds the lease: ONE round at a time, or two rounds would diff against each
+    other's half-recorded writes and file the other's changes as drift."""
+
+    @classmethod
+    def of(cls, run: EnforcementRun) -> RoundInProgress:
+        beat = run.heartbeat_at or run.started_at
+        return cls(
+            f"governance round {run.pk} is in progress (started {run.started_at:%H:%M:%S} UTC, "
+            f"last sign of life {beat:%H:%M:%S} UTC)"
+        )  # a message only: Celery pickles it when the triggered task retries
+
+
+class LeaseLost(Exception):
+    """This round's lease was taken from it: its heartbeat went stale and a later round closed it as cut short."""
+
+
+def begin_round(requested_at: datetime | None = None, *, at: datetime | None = None) -> EnforcementRun | None:
+    """Claim the one round lease: the ``EnforcementRun`` row of a round that begins now. ``requested_at`` (a
+    triggered round): None when a round that began after that moment has read the change already.
+
+    Raises ``RoundInProgress`` while another round holds the lease (unfinished, heartbeat younger than
+    ``GPUPORTAL_GOVERNANCE_ROUND_STALE_S``). A holder whose heartbeat went stale is taken for dead (its worker
+    killed, its time limit hit): it is closed as cut short, and its orchestrators not reached keep the state
+    their last round recorded. The check and the claim run under one row lock, so two workers never both win."""
+    with transaction.atomic():
+        lock_capacity("governance-round")
+        now = timezone.now()
+        if (
+            requested_at is not None
+            and EnforcementRun.objects.filter(dry_run=False, started_at__gte=requested_at).exists()
+        ):
+            return None
+        unfinished = EnforcementRun.objects.filter(dry_run=False, finished_at__isnull=True)
+        stale_before = now - timedelta(seconds=settings.GPUPORTAL_GOVERNANCE_ROUND_STALE_S)
+        live = unfinished.filter(heartbeat_at__gte=stale_before).order_by("-started_at").first()
+        if live is not None:
+            raise RoundInProgress.of(live)
+        for dead in unfinished:
+            beat = dead.heartbeat_at or dead.started_at
+            dead.finished_at = now
+            dead.error = (
+                f"cut short: no sign of life since {beat:%Y-%m-%d %H:%M:%S} UTC (worker killed or out of time); "
+                f"orchestrators it did not reach keep their last round's state. {dead.error}"
+            ).strip()[:8000]
+            dead.save(update_fields=["finished_at", "error"])
+        return EnforcementRun.objects.create(started_at=at or now, heartbeat_at=now)
+
+
+def _heartbeat(run: EnforcementRun) -> None:
+    """The holder's sign of life, before each orchestrator; a lease taken from it (closed) stops the round."""
+    if not EnforcementRun.objects.filter(pk=run.pk, finished_at__isnull=True).update(heartbeat_at=timezone.now()):
+        raise LeaseLost(f"governance round {run.pk} was closed as cut short by a later round")
 
 
 def reconcile(
     *, dry_run: bool = False, at: datetime | None = None, run: EnforcementRun | None = None
 ) -> list[OrchestratorRound]:
     """One round over every governed orchestrator; one failing leaves the others to proceed. ``run``: the row
-    of a round claimed already (``reconcile_requested``)."""
+    of a round claimed already (``begin_round``). Raises ``RoundInProgress`` when another round holds the lease
+    (a dry run needs none: it writes nothing)."""
     if run is None and not dry_run:
-        run = EnforcementRun.objects.create(started_at=at or timezone.now())
+        run = begin_round(at=at)
     at = run.started_at if run is not None else at or timezone.now()
     outcomes: list[OrchestratorRound] = []
     orchestrators = governed_orchestrators()
-    if orchestrators:
-        data = governance_input(at)
-        outcomes = [reconcile_orchestrator(o, data, at, run, dry_run=dry_run) for o in orchestrators]
+    try:
+        if orchestrators:
+            data = governance_input(at)
+            for orchestrator in orchestrators:
+                if run is not None:
+                    _heartbeat(run)
+                outcomes.append(reconcile_orchestrator(orchestrator, data, at, run, dry_run=dry_run))
+    except LeaseLost:
+        return outcomes  # a later round holds the lease now and closed this one's row: nothing more to record
     if run is not None:
         prune_runs(at)
-        run.finished_at = timezone.now()
-        run.error = "; ".join(f"{o.orchestrator}: {o.error}" for o in outcomes if o.error)[:8000]
-        run.save(update_fields=["finished_at", "error"])
+        error = "; ".join(f"{o.orchestrator}: {o.error}" for o in outcomes if o.error)[:8000]
+        EnforcementRun.objects.filter(pk=run.pk, finished_at__isnull=True).update(
+            finished_at=timezone.now(), error=error
+        )  # only the holder finishes its round
     return outcomes
 
 
 def reconcile_requested(requested_at: datetime) -> list[OrchestratorRound] | None:
     """The round a change asked for (services/governance_trigger.py), or None when a round that began after
-    ``requested_at`` has read that change already: a burst of changes makes one round."""
-    run = _claim_round(requested_at)
+    ``requested_at`` has read that change already: a burst of changes makes one round. Raises
+    ``RoundInProgress`` when an older round is still going: the caller tries again once it is over."""
+    run = begin_round(requested_at)
     return None if run is None else reconcile(run=run)
-
-
-@transaction.atomic
-def _claim_round(requested_at: datetime) -> EnforcementRun | None:
-    """Under a lock, so two workers holding two messages of one burst do not both start a round."""
-    lock_capacity("governance-round")
-    if EnforcementRun.objects.filter(dry_run=False, started_at__gte=requested_at).exists():
-        return None
-    return EnforcementRun.objects.create(started_at=timezone.now())
 
 
 def prune_runs(now: datetime) -> int:

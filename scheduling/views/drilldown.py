@@ -11,10 +11,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 
 from scheduling import charts
 from scheduling.models import Team
-from scheduling.selectors import access, drilldown
+from scheduling.selectors import access, drilldown, why_waits
 from scheduling.selectors import workloads as workload_reads
 from scheduling.tables import JobInWindowTable, UserUsageTable
 
@@ -82,7 +83,7 @@ def user_jobs(request: HttpRequest, slug: str, user: str) -> HttpResponse:
 def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     workloads = access.workloads_visible_to(request.user).select_related("orchestrator", "team")
     workload = get_object_or_404(workloads, pk=pk)
-    row = workload_reads.workload_rows(workloads.filter(pk=pk))[0]
+    row = why_waits.with_advice(workload_reads.workload_rows(workloads.filter(pk=pk)), timezone.now())[0]
     window = time_range(request, default="7d")
     context = {
         "w": workload,

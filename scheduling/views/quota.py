@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from scheduling.filters import QuotaRequestFilter
 from scheduling.forms import AmendRequestForm, DecisionForm, ExtendGrantForm, QuotaRequestForm
 from scheduling.models import Node, QuotaRequest
-from scheduling.selectors import access
+from scheduling.selectors import access, over_cap
 from scheduling.selectors import enforcement as enforcement_reads
 from scheduling.selectors.teams import teams_now
 from scheduling.services import feasibility, idempotency, notifications, quota
@@ -57,7 +57,7 @@ def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
 @login_required
 def quota_new(request: HttpRequest) -> HttpResponse:
     # Beside the form, what each team one may ask for has and uses now: sizing a request starts there.
-    standing = teams_now(access.teams_visible_to(request.user))
+    standing = over_cap.with_notes(teams_now(access.teams_visible_to(request.user)))
     if request.method != "POST":
         return render(request, "scheduling/quota_form.html", {"form": _request_form(request), "standing": standing})
     form = _request_form(request, request.POST)

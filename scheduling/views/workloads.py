@@ -5,7 +5,9 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
+from scheduling.selectors import why_waits
 from scheduling.selectors import workloads as workload_reads
 
 from .common import BadQuery
@@ -29,7 +31,7 @@ def my_workloads(request: HttpRequest) -> HttpResponse:
         scope = "mine"  # only leads have a team tab: others see their own work
     active = workload_reads.active_workloads(request.user, scope=scope, search=search)
     shown = Paginator(active, PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = workload_reads.workload_rows(shown.object_list)
+    rows = why_waits.with_advice(workload_reads.workload_rows(shown.object_list), timezone.now())
     context = {
         "rows": rows,
         "page": shown,

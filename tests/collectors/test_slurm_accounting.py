@@ -181,8 +181,10 @@ def test_users_are_added_once_and_removing_an_absent_one_writes_nothing():
     ]
 
 
-def test_slurmdb_times_are_epoch_from_v0040_and_relative_to_now_before_it():
+def test_slurmdb_times_are_epoch_from_v0042_and_relative_to_now_before_it():
     assert slurmdb_time(1000, "v0.0.42", now=5000) == "1000"
+    assert slurmdb_time(1000, "v0.0.41", now=5000) == "now-4000"  # 24.11's v0.0.40/41 refuse epochs with 422
+    assert slurmdb_time(1000, "v0.0.40", now=5000) == "now-4000"
     assert slurmdb_time(1000, "v0.0.38", now=5000) == "now-4000"
     assert slurmdb_time(5060, "v0.0.38", now=5000) == "now+60"
     assert slurmdb_time(5000.2, "v0.0.37", now=5000) == "now"

@@ -39,8 +39,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, once: bool, dry_run: bool, json: bool, **options):
         while True:
-            outcomes = enforcement.reconcile(dry_run=dry_run)
-            self._print(outcomes, as_json=json)
+            try:
+                outcomes = enforcement.reconcile(dry_run=dry_run)
+            except enforcement.RoundInProgress as busy:  # one round at a time: the beat's or a triggered one
+                if once:
+                    raise CommandError(f"{busy}; try again once it is over") from busy
+                self.stderr.write(f"skipped: {busy}")
+                outcomes = []
+            else:
+                self._print(outcomes, as_json=json)
             if once:
                 break
             time.sleep(settings.GPUPORTAL_ROUND_SECONDS)
