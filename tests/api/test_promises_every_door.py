@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from scheduling.models import Queue, Team
+from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, QuotaRequest, Team
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +51,56 @@ def test_a_sub_team_guarantee_is_carved_out_of_the_nearest_ancestor_queue_of_its
     assert "more than their parent's 10 (research/H100)" in refused.json()["guaranteed"][0]
     assert _queue(api, llm.slug, "H100", 10).status_code == 201
     assert Queue.objects.get(team=llm).guaranteed == 10 and Queue.objects.get(team=llm).weight == Decimal(100)
+
+
+def _ray_pool_of_a100():
+    ray = Orchestrator.objects.create(name="ray-a", kind="ray", endpoint="http://ray.example:8265")
+    for i in range(4):
+        Node.objects.create(orchestrator=ray, name=f"ray{i}", gpu_model="A100", gpu_total=8)
+    return ray
+
+
+def _ask(api, period, gpus, model, orchestrator):
+    start, end = period
+    body = {
+        "team": "nlp",
+        "gpus": gpus,
+        "gpu_model": model,
+        "orchestrator": orchestrator,
+        "starts_at": start.isoformat(),
+        "ends_at": end.isoformat(),
+        "justification": "rollouts",
+    }
+    return api("researcher").post("/api/v1/quota-requests/", body, format="json")
+
+
+def test_a_request_naming_an_orchestrator_without_its_gpu_model_is_refused_naming_the_field(api, queues, period):
+    _ray_pool_of_a100()
+    refused = _ask(api, period, 40, "H100", "ray-a")
+    assert refused.status_code == 400
+    assert refused.json()["orchestrator"] == [
+        "ray-a has no H100 GPUs (it has 32 A100): a grant there could never be enforced. "
+        "Name another orchestrator or none."
+    ]
+    assert not QuotaRequest.objects.exists()
+    assert _ask(api, period, 4, "A100", "ray-a").status_code == 201  # its own model, and any model, are fine
+    assert _ask(api, period, 4, "", "ray-a").status_code == 201
+
+
+def test_a_request_filed_around_the_rule_is_not_approved(api, queues, period, cast, teams):
+    ray = _ray_pool_of_a100()
+    start, end = period
+    filed = QuotaRequest.objects.create(
+        requester=cast["researcher"],
+        team=teams["nlp"],
+        gpus=40,
+        gpu_model="H100",
+        orchestrator=ray,
+        starts_at=start,
+        ends_at=end,
+        justification="from before the rule",
+        state=QuotaRequest.State.SUBMITTED,
+    )
+    approved = api("admin").post(f"/api/v1/quota-requests/{filed.pk}/approve/", {}, format="json")
+    assert approved.status_code == 400 and "ray-a has no H100 GPUs" in approved.json()["orchestrator"][0]
+    assert not QuotaGrant.objects.exists()
