@@ -44,31 +44,44 @@ class AuditedAdmin(HistoryAdmin):
         save_audited(obj, by=request.user, reason=form.cleaned_data["change_reason"])
 
 
-class QueueForm(ReasonForm):
+class GovernedForm(ReasonForm):
+    """A row of the team tree or its entitlements: after the model's own validation, the whole-tree rules of
+    ``services.governance`` (``check``), reported on the fields they name."""
+
+    check = staticmethod(lambda instance: None)
+
+    def _post_clean(self):
+        super()._post_clean()  # self.instance now holds the edited values
+        if self.errors:
+            return
+        try:
+            type(self).check(self.instance)
+        except ValidationError as error:
+            self._update_errors(error)
+
+
+class QueueForm(GovernedForm):
+    check = staticmethod(governance.check_queue_edit)
+
     class Meta:
         model = models.Queue
         fields = ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
 
-    def clean(self):
-        cleaned = super().clean()
-        if self.errors:
-            return cleaned
-        others = [q for q in models.Queue.objects.select_related("team") if q.pk != self.instance.pk]
-        candidate = models.Queue(
-            pk=self.instance.pk, **{f: cleaned[f] for f in ("team", "gpu_model", "weight", "guaranteed", "burst_limit")}
-        )
-        try:
-            governance.check_tree([*others, candidate])
-        except ValidationError as error:
-            raise ValidationError(error.message_dict) from error
-        return cleaned
-
 
 @admin.register(models.Queue)
 class QueueAdmin(AuditedAdmin):
+    """Saved through ``governance.save_queue``: the promise check under the capacity lock, and the reason.
+    Not deleted here (nor through the API): a guarantee of 0 withdraws it, audited like any edit."""
+
     form = QueueForm
     list_display = ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
     list_filter = ("gpu_model",)
+
+    def save_model(self, request, obj, form, change):
+        governance.save_queue(obj, by=request.user, reason=form.cleaned_data["change_reason"])
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class MembershipInline(admin.TabularInline):
@@ -77,11 +90,26 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ("user",)
 
 
+class TeamForm(GovernedForm):
+    check = staticmethod(governance.check_team)
+
+    class Meta:
+        model = models.Team
+        fields = ("slug", "name", "parent", "description")
+
+
 @admin.register(models.Team)
 class TeamAdmin(AuditedAdmin):
+    """Saved through ``governance.save_team``: a re-parenting is checked like any entitlement edit (no loop,
+    sub-teams within parents, promises within the fleet), under the capacity lock, with the reason."""
+
+    form = TeamForm
     list_display = ("slug", "name", "parent")
     search_fields = ("slug", "name")
     inlines = [MembershipInline]
+
+    def save_model(self, request, obj, form, change):
+        governance.save_team(obj, by=request.user, reason=form.cleaned_data["change_reason"])
 
 
 @admin.register(models.Orchestrator)
@@ -123,18 +151,30 @@ class PoolPolicyAdmin(AuditedAdmin):
     )
 
 
+class DecidedElsewhereAdmin(HistoryAdmin):
+    """Read-only: requests and grants change only through ``services.quota`` (filing, amending, approval with
+    the promise check, revocation, extension), from the pages or the API, each with who and why."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(models.QuotaRequest)
-class QuotaRequestAdmin(HistoryAdmin):
+class QuotaRequestAdmin(DecidedElsewhereAdmin):
     list_display = ("pk", "team", "requester", "gpus", "gpu_model", "starts_at", "ends_at", "state")
     list_filter = ("state", "team")
-    readonly_fields = ("state", "decided_by", "decided_at")
 
 
 @admin.register(models.QuotaGrant)
-class QuotaGrantAdmin(HistoryAdmin):
+class QuotaGrantAdmin(DecidedElsewhereAdmin):
     list_display = ("team", "gpus", "gpu_model", "starts_at", "ends_at", "state")
     list_filter = ("state", "team")
-    readonly_fields = ("request", "state")
 
 
 class NodeMoveInline(admin.TabularInline):

@@ -140,3 +140,71 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
 def set_queue(team: Team, *, gpu_model: str = "", weight, guaranteed: int, burst_limit: int, by, reason: str) -> Queue:
     change = QueueChange(team, gpu_model, Decimal(str(weight)), guaranteed, burst_limit)
     return apply_queue_changes([change], by=by, reason=reason)[0]
+
+
+# --- Single-row doors (the Django admin): the same rules, lock and audit as the pages and the API. ---
+
+
+def check_queue_edit(queue: Queue) -> None:
+    """The whole tree as it would be with ``queue`` saved as it stands (new, or any field changed)."""
+    others = [q for q in Queue.objects.select_related("team") if q.pk is None or q.pk != queue.pk]
+    if any((q.team_id, q.gpu_model) == (queue.team_id, queue.gpu_model) for q in others):
+        raise _field_error(queue, "gpu_model", "the team already has a queue for this GPU model; edit that one.")
+    check_tree([*others, queue], edited=frozenset({(queue.team_id, queue.gpu_model)}))
+
+
+@transaction.atomic
+def save_queue(queue: Queue, *, by, reason: str) -> Queue:
+    """Save one queue edited as a whole row (the admin), under the capacity lock, checked and audited."""
+    reason = require_reason(reason)
+    lock_capacity()
+    check_queue_edit(queue)
+    stamp_author(queue, by=by, reason=reason)
+    queue.save()
+    governance_trigger.request_round()
+    return queue
+
+
+def check_team(team: Team) -> None:
+    """A team as it would be saved (new, renamed or re-parented): the tree keeps no loop, and every queue (its
+    own and its sub-teams') obeys every rule in the new place, promises included. Errors name ``parent``."""
+    if team.pk is None:
+        return  # a new team has no queues and nothing below it yet
+    parents = team_parents(moved={team.pk: team.parent_id})
+    _check_no_loop(team, parents)
+    try:
+        check_tree(list(Queue.objects.select_related("team")), parents=parents)
+    except ValidationError as error:
+        placed = f"under {team.parent.slug}" if team.parent_id else "at the top level"
+        problems = [m for messages in error.message_dict.values() for m in messages]
+        raise ValidationError({"parent": [f"{team.slug} {placed}: {problem}" for problem in problems]}) from error
+
+
+def _check_no_loop(team: Team, parents: Parents) -> None:
+    """A team may not be its own ancestor: the tree walks (shares, enforcement, access) would never end."""
+    seen: set[int] = set()
+    parent = team.parent_id
+    while parent is not None and parent not in seen:
+        if parent == team.pk:
+            raise ValidationError(
+                {
+                    "parent": f"{team.slug} cannot be placed under {team.parent.slug}: that is {team.slug} itself or "
+                    f"one of its sub-teams, so the team would be its own ancestor."
+                }
+            )
+        seen.add(parent)
+        parent = parents.get(parent)
+
+
+@transaction.atomic
+def save_team(team: Team, *, by, reason: str) -> Team:
+    """Create, rename or re-parent a team, under the capacity lock (a re-parenting can add promises), checked
+    and audited."""
+    reason = require_reason(reason)
+    lock_capacity()
+    check_team(team)
+    stamp_author(team, by=by, reason=reason)
+    team.full_clean()
+    team.save()
+    governance_trigger.request_round()
+    return team

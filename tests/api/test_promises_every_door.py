@@ -5,8 +5,10 @@ checks with a reason."""
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, QuotaRequest, Team
+from scheduling.services import governance, quota
 
 pytestmark = pytest.mark.django_db
 
@@ -104,3 +106,92 @@ def test_a_request_filed_around_the_rule_is_not_approved(api, queues, period, ca
     approved = api("admin").post(f"/api/v1/quota-requests/{filed.pk}/approve/", {}, format="json")
     assert approved.status_code == 400 and "ray-a has no H100 GPUs" in approved.json()["orchestrator"][0]
     assert not QuotaGrant.objects.exists()
+
+
+def _team_form(team, parent, reason="reorganisation"):
+    return {
+        "slug": team.slug,
+        "name": team.name,
+        "parent": parent.pk if parent else "",
+        "description": "",
+        "change_reason": reason,
+        "memberships-TOTAL_FORMS": "0",
+        "memberships-INITIAL_FORMS": "0",
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
+    }
+
+
+def test_re_parenting_a_sub_team_to_the_top_level_in_the_admin_is_refused_when_its_guarantee_breaks_a_promise(
+    client, cast, teams, demo_like_fleet
+):
+    Queue.objects.filter(team=teams["nlp"]).update(weight=0)  # the top-level weights stay within 100 %
+    client.force_login(cast["admin"])
+    page = client.post(f"/admin/scheduling/team/{teams['nlp'].pk}/change/", _team_form(teams["nlp"], None))
+    assert page.status_code == 200
+    errors = page.context["adminform"].form.errors["parent"]
+    assert errors[0].startswith("nlp at the top level: top-level guarantees")
+    assert "would be 351 on the fleet's 320 GPUs" in errors[0]
+    assert Team.objects.get(slug="nlp").parent_id == teams["research"].pk
+
+
+def test_a_re_parenting_that_keeps_every_promise_is_saved_with_its_reason(client, cast, teams, queues):
+    Queue.objects.filter(team=teams["nlp"]).update(weight=0)
+    client.force_login(cast["admin"])
+    page = client.post(
+        f"/admin/scheduling/team/{teams['nlp'].pk}/change/", _team_form(teams["nlp"], None, "nlp is its own org")
+    )
+    assert page.status_code == 302
+    moved = Team.objects.get(slug="nlp")
+    assert moved.parent_id is None
+    assert moved.history.first().history_change_reason == "nlp is its own org"
+    assert moved.history.first().history_user == cast["admin"]
+
+
+def test_a_team_cannot_be_made_its_own_ancestor_in_the_admin_or_the_service(client, cast, teams, queues):
+    client.force_login(cast["admin"])
+    llm = Team.objects.create(slug="llm", name="LLM", parent=teams["nlp"])
+    page = client.post(f"/admin/scheduling/team/{teams['research'].pk}/change/", _team_form(teams["research"], llm))
+    assert page.status_code == 200
+    assert "research cannot be placed under llm" in page.context["adminform"].form.errors["parent"][0]
+    assert Team.objects.get(slug="research").parent_id is None
+    research = Team.objects.get(slug="research")
+    research.parent = research
+    with pytest.raises(ValidationError, match="its own ancestor"):
+        governance.save_team(research, by=cast["admin"], reason="loop")
+    assert Team.objects.get(slug="research").parent_id is None
+
+
+def test_the_queue_admin_counts_a_sub_team_guarantee_its_parent_does_not_hold(client, cast, teams, demo_like_fleet):
+    client.force_login(cast["admin"])
+    form = {
+        "team": teams["nlp"].pk,
+        "gpu_model": "H100",
+        "weight": "100",
+        "guaranteed": "160",
+        "burst_limit": "192",
+        "change_reason": "h100 for nlp",
+    }
+    page = client.post("/admin/scheduling/queue/add/", form)
+    assert page.status_code == 200
+    assert "would be 447 on the fleet's 320 GPUs" in page.context["adminform"].form.errors["guaranteed"][0]
+    assert not Queue.objects.filter(gpu_model="H100").exists()
+    page = client.post("/admin/scheduling/queue/add/", {**form, "guaranteed": "33"})
+    assert page.status_code == 302
+    assert Queue.objects.get(gpu_model="H100").history.first().history_change_reason == "h100 for nlp"
+
+
+def test_a_live_grant_cannot_be_edited_or_deleted_in_the_admin(client, cast, teams, queues, period):
+    start, end = period
+    request = quota.create_request(
+        requester=cast["researcher"], team=teams["nlp"], gpus=8, starts_at=start, ends_at=end, justification="x"
+    )
+    grant = quota.approve_request(request.pk, by=cast["admin"])
+    client.force_login(cast["admin"])
+    url = f"/admin/scheduling/quotagrant/{grant.pk}/change/"
+    form = {"team": teams["nlp"].pk, "gpus": "500", "gpu_model": "", "starts_at_0": "", "ends_at_0": ""}
+    client.post(url, form)
+    client.post(f"/admin/scheduling/quotarequest/{request.pk}/change/", {"gpus": "500"})
+    assert QuotaGrant.objects.get(pk=grant.pk).gpus == 8 and QuotaRequest.objects.get(pk=request.pk).gpus == 8
+    assert client.post(f"/admin/scheduling/quotagrant/{grant.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert QuotaGrant.objects.filter(pk=grant.pk).exists()
