@@ -126,14 +126,17 @@ AUTHENTICATION_BACKENDS = [
     "rules.permissions.ObjectPermissionBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Brute force: after AXES_FAILURE_LIMIT wrong passwords an account, and separately an address, is locked
-# out of the sign-in form, the admin's and the API's token endpoint for the cool-off (0 minutes: until an
-# admin unlocks it). docs/security.md.
+# Brute force: after AXES_FAILURE_LIMIT wrong passwords for an account, that account is locked out of the
+# sign-in form, the admin's and the API's token endpoint for the cool-off (0 minutes: until an admin unlocks
+# it), from every address. Only its own name's failures count: an address's failures at other names never lock
+# an existing account (behind a shared proxy or NAT one client would lock out everyone). docs/security.md.
 AXES_FAILURE_LIMIT = env.int("GPUPORTAL_SIGNIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("GPUPORTAL_SIGNIN_LOCKOUT_MINUTES", default=15)) or None
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
-# A success must not clear the counts: axes would clear the whole address's, and an attacker holding one
-# account could sign in to it between guesses at everyone else's.
+AXES_LOCKOUT_PARAMETERS = ["username"]
+# Guesses at a locked account do not renew its lockout: an anonymous client could otherwise keep anyone locked
+# out for ever with one wrong password per cool-off.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A success must not clear the counts (axes would clear more than that account's, by address).
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_CALLABLE = "scheduling.views.accounts.locked_out"
 # Behind N reverse proxies the client's address is the one the nearest of them appended to X-Forwarded-For.
@@ -294,6 +297,9 @@ REST_FRAMEWORK = {
         "user": env.str("API_THROTTLE_USER", default="3000/min"),
         "anon": env.str("API_THROTTLE_ANON", default="60/min"),
     },
+    # The anonymous throttle's address as the lockout's: X-Forwarded-For only as far as our own proxies wrote it
+    # (DRF's default, None, would key on the whole header, which any client can vary).
+    "NUM_PROXIES": GPUPORTAL_PROXY_COUNT,
 }
 # List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); 0 = off.
 API_RESPONSE_CACHE_SECONDS = env.int("API_RESPONSE_CACHE_SECONDS", default=30)
