@@ -368,7 +368,7 @@ def _summary(checks: dict) -> dict[str, str]:
 
 class TokenCreateView(knox_views.LoginView):
     """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once. Repeated
-    wrong passwords lock the account and the address out for a while (429 with Retry-After)."""
+    wrong passwords lock that account out for a while (429 with Retry-After)."""
 
     authentication_classes = [LockoutAwareBasicAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
