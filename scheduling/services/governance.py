@@ -18,9 +18,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.engine.governance_state import GovTeam, team_name_problems
 from scheduling.models import Queue, Team
 
 from . import governance_trigger
+from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import Parents, carving_queue, guarantee_shortfalls, lock_capacity, team_parents
 
@@ -168,6 +170,7 @@ def save_queue(queue: Queue, *, by, reason: str) -> Queue:
 def check_team(team: Team) -> None:
     """A team as it would be saved (new, renamed or re-parented): the tree keeps no loop, and every queue (its
     own and its sub-teams') obeys every rule in the new place, promises included. Errors name ``parent``."""
+    check_team_name(team)
     if team.pk is None:
         return  # a new team has no queues and nothing below it yet
     parents = team_parents(moved={team.pk: team.parent_id})
@@ -178,6 +181,22 @@ def check_team(team: Team) -> None:
         placed = f"under {team.parent.slug}" if team.parent_id else "at the top level"
         problems = [m for messages in error.message_dict.values() for m in messages]
         raise ValidationError({"parent": [f"{team.slug} {placed}: {problem}" for problem in problems]}) from error
+
+
+def check_team_name(team: Team) -> None:
+    """The slug names the team's objects on every governed orchestrator: a Slurm account, Kubernetes
+    namespaces and queues. A name one of them cannot use is refused here, naming the orchestrator and the rule
+    (a team named before this check is left out of that orchestrator's rounds alone)."""
+    from . import enforcement  # enforcement reads the tree this module writes
+
+    problems = []
+    for orchestrator in enforcement.governed_orchestrators():
+        gov = enforcement.gov_orchestrator(orchestrator)
+        mapped = orchestrator_access.governance_options(orchestrator).get("namespaces") or {}
+        names = GovTeam(team.slug, namespaces=tuple(mapped.get(team.slug, ())))
+        problems += [problem.message for problem in team_name_problems(names, gov)]
+    if problems:
+        raise ValidationError({"slug": problems})
 
 
 def _check_no_loop(team: Team, parents: Parents) -> None:

@@ -195,3 +195,15 @@ def test_a_live_grant_cannot_be_edited_or_deleted_in_the_admin(client, cast, tea
     assert QuotaGrant.objects.get(pk=grant.pk).gpus == 8 and QuotaRequest.objects.get(pk=request.pk).gpus == 8
     assert client.post(f"/admin/scheduling/quotagrant/{grant.pk}/delete/", {"post": "yes"}).status_code == 403
     assert QuotaGrant.objects.filter(pk=grant.pk).exists()
+
+
+def test_a_team_name_a_governed_orchestrator_cannot_use_is_refused_on_save_naming_it_and_the_rule(client, cast, teams):
+    Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
+    client.force_login(cast["admin"])
+    form = {**_team_form(Team(slug="ML_Ops", name="ML Ops"), teams["research"]), "slug": "ML_Ops"}
+    page = client.post("/admin/scheduling/team/add/", form)
+    assert page.status_code == 200
+    errors = page.context["adminform"].form.errors["slug"]
+    assert "k8s-a: 'ML_Ops' names a queue and is not a DNS-1123 label" in errors[0]
+    assert not Team.objects.filter(slug="ML_Ops").exists()
+    assert client.post("/admin/scheduling/team/add/", {**form, "slug": "ml-ops"}).status_code == 302
