@@ -376,8 +376,26 @@ def _desired_on(data: GovernanceInput, orch: GovOrchestrator, at: float) -> Desi
             tuple(g for g in data.grants if g.team not in skipped),
             data.pool_bounds,
         )
+    problems = [p for found in skipped.values() for p in found]
+    if orch.kind is OrchestratorKind.SLURM:
+        data, unnamed = _without_unnamed_users(data, orch)
+        problems += unnamed
     state = builders[orch.kind](data, orch, at)
-    return replace(state, skipped=tuple(p for found in skipped.values() for p in found))
+    return replace(state, skipped=tuple(problems))
+
+
+def _without_unnamed_users(data: GovernanceInput, orch: GovOrchestrator) -> tuple[GovernanceInput, list[InputProblem]]:
+    """Members whose cluster user name Slurm refuses are left out alone: ``eve,alice`` would reach ``sacctmgr
+    add user`` as a list of two users."""
+    bad = sorted({m for t in data.teams for m in t.members if not _SLURM_NAME.match(orch.user_overrides.get(m, m))})
+    if not bad:
+        return data, []
+    teams = tuple(replace(t, members=tuple(m for m in t.members if m not in bad)) for t in data.teams)
+    problems = [
+        InputProblem("team.members", f"{orch.name}: user {m!r} is not a Slurm user name ({SLURM_NAME_RULE})")
+        for m in bad
+    ]
+    return replace(data, teams=teams), problems
 
 
 class _Collector:

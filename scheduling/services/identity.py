@@ -64,6 +64,15 @@ def save_group_mapping(mapping: GroupMapping, *, by, reason: str) -> GroupMappin
     return mapping
 
 
+def owned_elsewhere(user, provider: str) -> bool:
+    """Whether ``user`` belongs to another identity source than ``provider``: a local account (a password of its
+    own) or one an external sign-in of another provider made. Such an account is never entered by ``provider``."""
+    if user.has_usable_password():
+        return True
+    identity = ExternalIdentity.objects.filter(user=user).values_list("provider", flat=True).first()
+    return identity is not None and identity != provider
+
+
 @transaction.atomic
 def sync_memberships(
     user, *, provider: str, subject: str, groups: Iterable[str], rules: list[GroupRule] | None = None
