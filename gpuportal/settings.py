@@ -342,6 +342,14 @@ GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)
 # Orchestrator credentials references may name only files inside these directories (symlinks and ".."
 # resolved first) or variables named GPUPORTAL_SECRET_*: scheduling/validators.py says why.
 GPUPORTAL_CREDENTIALS_DIRS = env.list("GPUPORTAL_CREDENTIALS_DIRS", default=["/etc/gpuportal/credentials"])
+# Where an orchestrator's options.governance.sacctmgr / options.accounting.sacct may point (a program of that
+# name; the bare name is looked up on the worker's PATH). docs/security.md.
+GPUPORTAL_SLURM_BIN_DIRS = env.list(
+    "GPUPORTAL_SLURM_BIN_DIRS", default=["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"]
+)
+# Orchestrator endpoints on this machine (loopback) are refused unless set (a slurmrestd beside the portal in
+# development); link-local addresses (cloud metadata) always are. docs/security.md.
+GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS = env.bool("GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS", default=False)
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":

@@ -13,6 +13,7 @@ from . import models
 from .forms import StorableJSONField
 from .limits import COMMENT_MAX_CHARS
 from .services import governance
+from .services import orchestrators as orchestrator_access
 from .services.accounts import tokens_revoked_message
 from .services.audit import save_audited
 
@@ -112,8 +113,29 @@ class TeamAdmin(AuditedAdmin):
         governance.save_team(obj, by=request.user, reason=form.cleaned_data["change_reason"])
 
 
+class OrchestratorForm(ReasonForm):
+    send_secret_to_new_endpoint = forms.BooleanField(
+        required=False,
+        help_text="When you change the endpoint: send the stored credentials there too (else re-enter them).",
+    )
+
+    class Meta:
+        model = models.Orchestrator
+        fields = ("name", "kind", "endpoint", "credentials_ref", "enabled", "options")
+
+    def clean(self):
+        cleaned = super().clean()
+        stored = models.Orchestrator.objects.filter(pk=self.instance.pk).first() if self.instance.pk else None
+        entered = "credentials_ref" in self.changed_data or cleaned.get("send_secret_to_new_endpoint", False)
+        moved = orchestrator_access.secret_destination_problem(stored, cleaned.get("endpoint", ""), entered)
+        if moved:
+            self.add_error("credentials_ref", moved)
+        return cleaned
+
+
 @admin.register(models.Orchestrator)
 class OrchestratorAdmin(AuditedAdmin):
+    form = OrchestratorForm
     list_display = ("name", "kind", "endpoint", "enabled", "last_success_at", "is_stale")
     list_filter = ("kind", "enabled")
     readonly_fields = ("last_success_at", "last_error", "last_error_at")

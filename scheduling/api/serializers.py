@@ -20,7 +20,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.models.fleet import all_options_problems
-from scheduling.services.orchestrators import has_credentials
+from scheduling.services.orchestrators import has_credentials, secret_destination_problem
 from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
 
@@ -142,6 +142,10 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
         problems = all_options_problems(kind, attrs.get("options", getattr(self.instance, "options", {})))
         if problems:
             raise serializers.ValidationError({"options": problems})
+        endpoint = attrs.get("endpoint", getattr(self.instance, "endpoint", ""))
+        moved = secret_destination_problem(self.instance, endpoint, "credentials_ref" in attrs)
+        if moved:
+            raise serializers.ValidationError({"credentials_ref": [moved]})
         return attrs
 
 
