@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from scheduling.limits import NUL, NUL_RULE
 from scheduling.selectors import workloads as workload_reads
 
 from .common import BadQuery
@@ -24,6 +25,8 @@ def my_workloads(request: HttpRequest) -> HttpResponse:
     if scope not in SCOPES:
         raise BadQuery("scope", "must be mine or team", scope)
     search = request.GET.get("q", "").strip()[:MAX_SEARCH]
+    if NUL in search:
+        raise BadQuery("q", NUL_RULE, search.replace(NUL, "\\0"))
     led = workload_reads.teams_led(request.user)
     if scope == "team" and not led:
         scope = "mine"  # only leads have a team tab: others see their own work
