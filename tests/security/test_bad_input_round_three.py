@@ -5,7 +5,7 @@ import base64
 import pytest
 from rest_framework.test import APIClient
 
-from scheduling.models import Orchestrator, WhatIfScenario
+from scheduling.models import WhatIfScenario
 
 from .bad_input_support import api_as
 
