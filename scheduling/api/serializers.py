@@ -112,7 +112,7 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
     endpoint = serializers.CharField(max_length=300, validators=[django_check(check_endpoint)])
     stale = serializers.BooleanField(source="is_stale", read_only=True)
     has_credentials = serializers.SerializerMethodField()
-    admin_only_fields = ("last_error",)
+    admin_only_fields = ("last_error", "options")  # options name files on the worker (slurm.conf, kubeconfig)
 
     class Meta:
         model = Orchestrator
