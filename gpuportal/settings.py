@@ -119,21 +119,27 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # simple-history's default varchar(100) made a longer comment fail the decision on PostgreSQL.
 SIMPLE_HISTORY_HISTORY_CHANGE_REASON_USE_TEXT_FIELD = True
 # SQLite cannot enforce NULLS NOT DISTINCT; rollups are rebuilt by delete-then-insert, so nothing relies on it.
-SILENCED_SYSTEM_CHECKS = ["models.W047"]
+# axes.W006 asks for ip_address among the lockout parameters (so rotating user agents cannot dodge a lock by
+# name and agent): ours lock by username alone, which no header changes, and an address must never lock an
+# account by other names' failures (issue 29, docs/security.md).
+SILENCED_SYSTEM_CHECKS = ["models.W047", "axes.W006"]
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: a locked-out caller is refused before any password check
     "rules.permissions.ObjectPermissionBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Brute force: after AXES_FAILURE_LIMIT wrong passwords an account, and separately an address, is locked
-# out of the sign-in form, the admin's and the API's token endpoint for the cool-off (0 minutes: until an
-# admin unlocks it). docs/security.md.
+# Brute force: after AXES_FAILURE_LIMIT wrong passwords for an account, that account is locked out of the
+# sign-in form, the admin's and the API's token endpoint for the cool-off (0 minutes: until an admin unlocks
+# it), from every address. Only its own name's failures count: an address's failures at other names never lock
+# an existing account (behind a shared proxy or NAT one client would lock out everyone). docs/security.md.
 AXES_FAILURE_LIMIT = env.int("GPUPORTAL_SIGNIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("GPUPORTAL_SIGNIN_LOCKOUT_MINUTES", default=15)) or None
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
-# A success must not clear the counts: axes would clear the whole address's, and an attacker holding one
-# account could sign in to it between guesses at everyone else's.
+AXES_LOCKOUT_PARAMETERS = ["username"]
+# Guesses at a locked account do not renew its lockout: an anonymous client could otherwise keep anyone locked
+# out for ever with one wrong password per cool-off.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A success must not clear the counts (axes would clear more than that account's, by address).
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_CALLABLE = "scheduling.views.accounts.locked_out"
 # Behind N reverse proxies the client's address is the one the nearest of them appended to X-Forwarded-For.
@@ -294,6 +300,9 @@ REST_FRAMEWORK = {
         "user": env.str("API_THROTTLE_USER", default="3000/min"),
         "anon": env.str("API_THROTTLE_ANON", default="60/min"),
     },
+    # The anonymous throttle's address as the lockout's: X-Forwarded-For only as far as our own proxies wrote it
+    # (DRF's default, None, would key on the whole header, which any client can vary).
+    "NUM_PROXIES": GPUPORTAL_PROXY_COUNT,
 }
 # List answers are reused while the tables they read are unchanged (scheduling/api/list_cache.py); 0 = off.
 API_RESPONSE_CACHE_SECONDS = env.int("API_RESPONSE_CACHE_SECONDS", default=30)
@@ -336,6 +345,14 @@ GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)
 # Orchestrator credentials references may name only files inside these directories (symlinks and ".."
 # resolved first) or variables named GPUPORTAL_SECRET_*: scheduling/validators.py says why.
 GPUPORTAL_CREDENTIALS_DIRS = env.list("GPUPORTAL_CREDENTIALS_DIRS", default=["/etc/gpuportal/credentials"])
+# Where an orchestrator's options.governance.sacctmgr / options.accounting.sacct may point (a program of that
+# name; the bare name is looked up on the worker's PATH). docs/security.md.
+GPUPORTAL_SLURM_BIN_DIRS = env.list(
+    "GPUPORTAL_SLURM_BIN_DIRS", default=["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"]
+)
+# Orchestrator endpoints on this machine (loopback) are refused unless set (a slurmrestd beside the portal in
+# development); link-local addresses (cloud metadata) always are. docs/security.md.
+GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS = env.bool("GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS", default=False)
 # Throttle counters and other caches: Redis in production (CACHE_URL=redis://...), process memory otherwise.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":

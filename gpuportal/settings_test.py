@@ -11,3 +11,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The test client speaks plain HTTP; everything else stays as in production (DEBUG off, secure cookies).
 SECURE_SSL_REDIRECT = False
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# The live fixtures (slurmrestd, Ray, the echo servers of tests/security) listen on 127.0.0.1.
+GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS = True

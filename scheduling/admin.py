@@ -13,6 +13,7 @@ from . import models
 from .forms import StorableJSONField
 from .limits import COMMENT_MAX_CHARS
 from .services import governance
+from .services import orchestrators as orchestrator_access
 from .services.accounts import tokens_revoked_message
 from .services.audit import save_audited
 
@@ -44,31 +45,44 @@ class AuditedAdmin(HistoryAdmin):
         save_audited(obj, by=request.user, reason=form.cleaned_data["change_reason"])
 
 
-class QueueForm(ReasonForm):
+class GovernedForm(ReasonForm):
+    """A row of the team tree or its entitlements: after the model's own validation, the whole-tree rules of
+    ``services.governance`` (``check``), reported on the fields they name."""
+
+    check = staticmethod(lambda instance: None)
+
+    def _post_clean(self):
+        super()._post_clean()  # self.instance now holds the edited values
+        if self.errors:
+            return
+        try:
+            type(self).check(self.instance)
+        except ValidationError as error:
+            self._update_errors(error)
+
+
+class QueueForm(GovernedForm):
+    check = staticmethod(governance.check_queue_edit)
+
     class Meta:
         model = models.Queue
         fields = ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
 
-    def clean(self):
-        cleaned = super().clean()
-        if self.errors:
-            return cleaned
-        others = [q for q in models.Queue.objects.select_related("team") if q.pk != self.instance.pk]
-        candidate = models.Queue(
-            pk=self.instance.pk, **{f: cleaned[f] for f in ("team", "gpu_model", "weight", "guaranteed", "burst_limit")}
-        )
-        try:
-            governance.check_tree([*others, candidate])
-        except ValidationError as error:
-            raise ValidationError(error.message_dict) from error
-        return cleaned
-
 
 @admin.register(models.Queue)
 class QueueAdmin(AuditedAdmin):
+    """Saved through ``governance.save_queue``: the promise check under the capacity lock, and the reason.
+    Not deleted here (nor through the API): a guarantee of 0 withdraws it, audited like any edit."""
+
     form = QueueForm
     list_display = ("team", "gpu_model", "weight", "guaranteed", "burst_limit")
     list_filter = ("gpu_model",)
+
+    def save_model(self, request, obj, form, change):
+        governance.save_queue(obj, by=request.user, reason=form.cleaned_data["change_reason"])
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class MembershipInline(admin.TabularInline):
@@ -77,15 +91,51 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ("user",)
 
 
+class TeamForm(GovernedForm):
+    check = staticmethod(governance.check_team)
+
+    class Meta:
+        model = models.Team
+        fields = ("slug", "name", "parent", "description")
+
+
 @admin.register(models.Team)
 class TeamAdmin(AuditedAdmin):
+    """Saved through ``governance.save_team``: a re-parenting is checked like any entitlement edit (no loop,
+    sub-teams within parents, promises within the fleet), under the capacity lock, with the reason."""
+
+    form = TeamForm
     list_display = ("slug", "name", "parent")
     search_fields = ("slug", "name")
     inlines = [MembershipInline]
 
+    def save_model(self, request, obj, form, change):
+        governance.save_team(obj, by=request.user, reason=form.cleaned_data["change_reason"])
+
+
+class OrchestratorForm(ReasonForm):
+    send_secret_to_new_endpoint = forms.BooleanField(
+        required=False,
+        help_text="When you change the endpoint: send the stored credentials there too (else re-enter them).",
+    )
+
+    class Meta:
+        model = models.Orchestrator
+        fields = ("name", "kind", "endpoint", "credentials_ref", "enabled", "options")
+
+    def clean(self):
+        cleaned = super().clean()
+        stored = models.Orchestrator.objects.filter(pk=self.instance.pk).first() if self.instance.pk else None
+        entered = "credentials_ref" in self.changed_data or cleaned.get("send_secret_to_new_endpoint", False)
+        moved = orchestrator_access.secret_destination_problem(stored, cleaned.get("endpoint", ""), entered)
+        if moved:
+            self.add_error("credentials_ref", moved)
+        return cleaned
+
 
 @admin.register(models.Orchestrator)
 class OrchestratorAdmin(AuditedAdmin):
+    form = OrchestratorForm
     list_display = ("name", "kind", "endpoint", "enabled", "last_success_at", "is_stale")
     list_filter = ("kind", "enabled")
     readonly_fields = ("last_success_at", "last_error", "last_error_at")
@@ -123,18 +173,30 @@ class PoolPolicyAdmin(AuditedAdmin):
     )
 
 
+class DecidedElsewhereAdmin(HistoryAdmin):
+    """Read-only: requests and grants change only through ``services.quota`` (filing, amending, approval with
+    the promise check, revocation, extension), from the pages or the API, each with who and why."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(models.QuotaRequest)
-class QuotaRequestAdmin(HistoryAdmin):
+class QuotaRequestAdmin(DecidedElsewhereAdmin):
     list_display = ("pk", "team", "requester", "gpus", "gpu_model", "starts_at", "ends_at", "state")
     list_filter = ("state", "team")
-    readonly_fields = ("state", "decided_by", "decided_at")
 
 
 @admin.register(models.QuotaGrant)
-class QuotaGrantAdmin(HistoryAdmin):
+class QuotaGrantAdmin(DecidedElsewhereAdmin):
     list_display = ("team", "gpus", "gpu_model", "starts_at", "ends_at", "state")
     list_filter = ("state", "team")
-    readonly_fields = ("request", "state")
 
 
 class NodeMoveInline(admin.TabularInline):

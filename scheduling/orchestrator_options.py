@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 
-from scheduling.validators import check_credentials_file
+from scheduling.validators import check_credentials_file, check_slurm_command
 
 STRING = {"type": "string"}
 FLAG = {"type": "boolean"}
@@ -129,7 +129,7 @@ def options_problems(kind: str, options: object) -> list[str]:
     if validator is None:
         return []
     errors = sorted(validator.iter_errors(options), key=lambda e: [str(p) for p in e.absolute_path])
-    return [_describe(kind, error) for error in errors] or _kubeconfig_problems(options)
+    return [_describe(kind, error) for error in errors] or _path_problems(options)
 
 
 def mapping_problems(options: object, teams: set[str]) -> list[str]:
@@ -149,15 +149,33 @@ def mapping_problems(options: object, teams: set[str]) -> list[str]:
     return problems
 
 
-def _kubeconfig_problems(options: object) -> list[str]:
-    """A kubeconfig is a credential: it may only lie where credentials files may (scheduling/validators.py)."""
-    kubeconfig = options.get("kubeconfig") if isinstance(options, dict) else None
-    if not kubeconfig:
+# Files the worker reads for an orchestrator, held where credentials files may lie (scheduling/validators.py): a
+# kubeconfig holds a certificate or token and names where it is sent; slurm.conf is read by sacctmgr, scontrol
+# and sacct, which echo its lines in their errors (to /governance/ and the database): a free path reads any file.
+CREDENTIAL_PATHS = (("kubeconfig",), ("slurm_conf",), ("rebalance", "slurm_conf"))
+# Programs the worker runs: held to their own name inside GPUPORTAL_SLURM_BIN_DIRS.
+SLURM_COMMANDS = ((("governance", "sacctmgr"), "sacctmgr"), (("accounting", "sacct"), "sacct"))
+
+
+def _path_problems(options: object) -> list[str]:
+    problems: list[str] = []
+    for keys in CREDENTIAL_PATHS:
+        problems += _checked(options, keys, check_credentials_file)
+    for keys, command in SLURM_COMMANDS:
+        problems += _checked(options, keys, lambda value, command=command: check_slurm_command(value, command))
+    return problems
+
+
+def _checked(options: object, keys: tuple[str, ...], check) -> list[str]:
+    value = options
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    if not value:
         return []
     try:
-        check_credentials_file(kubeconfig)
+        check(value)
     except ValidationError as error:
-        return [f"options.kubeconfig: {message}" for message in error.messages]
+        return [f"options.{'.'.join(keys)}: {message}" for message in error.messages]
     return []
 
 

@@ -11,6 +11,7 @@ worker at resolve time (a symlink may have been swapped in since) all call these
 Django's ``ValidationError`` with a message that names the rule.
 """
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,10 @@ def check_credentials_file(target: str) -> Path:
 
 
 def check_endpoint(url: str) -> str:
-    """An absolute http(s) URL with a host (or the demo federation's ``demo://name``)."""
+    """An absolute http(s) URL with a host (or the demo federation's ``demo://name``), not a link-local address
+    (169.254.0.0/16, fe80::/10: a cloud's metadata service, which hands out the node's credentials) and not this
+    machine (loopback, unspecified, ``localhost``) unless ``GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS`` says a service
+    really runs there: the worker sends the orchestrator's secret to this address."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is not a number in range
@@ -92,4 +96,46 @@ def check_endpoint(url: str) -> str:
         raise ValidationError(
             f"must be an http:// or https:// URL with a host (got scheme {parts.scheme or 'none'!r})", code="endpoint"
         )
+    _check_service_address(parts.hostname)
     return url
+
+
+def _check_service_address(host: str) -> None:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        local = host.rstrip(".").lower() == "localhost" or host.rstrip(".").lower().endswith(".localhost")
+        address = None
+    else:
+        if address.version == 6 and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        local = address.is_loopback or address.is_unspecified
+    if address is not None and address.is_link_local:
+        raise ValidationError(
+            f"{host} is a link-local address (a cloud metadata service lives there): never an orchestrator",
+            code="endpoint_link_local",
+        )
+    if local and not settings.GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS:
+        raise ValidationError(
+            f"{host} is this machine (loopback): refused unless GPUPORTAL_ALLOW_LOOPBACK_ENDPOINTS=1 says an "
+            "orchestrator's API really listens here",
+            code="endpoint_loopback",
+        )
+
+
+def check_slurm_command(value: str, command: str) -> str:
+    """The ``sacctmgr`` or ``sacct`` the worker runs: the bare name (found on the worker's PATH) or an absolute
+    path of that name inside ``GPUPORTAL_SLURM_BIN_DIRS`` (symlinks followed): an admin must not make the worker
+    run any program it can reach."""
+    if value == command:
+        return value
+    dirs = [Path(d).resolve() for d in settings.GPUPORTAL_SLURM_BIN_DIRS]
+    allowed = ", ".join(str(d) for d in dirs) or "no directory (GPUPORTAL_SLURM_BIN_DIRS is empty)"
+    path = Path(value)
+    rule = f"{command!r} (found on the worker's PATH) or an absolute path to {command} inside {allowed}"
+    if "\x00" in value or not path.is_absolute() or path.name != command:
+        raise ValidationError(f"must be {rule}; got {value[:200]!r}", code="slurm_command")
+    resolved = path.resolve()
+    if not any(resolved.parent == d or resolved.parent.is_relative_to(d) for d in dirs):
+        raise ValidationError(f"must be {rule}; {value[:200]} resolves to {resolved}", code="slurm_command")
+    return value

@@ -29,6 +29,7 @@ from knox.signals import token_expired
 from rest_framework import exceptions
 from rest_framework.authentication import BasicAuthentication
 
+from scheduling.limits import NUL
 from scheduling.services.accounts import lockout_for
 
 
@@ -129,6 +130,8 @@ class LockoutAwareBasicAuthentication(BasicAuthentication):
     plain "Invalid username/password" that would invite the next guess."""
 
     def authenticate_credentials(self, userid, password, request=None):
+        if NUL in userid or NUL in password:  # no account has one; PostgreSQL cannot even look it up (a 500)
+            raise exceptions.AuthenticationFailed("Invalid username/password.")
         try:
             return super().authenticate_credentials(userid, password, request)
         except exceptions.AuthenticationFailed:

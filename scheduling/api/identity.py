@@ -1,11 +1,13 @@
 """Group mappings (directory group pattern -> team, role) and identity overrides (submitter name -> portal
-user): anyone signed in reads, admins write with a ``reason`` recorded with their name in the row's history
+user): admins read all and write; others read the mappings of their teams and their own overrides
+(``selectors.access``); admins write with a ``reason`` recorded with their name in the row's history
 (docs/identity.md)."""
 
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from scheduling.models import GroupMapping, IdentityOverride, Orchestrator, Team
+from scheduling.selectors import access
 from scheduling.services import identity
 
 from .ledger import REASON, AuditedViewSet
@@ -28,6 +30,9 @@ class GroupMappingViewSet(AuditedViewSet):
     filterset_fields = ["role"]
     write_permission = "scheduling.edit_group_mappings"
     save_row = staticmethod(identity.save_group_mapping)
+
+    def get_queryset(self):
+        return access.group_mappings_visible_to(self.request.user, super().get_queryset())
 
 
 class IdentityOverrideSerializer(serializers.ModelSerializer):
@@ -56,3 +61,6 @@ class IdentityOverrideViewSet(AuditedViewSet):
     filterset_fields = ["kind"]
     write_permission = "scheduling.edit_identity_overrides"
     save_row = staticmethod(identity.save_identity_override)
+
+    def get_queryset(self):
+        return access.identity_overrides_visible_to(self.request.user, super().get_queryset())

@@ -21,7 +21,7 @@ from scheduling.models import (
 )
 from scheduling.models.fleet import all_options_problems
 from scheduling.rules import is_portal_admin
-from scheduling.services.orchestrators import has_credentials
+from scheduling.services.orchestrators import has_credentials, secret_destination_problem
 from scheduling.validators import ENV_PREFIX, check_credentials_ref, check_endpoint
 
 
@@ -113,7 +113,7 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
     endpoint = serializers.CharField(max_length=300, validators=[django_check(check_endpoint)])
     stale = serializers.BooleanField(source="is_stale", read_only=True)
     has_credentials = serializers.SerializerMethodField()
-    admin_only_fields = ("last_error",)
+    admin_only_fields = ("last_error", "options")  # options name files on the worker (slurm.conf, kubeconfig)
 
     class Meta:
         model = Orchestrator
@@ -143,6 +143,10 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
         problems = all_options_problems(kind, attrs.get("options", getattr(self.instance, "options", {})))
         if problems:
             raise serializers.ValidationError({"options": problems})
+        endpoint = attrs.get("endpoint", getattr(self.instance, "endpoint", ""))
+        moved = secret_destination_problem(self.instance, endpoint, "credentials_ref" in attrs)
+        if moved:
+            raise serializers.ValidationError({"credentials_ref": [moved]})
         return attrs
 
 

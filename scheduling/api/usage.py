@@ -5,7 +5,7 @@ follow ``access.usage_users_readable_by`` (the weekly report's rule; other membe
 summed "other users" row), a team one may not see is a 404.
 """
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.http import Http404
 from django.utils import timezone
@@ -16,6 +16,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduling.limits import NUL, NUL_RULE
 from scheduling.models import Team
 from scheduling.selectors import access, drilldown
 
@@ -29,6 +30,9 @@ class WindowSerializer(serializers.Serializer):
 
     def validate(self, attrs):
         until = attrs.get("until") or timezone.now()
+        if attrs.get("since") is None and until - datetime.min.replace(tzinfo=UTC) < DEFAULT_SPAN:
+            # Compared as a difference: until − 7 days would overflow before year 1 (a 500).
+            raise serializers.ValidationError({"until": "leaves no default window before it: give since too."})
         since = attrs.get("since") or until - DEFAULT_SPAN
         if since >= until:
             raise serializers.ValidationError({"since": "must be before until."})
@@ -104,6 +108,8 @@ class UserJobsView(_DrillDownView):
 
     @extend_schema(parameters=WINDOW_PARAMETERS, responses=JobInWindowSerializer(many=True))
     def get(self, request, slug: str, user: str):
+        if NUL in user:
+            raise serializers.ValidationError({"user": NUL_RULE})
         team, since, until = self.team_and_window(request, slug)
         readable = access.usage_users_readable_by(request.user, team)
         if readable is not None and user not in readable:

@@ -26,7 +26,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
-from scheduling.selectors import fleet
+from scheduling.selectors import access, fleet
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
 from scheduling.services import collection, governance, idempotency, quota
 from scheduling.services import health as health_checks
@@ -137,8 +137,8 @@ class WorkloadViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.WorkloadFilter
 
     def get_queryset(self):
-        return only_visible(
-            Workload.objects.annotate(**related_names(orchestrator="name", team="slug")), self.request.user
+        return access.workloads_visible_to(
+            self.request.user, Workload.objects.annotate(**related_names(orchestrator="name", team="slug"))
         )
 
 
@@ -368,7 +368,7 @@ def _summary(checks: dict) -> dict[str, str]:
 
 class TokenCreateView(knox_views.LoginView):
     """POST with HTTP basic auth (or a browser session) to get a new token; it is shown once. Repeated
-    wrong passwords lock the account and the address out for a while (429 with Retry-After)."""
+    wrong passwords lock that account out for a while (429 with Retry-After)."""
 
     authentication_classes = [LockoutAwareBasicAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]

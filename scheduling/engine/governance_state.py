@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from .calendar import Bounds
@@ -143,6 +143,7 @@ class DesiredState:
     objects: tuple[NativeObject, ...]
     reasons: Mapping[str, tuple[str, ...]]
     notes: tuple[str, ...] = ()
+    skipped: tuple[InputProblem, ...] = ()  # teams this orchestrator cannot name: left out here alone
 
 
 def object_id(obj: NativeObject) -> str:
@@ -165,21 +166,73 @@ def validate(data: GovernanceInput, orchestrators: Sequence[GovOrchestrator]) ->
 
 
 def _team_problems(teams: Sequence[GovTeam], slugs: set[str]) -> list[InputProblem]:
+    """What breaks the tree itself. A name one orchestrator cannot use is not here: ``team_name_problems``
+    leaves that team out on that orchestrator alone."""
     problems: list[InputProblem] = []
     owner: dict[str, str] = {}
     for team in teams:
         if team.parent is not None and team.parent not in slugs:
             problems.append(InputProblem("team.parent", f"{team.slug}: parent {team.parent!r} is not a team"))
-        if not _SLURM_NAME.match(team.slug):
-            problems.append(InputProblem("team.slug", f"{team.slug!r} is not a valid Slurm account name"))
         for ns in namespaces_of(team):
-            if not _DNS_LABEL.match(ns):
-                problems.append(InputProblem("team.namespaces", f"{team.slug}: {ns!r} is not a DNS-1123 label"))
-            elif owner.setdefault(ns, team.slug) != team.slug:
+            if owner.setdefault(ns, team.slug) != team.slug:
                 problems.append(
                     InputProblem("team.namespaces", f"{ns!r} is mapped to both {owner[ns]} and {team.slug}")
                 )
     return problems
+
+
+SLURM_NAME_RULE = "letters, digits, '_', '.' and '-', not starting with '.' or '-', at most 64 characters"
+DNS_LABEL_RULE = "a DNS-1123 label: lower-case letters, digits and '-', starting and ending alphanumeric, at most 63"
+
+
+def team_name_problems(team: GovTeam, orch: GovOrchestrator) -> list[InputProblem]:
+    """Why ``orch`` cannot name ``team``'s objects (empty: it can): a Slurm account is named by the slug; on
+    Kubernetes the namespaces, and the Volcano queue or Kueue ClusterQueue named by the slug, are DNS-1123
+    labels. Asked on save (services.governance) and each round (the team is then left out there alone)."""
+    problems: list[InputProblem] = []
+    if orch.kind is OrchestratorKind.SLURM:
+        if not _SLURM_NAME.match(team.slug):
+            problems.append(
+                InputProblem("team.slug", f"{orch.name}: {team.slug!r} is not a Slurm account name ({SLURM_NAME_RULE})")
+            )
+        if team.slug in (orch.slurm_root_account, "root"):
+            problems.append(
+                InputProblem("team.slug", f"{orch.name}: a team may not be named {orch.slurm_root_account!r} or 'root'")
+            )
+    elif orch.kind is OrchestratorKind.KUBERNETES:
+        if (orch.volcano or orch.kueue) and not _DNS_LABEL.match(team.slug):
+            problems.append(
+                InputProblem("team.slug", f"{orch.name}: {team.slug!r} names a queue and is not {DNS_LABEL_RULE}")
+            )
+        problems += [
+            InputProblem("team.namespaces", f"{orch.name}: {team.slug}: namespace {ns!r} is not {DNS_LABEL_RULE}")
+            for ns in namespaces_of(team)
+            if not _DNS_LABEL.match(ns) and not (problems and ns == team.slug)  # said once for the slug
+        ]
+    return problems
+
+
+def _skipped_teams(teams: Sequence[GovTeam], orch: GovOrchestrator) -> dict[str, list[InputProblem]]:
+    """The teams ``orch`` cannot name, each with why, and their sub-teams: Slurm accounts nest under their
+    parent's, and shares are multiplied down the tree."""
+    skipped = {t.slug: found for t in teams if (found := team_name_problems(t, orch))}
+    parent = {t.slug: t.parent for t in teams}
+    for team in teams:
+        above = [a for a in _chain(team.slug, parent) if a in skipped and a != team.slug]
+        if above and team.slug not in skipped:
+            skipped[team.slug] = [
+                InputProblem("team.parent", f"{orch.name}: {team.slug} is under {above[0]!r}, left out above")
+            ]
+    return skipped
+
+
+def _chain(slug: str, parent: Mapping[str, str | None]) -> list[str]:
+    seen: list[str] = []
+    current: str | None = slug
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = parent.get(current)
+    return seen
 
 
 def _queue_problems(queues: Sequence[GovQueue], slugs: set[str]) -> list[InputProblem]:
@@ -204,8 +257,6 @@ def _orchestrator_problems(orch: GovOrchestrator, teams: Sequence[GovTeam]) -> l
     root = orch.slurm_root_account
     if orch.kind is OrchestratorKind.SLURM and not _SLURM_NAME.match(root):
         problems.append(InputProblem("slurm_root_account", f"{root!r} is not a Slurm account name"))
-    if orch.kind is OrchestratorKind.SLURM and any(t.slug in (root, "root") for t in teams):
-        problems.append(InputProblem("team.slug", f"{orch.name}: a team may not be named {root!r} or 'root'"))
     return problems
 
 
@@ -307,12 +358,44 @@ def desired_state(
     data: GovernanceInput, orchestrators: Sequence[GovOrchestrator], at: float
 ) -> dict[str, DesiredState]:
     """Each orchestrator's desired native objects at ``at``. Raises GovernanceInputError (every problem,
-    each naming its field and rule) when the input cannot be enforced, before any object is produced."""
+    each naming its field and rule) when the input cannot be enforced, before any object is produced. A team
+    one orchestrator cannot name is left out there (``DesiredState.skipped`` says why); the rest goes ahead."""
     problems = validate(data, orchestrators)
     if problems:
         raise GovernanceInputError(problems)
+    return {o.name: _desired_on(data, o, at) for o in orchestrators}
+
+
+def _desired_on(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredState:
     builders = {OrchestratorKind.SLURM: _slurm, OrchestratorKind.KUBERNETES: _kubernetes, OrchestratorKind.RAY: _ray}
-    return {o.name: builders[o.kind](data, o, at) for o in orchestrators}
+    skipped = _skipped_teams(data.teams, orch)
+    if skipped:
+        data = GovernanceInput(
+            tuple(t for t in data.teams if t.slug not in skipped),
+            tuple(q for q in data.queues if q.team not in skipped),
+            tuple(g for g in data.grants if g.team not in skipped),
+            data.pool_bounds,
+        )
+    problems = [p for found in skipped.values() for p in found]
+    if orch.kind is OrchestratorKind.SLURM:
+        data, unnamed = _without_unnamed_users(data, orch)
+        problems += unnamed
+    state = builders[orch.kind](data, orch, at)
+    return replace(state, skipped=tuple(problems))
+
+
+def _without_unnamed_users(data: GovernanceInput, orch: GovOrchestrator) -> tuple[GovernanceInput, list[InputProblem]]:
+    """Members whose cluster user name Slurm refuses are left out alone: ``eve,alice`` would reach ``sacctmgr
+    add user`` as a list of two users."""
+    bad = sorted({m for t in data.teams for m in t.members if not _SLURM_NAME.match(orch.user_overrides.get(m, m))})
+    if not bad:
+        return data, []
+    teams = tuple(replace(t, members=tuple(m for m in t.members if m not in bad)) for t in data.teams)
+    problems = [
+        InputProblem("team.members", f"{orch.name}: user {m!r} is not a Slurm user name ({SLURM_NAME_RULE})")
+        for m in bad
+    ]
+    return replace(data, teams=teams), problems
 
 
 class _Collector:

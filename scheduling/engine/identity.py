@@ -85,3 +85,9 @@ def plan_sync(held: Mapping[str, HeldMembership], granted: Mapping[str, str]) ->
     }
     remove = frozenset(team for team, membership in held.items() if membership.source == MAPPED and team not in granted)
     return SyncPlan(add=add, change=change, remove=remove)
+
+
+def is_catch_all(pattern: str) -> bool:
+    """Whether ``pattern`` matches every group name (``*``, ``**``, ``*?*`` … for any name of one character
+    or more): everyone who signs in through the directory or the provider would get its role."""
+    return bool(pattern) and set(pattern) <= {"*", "?"} and "*" in pattern and pattern.count("?") <= 1

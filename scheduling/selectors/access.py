@@ -131,6 +131,29 @@ def usage_users_readable_by(user, team: Team, tree: TeamTree | None = None) -> f
     return frozenset({user.get_username()})
 
 
+def group_mappings_visible_to(user, queryset: QuerySet) -> QuerySet:
+    """Group mappings: admins all; others those of the teams they may see (who joins their teams, and how);
+    a user in no team none."""
+    return only_visible(queryset, user)
+
+
+def identity_overrides_visible_to(user, queryset: QuerySet) -> QuerySet:
+    """Identity overrides (whose a submitter name is): admins all; others their own."""
+    return queryset if sees_everything(user) else queryset.filter(user_id=user.pk)
+
+
+def in_no_team(user) -> bool:
+    """Signed in, not an admin, and a member of no team: sees no team's figures."""
+    return team_ids_visible_to(user) == set()
+
+
 def workloads_visible_to(user, queryset: QuerySet | None = None) -> QuerySet:
-    """Workloads of the teams the user may see (the API's ``/workloads/`` and the job page agree on it)."""
-    return only_visible(Workload.objects.all() if queryset is None else queryset, user)
+    """Workloads of the teams the user may see (the API's ``/workloads/`` and the job page agree on it), by the
+    drill-down's rule for whose: admins and the leads of a team (or one above it) see all of its workloads;
+    another member sees their own, and the others' only while active (pending or running: the queue the team
+    page shows, who waits before them), never a teammate's history."""
+    rows = only_visible(Workload.objects.all() if queryset is None else queryset, user)
+    if sees_everything(user):
+        return rows
+    own = Q(user=user.get_username()) if user.is_authenticated else Q(pk__in=[])
+    return rows.filter(Q(team_id__in=lead_team_ids(user)) | own | Q(state__in=Workload.ACTIVE_STATES))

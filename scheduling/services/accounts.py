@@ -4,7 +4,9 @@ change does to the account's API tokens."""
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from axes.helpers import get_cool_off
+from axes.helpers import get_client_username, get_cool_off
+from axes.models import AccessAttempt
+from django.db.models import Max
 from django.utils import timezone
 from django.utils.timesince import timeuntil
 from knox.models import get_token_model
@@ -26,7 +28,7 @@ class Lockout:
 
     @property
     def message(self) -> str:
-        head = "Too many failed sign-ins for this account or from this address: sign-in is locked"
+        head = "Too many failed sign-ins for this account: sign-in is locked"
         if self.until is None:
             return f"{head}; {ASK_AN_ADMIN}."
         at = timezone.localtime(self.until).strftime("%H:%M %Z")
@@ -34,10 +36,15 @@ class Lockout:
 
 
 def lockout_for(request) -> Lockout:
-    """The lockout a refused attempt just met. Every attempt made while locked out starts the cool-off
-    again (axes' AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT), so it ends a whole cool-off from now."""
+    """The lockout a refused attempt just met: a cool-off after the account's last counted failure. Guesses
+    made while locked out are not counted (AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT off), so they do not
+    move its end."""
     cool_off: timedelta | None = get_cool_off(request)
-    return Lockout(timezone.now() + cool_off if cool_off else None)
+    if not cool_off:
+        return Lockout(None)
+    username = get_client_username(request, getattr(request, "axes_credentials", None))
+    last = AccessAttempt.objects.filter(username=username).aggregate(last=Max("attempt_time"))["last"]
+    return Lockout((last or timezone.now()) + cool_off)
 
 
 def revoke_api_tokens(user) -> int:

@@ -1,15 +1,18 @@
 """How many GPUs exist and what is promised on them: the ORM side of ``scheduling.engine.promises``.
 
-Promises are the top-level teams' queue guarantees (standing, per GPU model or any model) and live quota
-grants (time-bounded). Sub-teams' guarantees are carved out of their parent's, so only top-level ones count.
+Promises are the queue guarantees no ancestor's guarantee of the same GPU model holds (standing, per GPU model
+or any model) and live quota grants (time-bounded). A sub-team's guarantee is carved out of the nearest ancestor's
+queue of its model and bounded by it; with no such queue above it (the parent guarantees only another model, or
+nothing) it is a promise of its own, counted like a top-level team's.
 """
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db.models import Sum
 
 from scheduling.engine.promises import Promise, PromiseCheck, Shortfall, check_promise, worsened
-from scheduling.models import CapacityLock, Node, Queue, QuotaGrant
+from scheduling.models import CapacityLock, Node, Queue, QuotaGrant, Team
 
 LIVE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
 
@@ -28,12 +31,44 @@ def gpu_supply() -> dict[str, int]:
     return {model: total or 0 for model, total in rows}
 
 
-def standing_guarantees(queues: list[Queue] | None = None) -> list[Promise]:
-    """The top-level teams' guarantees (of ``queues``, unsaved edits included; else as stored), one standing
-    promise per queue."""
+Parents = dict[int, int | None]
+
+
+def team_parents(queues: Iterable[Queue] = (), moved: Parents | None = None) -> Parents:
+    """Team id -> parent id: the stored tree, with the parents the ``queues``' teams carry (unsaved edits) and
+    ``moved`` (a re-parenting being checked) on top."""
+    parents: Parents = dict(Team.objects.values_list("pk", "parent_id"))
+    parents.update({q.team_id: q.team.parent_id for q in queues if q.team_id is not None})
+    parents.update(moved or {})
+    return parents
+
+
+def carving_queue(queue: Queue, by_team: dict[tuple[int, str], Queue], parents: Parents) -> Queue | None:
+    """The queue ``queue``'s guarantee is carved out of: the nearest ancestor's of the same GPU model (None: its
+    guarantee is a promise of its own). A cycle in ``parents`` ends the walk (the tree check refuses it)."""
+    seen: set[int] = set()
+    parent = parents.get(queue.team_id)
+    while parent is not None and parent not in seen:
+        seen.add(parent)
+        found = by_team.get((parent, queue.gpu_model))
+        if found is not None:
+            return found
+        parent = parents.get(parent)
+    return None
+
+
+def standing_guarantees(queues: list[Queue] | None = None, parents: Parents | None = None) -> list[Promise]:
+    """The guarantees no ancestor's queue of the same model holds (of ``queues``, unsaved edits included; else
+    as stored), one standing promise each."""
     if queues is None:
-        queues = list(Queue.objects.filter(team__parent__isnull=True, guaranteed__gt=0).select_related("team"))
-    return [Promise(q.guaranteed, q.gpu_model) for q in queues if q.team.parent_id is None and q.guaranteed > 0]
+        queues = list(Queue.objects.select_related("team"))
+    parents = team_parents(queues) if parents is None else parents
+    by_team = {(q.team_id, q.gpu_model): q for q in queues}
+    return [
+        Promise(q.guaranteed, q.gpu_model)
+        for q in queues
+        if q.guaranteed > 0 and carving_queue(q, by_team, parents) is None
+    ]
 
 
 def live_grants(
@@ -58,11 +93,11 @@ def check_new_promise(
     return check_promise(gpu_supply(), promises, Promise(gpus, gpu_model, starts_at, ends_at))
 
 
-def guarantee_shortfalls(queues: list[Queue], now: datetime) -> list[Shortfall]:
-    """What replacing the stored guarantees by those of ``queues`` (the whole tree after an edit) would
-    leave unservable from ``now`` on, with every live grant, that the stored ones do not."""
+def guarantee_shortfalls(queues: list[Queue], now: datetime, parents: Parents | None = None) -> list[Shortfall]:
+    """What replacing the stored guarantees and tree by ``queues`` and ``parents`` (the whole tree after an
+    edit) would leave unservable from ``now`` on, with every live grant, that the stored ones do not."""
     grants = live_grants(now)
-    before, after = standing_guarantees() + grants, standing_guarantees(queues) + grants
+    before, after = standing_guarantees() + grants, standing_guarantees(queues, parents) + grants
     return worsened(gpu_supply(), before, after, now)
 
 

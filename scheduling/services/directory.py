@@ -11,6 +11,8 @@ is asked only when the person is there). A directory that fails during a re-sync
 import logging
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from scheduling.models import ExternalIdentity
@@ -34,15 +36,32 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         return self.UserModel.objects.filter(external_identity__provider="oidc", external_identity__subject=subject)
 
     def create_user(self, claims):
-        username = claims.get("preferred_username") or claims["sub"]
-        if self.UserModel.objects.filter(username=username).exists():
-            username = f"oidc-{claims['sub']}"  # never take over a local (break-glass) account by name
+        username = portal_username(claims.get("preferred_username"), claims["sub"])
         user = self.UserModel.objects.create_user(username=username, email=claims.get("email", ""))
         return self.update_user(user, claims)
 
     def update_user(self, user, claims):
         sync_memberships(user, provider="oidc", subject=claims["sub"], groups=_claimed_groups(claims))
         return user
+
+
+def portal_username(preferred: object, subject: str) -> str:
+    """The name an OIDC user gets: ``preferred_username`` if it obeys the rules of local user names (Django's:
+    at most 150 letters, digits and @ . + - _; so no comma, space or NUL) and nobody holds it, else
+    ``oidc-<sub>`` under the same rules. An existing account of that name (local, LDAP or another OIDC subject)
+    is never entered: the sign-in is refused instead (a clean failure, not a 500)."""
+    field = get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD)
+    for candidate in (preferred, f"oidc-{subject}"):
+        if not isinstance(candidate, str) or not candidate:
+            continue
+        try:
+            field.clean(candidate, None)
+        except ValidationError as error:
+            log.warning("OIDC user name %r of subject %r refused: %s", candidate[:200], subject[:200], error.messages)
+            continue
+        if not get_user_model().objects.filter(username=candidate).exists():
+            return candidate
+    raise PermissionDenied(f"no usable portal user name for OIDC subject {subject[:200]!r}")
 
 
 def _claimed_groups(claims) -> list[str]:

@@ -3,7 +3,7 @@
 
 from django_auth_ldap.backend import LDAPBackend, ldap_error
 
-from scheduling.services.identity import sync_memberships
+from scheduling.services.identity import owned_elsewhere, sync_memberships
 
 __all__ = ["PortalLDAPBackend", "ldap_error"]
 
@@ -11,12 +11,13 @@ __all__ = ["PortalLDAPBackend", "ldap_error"]
 class PortalLDAPBackend(LDAPBackend):
     """django-auth-ldap's backend; after a successful bind, the user's LDAP groups set their memberships.
 
-    A local account (one with a password of its own: a break-glass admin) is never signed in through the
-    directory, so a directory entry of the same name cannot take it over."""
+    An account of another identity source (a local one with a password of its own, a break-glass admin; one
+    made by an OIDC sign-in) is never signed in through the directory, so a directory entry of the same name
+    cannot take it over (``identity.owned_elsewhere``)."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
-        local = self.get_user_model().objects.filter(username=username).first() if username else None
-        if local is not None and local.has_usable_password():
+        existing = self.get_user_model().objects.filter(username=username).first() if username else None
+        if existing is not None and owned_elsewhere(existing, "ldap"):
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
 

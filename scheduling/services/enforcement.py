@@ -489,6 +489,7 @@ def reconcile_orchestrator(
     results = [] if dry_run else _apply(cluster, plan.to_apply)
     _count(outcome, plan, results, dry_run)
     outcome.teams = _object_teams(plan)
+    _report_skipped(outcome, plan.desired)
     outcome.error = orchestrator_access.masked(outcome.error, orchestrator) if outcome.error else ""
     if dry_run:
         return outcome
@@ -565,6 +566,13 @@ def _count(outcome: OrchestratorRound, plan: _Plan, results: list[ApplyResult], 
     if results and any(r.error for r in results):
         errors = "; ".join(f"{r.id}: {r.error}" for r in results if r.error)[:4000]
         outcome.error = errors
+
+
+def _report_skipped(outcome: OrchestratorRound, desired: DesiredState) -> None:
+    """Teams this orchestrator cannot name were left out alone: the round says so, the rest went ahead."""
+    if desired.skipped:
+        left_out = "; ".join(f"{p.field}: {p.message}" for p in desired.skipped)
+        outcome.error = (f"left out: {left_out}" + (f"; {outcome.error}" if outcome.error else ""))[:4000]
 
 
 def _cause_for(plan: _Plan, change: Change, causes: dict[str, tuple[str, Any]], teams: dict[str, str]):

@@ -3,9 +3,11 @@
 Rules, each reported against the field it concerns:
 - ``weight`` is a percentage in [0, 100], and the children of one parent sum to at most 100 % per GPU model;
 - ``guaranteed`` is at most ``burst_limit``;
-- real GPUs can serve every top-level guarantee and live quota grant at once, across GPU models
-  (``engine.promises``: an edit may not create or deepen a shortfall; one it does not touch does not block it);
-- a sub-team's guarantees sum to at most its parent's guarantee for that model.
+- real GPUs can serve every promise (the guarantees no ancestor's queue of the same GPU model holds: top-level
+  teams', and a sub-team's whose parents guarantee only other models) and live quota grant at once, across GPU
+  models (``engine.promises``: an edit may not create or deepen a shortfall; one it does not touch does not block it);
+- the guarantees carved out of an ancestor's queue (the nearest of the same GPU model) sum to at most its guarantee;
+- the team tree has no cycle, and a re-parented team's queues obey all of the above in their new place.
 """
 
 from collections import defaultdict
@@ -16,11 +18,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling.engine.governance_state import GovTeam, team_name_problems
 from scheduling.models import Queue, Team
 
 from . import governance_trigger
+from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
-from .capacity import guarantee_shortfalls, lock_capacity
+from .capacity import Parents, carving_queue, guarantee_shortfalls, lock_capacity, team_parents
 
 
 @dataclass(frozen=True)
@@ -47,44 +51,71 @@ def check_queue(queue: Queue) -> None:
         )
 
 
-def check_tree(queues: list[Queue], edited: frozenset[tuple[int, str]] = frozenset()) -> None:
-    """Check the whole tree as it would be after a change (``queues`` = every queue, edited or not). A rule
-    broken by a group of siblings is reported on the one the admin edited (``edited``: team id and GPU
-    model), not on a sibling they left alone."""
+def check_tree(
+    queues: list[Queue], edited: frozenset[tuple[int, str]] = frozenset(), parents: Parents | None = None
+) -> None:
+    """Check the whole tree as it would be after a change (``queues`` = every queue, edited or not; ``parents``:
+    team id -> parent id after it, by default as stored with the queues' teams' parents on top). A rule broken
+    by a group of siblings is reported on the one the admin edited (``edited``: team id and GPU model), not on
+    a sibling they left alone."""
     for queue in queues:
         check_queue(queue)
+    parents = team_parents(queues) if parents is None else parents
+    _check_weights(queues, edited, parents)
+    _check_carved_guarantees(queues, edited, parents)
+    _check_promises(queues, parents)
+
+
+def _blamed(group: list[Queue], edited: frozenset[tuple[int, str]]) -> Queue:
+    return next((q for q in reversed(group) if (q.team_id, q.gpu_model) in edited), group[-1])
+
+
+def _check_weights(queues: list[Queue], edited: frozenset[tuple[int, str]], parents: Parents) -> None:
+    """Weights are shares of the parent's share: one parent's children sum to at most 100 % per GPU model."""
     by_parent: dict[tuple[int | None, str], list[Queue]] = defaultdict(list)
-    by_team = {(q.team_id, q.gpu_model): q for q in queues}
     for queue in queues:
-        by_parent[(queue.team.parent_id, queue.gpu_model)].append(queue)
-    for (parent_id, model), siblings in by_parent.items():
-        blamed = next((q for q in reversed(siblings) if (q.team_id, q.gpu_model) in edited), siblings[-1])
+        by_parent[(parents.get(queue.team_id), queue.gpu_model)].append(queue)
+    for siblings in by_parent.values():
         total_weight = sum((q.weight for q in siblings), Decimal(0))
         if total_weight > 100:
             names = ", ".join(f"{q.team.slug} {q.weight}%" for q in siblings)
             raise _field_error(
-                blamed,
+                _blamed(siblings, edited),
                 "weight",
                 f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%.",
             )
-        guaranteed = sum(q.guaranteed for q in siblings)
-        parent = by_team.get((parent_id, model))  # None for top-level teams: their guarantees are promises
-        if parent is not None and guaranteed > parent.guaranteed:
+
+
+def _check_carved_guarantees(queues: list[Queue], edited: frozenset[tuple[int, str]], parents: Parents) -> None:
+    """A sub-team's guarantee is carved out of the nearest ancestor's queue of its GPU model: those carved out
+    of one queue sum to at most its guarantee. (One with no such queue above it is a promise: _check_promises.)"""
+    by_team = {(q.team_id, q.gpu_model): q for q in queues}
+    carved: dict[tuple[int, str], list[Queue]] = defaultdict(list)
+    for queue in queues:
+        holder = carving_queue(queue, by_team, parents)
+        if holder is not None:
+            carved[(holder.team_id, holder.gpu_model)].append(queue)
+    for key, group in carved.items():
+        holder, guaranteed = by_team[key], sum(q.guaranteed for q in group)
+        if guaranteed > holder.guaranteed:
             raise _field_error(
-                blamed,
+                _blamed(group, edited),
                 "guaranteed",
-                f"sub-teams' guarantees sum to {guaranteed} GPUs, more than their parent's {parent.guaranteed}.",
+                f"sub-teams' guarantees sum to {guaranteed} GPUs, more than their parent's {holder.guaranteed} "
+                f"({holder}).",
             )
-    _check_promises(queues)
 
 
-def _check_promises(queues: list[Queue]) -> None:
-    """Top-level guarantees are promises like grants: real GPUs must serve them all at once, per model."""
-    found = guarantee_shortfalls(queues, timezone.now())
+def _check_promises(queues: list[Queue], parents: Parents) -> None:
+    """Guarantees no ancestor holds are promises like grants: real GPUs must serve them all at once, per model."""
+    found = guarantee_shortfalls(queues, timezone.now(), parents)
     if found:
         worst = max(found, key=lambda s: s.short)
         raise ValidationError(
-            {"guaranteed": f"top-level guarantees plus live grants cannot all be served: {worst.sentence()}."}
+            {
+                "guaranteed": "top-level guarantees (and sub-teams' no parent queue holds) plus live grants cannot "
+                f"all be served: {worst.sentence()}."
+            }
         )
 
 
@@ -111,3 +142,88 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
 def set_queue(team: Team, *, gpu_model: str = "", weight, guaranteed: int, burst_limit: int, by, reason: str) -> Queue:
     change = QueueChange(team, gpu_model, Decimal(str(weight)), guaranteed, burst_limit)
     return apply_queue_changes([change], by=by, reason=reason)[0]
+
+
+# --- Single-row doors (the Django admin): the same rules, lock and audit as the pages and the API. ---
+
+
+def check_queue_edit(queue: Queue) -> None:
+    """The whole tree as it would be with ``queue`` saved as it stands (new, or any field changed)."""
+    others = [q for q in Queue.objects.select_related("team") if q.pk is None or q.pk != queue.pk]
+    if any((q.team_id, q.gpu_model) == (queue.team_id, queue.gpu_model) for q in others):
+        raise _field_error(queue, "gpu_model", "the team already has a queue for this GPU model; edit that one.")
+    check_tree([*others, queue], edited=frozenset({(queue.team_id, queue.gpu_model)}))
+
+
+@transaction.atomic
+def save_queue(queue: Queue, *, by, reason: str) -> Queue:
+    """Save one queue edited as a whole row (the admin), under the capacity lock, checked and audited."""
+    reason = require_reason(reason)
+    lock_capacity()
+    check_queue_edit(queue)
+    stamp_author(queue, by=by, reason=reason)
+    queue.save()
+    governance_trigger.request_round()
+    return queue
+
+
+def check_team(team: Team) -> None:
+    """A team as it would be saved (new, renamed or re-parented): the tree keeps no loop, and every queue (its
+    own and its sub-teams') obeys every rule in the new place, promises included. Errors name ``parent``."""
+    check_team_name(team)
+    if team.pk is None:
+        return  # a new team has no queues and nothing below it yet
+    parents = team_parents(moved={team.pk: team.parent_id})
+    _check_no_loop(team, parents)
+    try:
+        check_tree(list(Queue.objects.select_related("team")), parents=parents)
+    except ValidationError as error:
+        placed = f"under {team.parent.slug}" if team.parent_id else "at the top level"
+        problems = [m for messages in error.message_dict.values() for m in messages]
+        raise ValidationError({"parent": [f"{team.slug} {placed}: {problem}" for problem in problems]}) from error
+
+
+def check_team_name(team: Team) -> None:
+    """The slug names the team's objects on every governed orchestrator: a Slurm account, Kubernetes
+    namespaces and queues. A name one of them cannot use is refused here, naming the orchestrator and the rule
+    (a team named before this check is left out of that orchestrator's rounds alone)."""
+    from . import enforcement  # enforcement reads the tree this module writes
+
+    problems = []
+    for orchestrator in enforcement.governed_orchestrators():
+        gov = enforcement.gov_orchestrator(orchestrator)
+        mapped = orchestrator_access.governance_options(orchestrator).get("namespaces") or {}
+        names = GovTeam(team.slug, namespaces=tuple(mapped.get(team.slug, ())))
+        problems += [problem.message for problem in team_name_problems(names, gov)]
+    if problems:
+        raise ValidationError({"slug": problems})
+
+
+def _check_no_loop(team: Team, parents: Parents) -> None:
+    """A team may not be its own ancestor: the tree walks (shares, enforcement, access) would never end."""
+    seen: set[int] = set()
+    parent = team.parent_id
+    while parent is not None and parent not in seen:
+        if parent == team.pk:
+            raise ValidationError(
+                {
+                    "parent": f"{team.slug} cannot be placed under {team.parent.slug}: that is {team.slug} itself or "
+                    f"one of its sub-teams, so the team would be its own ancestor."
+                }
+            )
+        seen.add(parent)
+        parent = parents.get(parent)
+
+
+@transaction.atomic
+def save_team(team: Team, *, by, reason: str) -> Team:
+    """Create, rename or re-parent a team, under the capacity lock (a re-parenting can add promises), checked
+    and audited."""
+    reason = require_reason(reason)
+    lock_capacity()
+    check_team(team)
+    stamp_author(team, by=by, reason=reason)
+    team.full_clean()
+    team.save()
+    governance_trigger.request_round()
+    return team

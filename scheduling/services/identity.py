@@ -13,10 +13,19 @@ import logging
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling.engine.identity import MAPPED, GroupRule, HeldMembership, SyncPlan, memberships_from_groups, plan_sync
+from scheduling.engine.identity import (
+    MAPPED,
+    GroupRule,
+    HeldMembership,
+    SyncPlan,
+    is_catch_all,
+    memberships_from_groups,
+    plan_sync,
+)
 from scheduling.engine.owners import PERSONAL, Claim, NameKind, Override, OwnerMap, override_problems
 from scheduling.models import ExternalIdentity, GroupMapping, IdentityOverride, Membership, Team
 from scheduling.services.audit import save_audited, stamp_author
@@ -60,8 +69,30 @@ def save_identity_override(override: IdentityOverride, *, by, reason: str) -> Id
 def save_group_mapping(mapping: GroupMapping, *, by, reason: str) -> GroupMapping:
     """An admin's change of a mapping: validated and saved with author and reason; users' memberships follow
     at their next sign-in or periodic re-sync."""
+    check_group_mapping(mapping)
     save_audited(mapping, by=by, reason=reason)
     return mapping
+
+
+def check_group_mapping(mapping: GroupMapping) -> None:
+    """A catch-all pattern (``*``) as lead would make everyone who signs in a lead of the team (deciding its
+    quota requests, reading its members' usage): refused, naming the pattern. As researcher it is a choice."""
+    if mapping.role == Membership.Role.LEAD and is_catch_all(mapping.pattern.strip()):
+        raise ValidationError(
+            {
+                "pattern": f"{mapping.pattern!r} matches every group: everyone who signs in would lead "
+                f"{mapping.team.slug}. Name the leads' group (e.g. gpu-{mapping.team.slug}-leads)."
+            }
+        )
+
+
+def owned_elsewhere(user, provider: str) -> bool:
+    """Whether ``user`` belongs to another identity source than ``provider``: a local account (a password of its
+    own) or one an external sign-in of another provider made. Such an account is never entered by ``provider``."""
+    if user.has_usable_password():
+        return True
+    identity = ExternalIdentity.objects.filter(user=user).values_list("provider", flat=True).first()
+    return identity is not None and identity != provider
 
 
 @transaction.atomic

@@ -116,6 +116,20 @@ def masked(text: str, *orchestrators: Orchestrator) -> str:
     return redact(text, secrets_of(*orchestrators))
 
 
+def secret_destination_problem(stored: Orchestrator | None, endpoint: str, reference_entered: bool) -> str:
+    """Why saving ``endpoint`` would send ``stored``'s secret somewhere its admin never chose ('' when it would
+    not): a re-pointed orchestrator keeps its credentials only if the reference is entered again with the new
+    endpoint (the API: ``credentials_ref`` in the same write; the admin: the field changed or the box ticked)."""
+    if stored is None or stored.pk is None or not stored.credentials_ref or reference_entered:
+        return ""
+    if endpoint == stored.endpoint:
+        return ""
+    return (
+        f"the endpoint changes from {stored.endpoint} to {endpoint}: enter the credentials reference again (or "
+        "another, or none) so the stored secret goes to the new endpoint only if you mean it"
+    )
+
+
 def endpoint_of(orchestrator: Orchestrator) -> str:
     """The endpoint the worker may send the secret to, checked again at use (rows written around the model)."""
     try:

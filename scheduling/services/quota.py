@@ -11,10 +11,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.limits import JUSTIFICATION_MAX_CHARS
-from scheduling.models import QuotaGrant, QuotaRequest, Team
+from scheduling.models import Node, QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
 from . import governance_trigger, notifications
@@ -87,9 +88,31 @@ def validate_request_fields(request: QuotaRequest) -> None:
         errors["justification"] = "a justification is required."
     elif len(request.justification) > JUSTIFICATION_MAX_CHARS:
         errors["justification"] = f"at most {JUSTIFICATION_MAX_CHARS} characters, got {len(request.justification)}."
+    errors.update(orchestrator_errors(request.orchestrator, request.gpu_model))
     if errors:
         raise ValidationError(errors)
     request.full_clean()
+
+
+def orchestrator_errors(orchestrator, gpu_model: str) -> dict[str, str]:
+    """A grant that names an orchestrator is enforced there only: it must hold GPUs of the grant's model (any
+    GPU for an any-model grant), or nothing could ever enforce it. Asked on filing, amending and approving."""
+    if orchestrator is None:
+        return {}
+    held = dict(
+        Node.objects.filter(orchestrator=orchestrator, gpu_total__gt=0)
+        .values("gpu_model")
+        .annotate(total=Sum("gpu_total"))
+        .values_list("gpu_model", "total")
+    )
+    if (held.get(gpu_model, 0) if gpu_model else sum(held.values())) > 0:
+        return {}
+    has = ", ".join(f"{gpus} {model or 'unnamed'}" for model, gpus in sorted(held.items())) or "no GPUs"
+    wanted = f"{gpu_model} GPUs" if gpu_model else "GPUs"
+    return {
+        "orchestrator": f"{orchestrator.name} has no {wanted} (it has {has}): a grant there could never be "
+        "enforced. Name another orchestrator or none."
+    }
 
 
 @transaction.atomic
@@ -109,6 +132,7 @@ def approve_request(request_id: int, *, by, comment: str = "", now: datetime | N
     _require_decider(request, by)
     _move(request, State.APPROVED)
     _require_bounded_period(request)
+    _require_enforceable(request)
     _require_capacity(request)
     request.decided_by, request.decided_at, request.decision_comment = by, timezone.now(), comment
     _audited_save(request, by=by, reason=comment or "approved")
@@ -244,6 +268,13 @@ def _require_bounded_period(request: QuotaRequest) -> None:
     """Requests filed before periods were bounded (0001-01-01 to 9999-12-31 was accepted) are not approvable:
     the period is judged by the rules as of its filing, so a request valid when filed stays approvable."""
     errors = period_errors(request.starts_at, request.ends_at, now=request.created_at)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _require_enforceable(request: QuotaRequest) -> None:
+    """A request filed before the orchestrator lost its GPUs of the model (or before this rule) is refused too."""
+    errors = orchestrator_errors(request.orchestrator, request.gpu_model)
     if errors:
         raise ValidationError(errors)
 

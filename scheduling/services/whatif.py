@@ -188,7 +188,8 @@ def _clean_policies(value: Any) -> list[dict[str, Any]]:
     names = set(Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS).values_list("name", flat=True))
     cleaned = []
     for rule in value:
-        if not isinstance(rule, dict) or rule.get("orchestrator") not in names:
+        named = rule.get("orchestrator") if isinstance(rule, dict) else None
+        if not isinstance(named, str) or named not in names:  # a list or object is not a name (nor hashable)
             raise ValidationError(f"orchestrator must be one of {', '.join(sorted(names)) or '(none registered)'}")
         days = rule.get("weekdays") or []
         if not isinstance(days, list) or not days:

@@ -5,7 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from scheduling import charts
-from scheduling.selectors import busy, fleet, ledger, rebalance, usage
+from scheduling.selectors import access, busy, fleet, ledger, rebalance, usage
 from scheduling.selectors import teams as teams_reads
 from scheduling.services.table_changes import cached_while_unchanged
 
@@ -18,7 +18,7 @@ from .page_cache import served_while_unchanged
 def overview(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h")
     pools = fleet.pools_now()
-    teams = teams_reads.teams_now()
+    teams = [] if access.in_no_team(request.user) else teams_reads.teams_now()  # no team: no team's figures
     series = usage.orchestrator_series(window.since, window.until)
     # Placement over every node (a thousand engine nodes): the same answer until a node or pool changes.
     gangs = cached_while_unchanged("largest-gangs", fleet.LARGEST_GANGS_TABLES, fleet.largest_gangs_now)

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from scheduling.limits import NUL, NUL_RULE
 from scheduling.selectors import why_waits
 from scheduling.selectors import workloads as workload_reads
 
@@ -26,6 +27,8 @@ def my_workloads(request: HttpRequest) -> HttpResponse:
     if scope not in SCOPES:
         raise BadQuery("scope", "must be mine or team", scope)
     search = request.GET.get("q", "").strip()[:MAX_SEARCH]
+    if NUL in search:
+        raise BadQuery("q", NUL_RULE, search.replace(NUL, "\\0"))
     led = workload_reads.teams_led(request.user)
     if scope == "team" and not led:
         scope = "mine"  # only leads have a team tab: others see their own work

@@ -423,3 +423,18 @@ def test_the_fairshare_editor_shows_what_each_cluster_enforces_with_drift_and_th
     research = section.split('<th scope="row">research</th><td>hpc</td>', 1)[1].split("</tr>", 1)[0]
     assert 'badge bad">drift' in research
     assert "ray-pool: Ray: pool-level only" in section
+
+
+def test_a_team_slug_kubernetes_cannot_name_is_left_out_there_alone_and_slurm_is_governed(queues, teams, clusters):
+    # Issue 29 item 7: "ML_Ops" (a valid slug, a valid Slurm account, not a DNS-1123 label) halted every orchestrator.
+    from scheduling.models import Team
+
+    Team.objects.create(slug="ML_Ops", name="ML Ops", parent=teams["research"])
+    governed("hpc")
+    governed("k8s-a", kind="kubernetes")
+    outcome = rounds()
+    slurm, k8s = outcome["hpc"], outcome["k8s-a"]
+    assert "slurm_account:ML_Ops" in slurm.applied and not slurm.error
+    assert "k8s_namespace:nlp" in k8s.applied and not any("ML_Ops" in i for i in k8s.applied)
+    assert "k8s-a: 'ML_Ops' names a queue and is not a DNS-1123 label" in k8s.error
+    assert EnforcementOutcome.objects.get(orchestrator__name="k8s-a").error.startswith("left out: team.slug: k8s-a:")

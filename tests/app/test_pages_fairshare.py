@@ -52,7 +52,7 @@ def test_live_validation_rejects_a_split_over_100_percent(editor):
 
 def test_live_validation_rejects_guarantees_beyond_capacity(editor):
     body = unescape(editor.post(reverse("fairshare-check"), _rows(production=(60, 60, 64))).content.decode())
-    assert "top-level guarantees plus live grants cannot all be served: from " in body
+    assert "(and sub-teams' no parent queue holds) plus live grants cannot all be served: from " in body
     assert "all promises (any-model and per-model) would be 76 on the fleet's 64 GPUs (64 H100), 12 short." in body
 
 

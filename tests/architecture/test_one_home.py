@@ -149,7 +149,10 @@ def test_collecting_rebalancing_and_metrics_read_options_only_through_services_o
         kind="slurm",
         name="slurm-real",
         url="http://127.0.0.1:9",
-        options={"user": "portal", "rebalance": {"dry_run": True, "slurm_conf": "/etc/slurm/slurm.conf"}},
+        options={
+            "user": "portal",
+            "rebalance": {"dry_run": True, "slurm_conf": "/etc/gpuportal/credentials/slurm.conf"},
+        },
     )
     ray, _ = collection.register_orchestrator(
         kind="ray", name="ray-real", url="http://127.0.0.1:9", options={"rebalance": {"ray_node_type": "gpu"}}
@@ -158,7 +161,7 @@ def test_collecting_rebalancing_and_metrics_read_options_only_through_services_o
         kind="prometheus", name="dcgm", url="http://127.0.0.1:9", options={"orchestrators": ["slurm-real"]}
     )
     slurm_verbs = rebalance.verbs_for(slurm, True).actuated
-    assert slurm_verbs.actuator.env["SLURM_CONF"] == "/etc/slurm/slurm.conf"
+    assert slurm_verbs.actuator.env["SLURM_CONF"] == "/etc/gpuportal/credentials/slurm.conf"
     assert rebalance.verbs_for(ray, True).actuated.node_type == "gpu"
     assert rebalance.dry_run_for(slurm) and not rebalance.dry_run_for(Orchestrator.objects.get(name="ray-sweeps"))
     rebalance.decide_now()

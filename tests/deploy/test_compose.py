@@ -61,3 +61,9 @@ def test_migrate_is_one_shot_and_only_migrate_migrates():
 def test_redis_memory_limits_are_kept():
     assert "--maxmemory-policy noeviction" in SERVICES["redis"]["command"]  # the broker never evicts a task
     assert "--maxmemory 256mb --maxmemory-policy allkeys-lru" in SERVICES["cache"]["command"]
+
+
+@pytest.mark.parametrize("name", PORTAL)
+def test_the_portal_counts_the_tls_proxy_in_front_so_clients_keep_their_own_address(name):
+    # Issue 29 item 5: unset, every user behind the proxy shared its address for the sign-in lockout.
+    assert SERVICES[name]["environment"]["GPUPORTAL_PROXY_COUNT"] == "${GPUPORTAL_PROXY_COUNT:-1}"

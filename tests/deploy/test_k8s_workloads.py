@@ -59,3 +59,8 @@ def test_the_webhook_service_reaches_the_portals_mutate_endpoint():
     assert service["path"] == "/admission/v1/mutate"
     assert find("Service", service["name"])["metadata"]["namespace"] == service["namespace"]
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 2  # docs/routing.md's default
+
+
+def test_the_portal_counts_the_ingress_controller_so_clients_keep_their_own_address():
+    # Issue 29 item 5: unset, every user behind the Ingress shared its address for the sign-in lockout.
+    assert find("ConfigMap", "gpuportal-config")["data"]["GPUPORTAL_PROXY_COUNT"] == "1"

@@ -151,17 +151,37 @@ def test_every_object_carries_the_reasons_that_produced_it():
     [
         ((GovTeam("nlp", "research"),), (), "team.parent", "parent 'research' is not a team"),
         ((GovTeam("a", None, (), ("x",)), GovTeam("b", None, (), ("x",))), (), "team.namespaces", "mapped to both"),
-        ((GovTeam("a", None, (), ("Not_DNS",)),), (), "team.namespaces", "DNS-1123"),
         ((GovTeam("a"),), (GovQueue("a", 140, 0, 0),), "queue.weight", "not within 0-100"),
         ((GovTeam("a"),), (GovQueue("a", 10, 9, 4),), "queue.guaranteed", "guaranteed <= burst limit"),
         ((GovTeam("a"),), (GovQueue("ghost", 10, 0, 4),), "queue.team", "unknown team 'ghost'"),
-        ((GovTeam("portal"),), (), "team.slug", "may not be named 'portal'"),
     ],
 )
 def test_input_that_cannot_be_enforced_is_refused_naming_the_field_and_the_rule(teams, queues, field, words):
     with pytest.raises(GovernanceInputError) as error:
         desired_state(GovernanceInput(teams, queues), [SLURM, K8S], HOUR)
     assert any(p.field == field and words in p.message for p in error.value.problems), error.value.problems
+
+
+@pytest.mark.parametrize(
+    ("team", "orchestrator", "field", "words"),
+    [
+        (GovTeam("a", None, (), ("Not_DNS",)), "k8s", "team.namespaces", "namespace 'Not_DNS' is not a DNS-1123 label"),
+        (GovTeam("ML_Ops"), "k8s", "team.slug", "'ML_Ops' names a queue and is not a DNS-1123 label"),
+        (GovTeam("portal"), "hpc", "team.slug", "may not be named 'portal'"),
+        (GovTeam("-x"), "hpc", "team.slug", "'-x' is not a Slurm account name"),
+    ],
+)
+def test_a_team_one_orchestrator_cannot_name_is_left_out_there_alone(team, orchestrator, field, words):
+    teams = (*TEAMS, team, GovTeam("child", team.slug))
+    states = desired_state(GovernanceInput(teams, QUEUES), [SLURM, K8S, RAY], HOUR)
+    skipped = states[orchestrator].skipped
+    assert any(p.field == field and words in p.message for p in skipped), skipped
+    keys = {o.key for o in states[orchestrator].objects}
+    assert "child" not in keys and "research" in keys  # the sub-team goes with it; the others are governed
+    assert any("child is under" in p.message for p in skipped)
+    if team.slug != "-x":  # a name neither can use
+        other = "hpc" if orchestrator == "k8s" else "k8s"
+        assert not any(team.slug in p.message for p in states[other].skipped)  # the other target names it fine
 
 
 def test_an_identity_override_to_a_name_slurm_refuses_is_an_error():

@@ -39,13 +39,13 @@ EVERY_KEY = {
         "team_field": "account",
         "team_aliases": {"llm-proj": "llm"},
         "timeout_s": 10.0,
-        "slurm_conf": "/etc/slurm/slurm.conf",
+        "slurm_conf": "/etc/gpuportal/credentials/slurm.conf",
         "rebalance": {
             "dry_run": True,
             "auto_apply": False,
             "preempt_gangs": False,
             "target_utilization_fraction": 0.8,
-            "slurm_conf": "/etc/slurm/slurm.conf",
+            "slurm_conf": "/etc/gpuportal/credentials/slurm.conf",
         },
     },
     "kubernetes": {
