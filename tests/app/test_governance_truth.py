@@ -229,22 +229,27 @@ def test_ray_team_caps_read_observed_not_enforced(client, queues, cast, teams, c
 # ------------------------------------------------------------------------------- registering a governed site
 
 
-def test_register_orchestrator_takes_the_governance_options_and_a_round_uses_them(db, tmp_path):
+def test_register_orchestrator_takes_the_governance_options_and_a_round_uses_them(db, tmp_path, settings):
     """docs/governance.md's registration, end to end: the round runs the named sacctmgr with SLURM_CONF set and
-    the named cluster (a script standing in for the fleet's sacctmgr logs what it was run with)."""
+    the named cluster (a script standing in for the fleet's sacctmgr logs what it was run with). The program
+    and slurm.conf lie where the site allows them (GPUPORTAL_SLURM_BIN_DIRS, GPUPORTAL_CREDENTIALS_DIRS)."""
     from django.core.management import call_command
 
+    settings.GPUPORTAL_SLURM_BIN_DIRS = [str(tmp_path)]
+    settings.GPUPORTAL_CREDENTIALS_DIRS = [str(tmp_path)]
+    slurm_conf = tmp_path / "slurm.conf"
+    slurm_conf.write_text("ClusterName=gpu24\n")
     log = tmp_path / "sacctmgr.log"
     sacctmgr = tmp_path / "sacctmgr"
     sacctmgr.write_text(f'#!/bin/sh\necho "SLURM_CONF=$SLURM_CONF $*" >> {log}\n')
     sacctmgr.chmod(0o755)
     args = ["--kind", "slurm", "--name", "hpc24", "--url", "http://127.0.0.1:9"]
     governance = ["--governance-mode", "auto", "--slurm-cluster", "gpu24", "--sacctmgr", str(sacctmgr)]
-    call_command("register_orchestrator", *args, *governance, "--slurm-conf", "/etc/slurm-24/slurm.conf")
+    call_command("register_orchestrator", *args, *governance, "--slurm-conf", str(slurm_conf))
     orchestrator = Orchestrator.objects.get(name="hpc24")
     assert enforcement.mode_of(orchestrator) == "auto"
     enforcement.cluster_for(orchestrator).read(None)
-    assert "SLURM_CONF=/etc/slurm-24/slurm.conf" in log.read_text() and "cluster=gpu24" in log.read_text()
+    assert f"SLURM_CONF={slurm_conf}" in log.read_text() and "cluster=gpu24" in log.read_text()
     call_command("register_orchestrator", *args, "--governance-mode", "review")  # one key changed, the rest kept
     orchestrator.refresh_from_db()
     assert orchestrator.options["governance"] == {"mode": "review", "cluster": "gpu24", "sacctmgr": str(sacctmgr)}
