@@ -52,6 +52,7 @@ from .governance_state import GovernanceInput, GovGrant, GovQueue, GovTeam
 from .types import OrchestratorKind
 
 HYSTERESIS_FRACTION = 0.10
+UNBOUNDED = 1 << 40  # "no limit" in the integer arithmetic of the caps
 RAY_OBSERVED = "Ray: observed only (Ray has no team quota; nothing writes this share)"
 
 Cell = tuple[str, str]  # (orchestrator, gpu_model)
@@ -261,6 +262,17 @@ def _place(
     return placed
 
 
+def divide_among(total: int, running: Sequence[int], pending: Sequence[int]) -> list[int]:
+    """``total`` divided among parts (a team's namespaces on one cluster): what runs in each first, then what
+    is pending, then the rest evenly; the parts sum to ``total``."""
+    n = len(running)
+    cells = range(n)
+    placed = _place(total, cells, [running, _plus(running, pending)], [0] * n, [total] * n, rest=False)
+    for k, extra in enumerate(_share_out(total - sum(placed), [1] * n)):
+        placed[k] += extra
+    return placed
+
+
 def _take(amount: int, cells: Sequence[int], asked: Sequence[int], placed: list[int], room: list[int]) -> int:
     given = _share_out(amount, asked)
     for k, c in enumerate(cells):
@@ -342,8 +354,10 @@ def split_entitlements(
     for phase in ("running", "pending", "rest"):  # 1. guarantees, all teams together so they fit
         for w in order:
             _place_guarantees(w, phase, room, work)
+    # 2. caps, top down: a root's are bounded by its pots only (a cap above a pool's size is harmless, and a
+    # pool whose nodes are not known yet must not cap anyone at 0); headroom spreads by pool size
     supply_gpus = [s.gpus for s in supply]
-    _caps_of_group(children.get(None, []), supply_gpus, [True] * n, children, work)  # 2. caps, top down
+    _caps_of_group(children.get(None, []), [UNBOUNDED] * n, supply_gpus, [True] * n, children, work)
     return _result(data, supply, cells, work, own_run, own_pend, grants)
 
 
@@ -425,44 +439,70 @@ def _place_guarantees(w: _TeamCells, phase: str, room: list[int], work: Mapping[
 def _caps_of_group(
     group: Sequence[GovTeam],
     cap_room: Sequence[int],
+    weights: Sequence[int],
     parent_capped: Sequence[bool],
     children: Mapping[str | None, list[GovTeam]],
     work: Mapping[str, _TeamCells],
 ) -> None:
-    """Caps of one sibling group within what its parent may use per cell, then each member's children."""
+    """Caps of one sibling group within what its parent may use per cell (``cap_room``), the headroom spread
+    by ``weights``; then each member's children."""
     for team in group:
         w = work[team.slug]
         limit = [max(r, w.actual_running[i]) if parent_capped[i] else r for i, r in enumerate(cap_room)]
-        _place_caps(w, limit)
+        _place_caps(w, limit, weights)
         kids = children.get(team.slug, [])
         if kids:
             room = [cap if capped else limit[i] for i, (cap, capped) in enumerate(zip(w.cap, w.capped, strict=True))]
-            _caps_of_group(kids, room, w.capped, children, work)
+            kid_weights = [r if r < UNBOUNDED else weights[i] for i, r in enumerate(room)]
+            _caps_of_group(kids, room, kid_weights, w.capped, children, work)
 
 
-def _place_caps(w: _TeamCells, limit: Sequence[int]) -> None:
+def _place_caps(w: _TeamCells, limit: Sequence[int], weights: Sequence[int]) -> None:
     """Phases outside, pots inside (narrow pots first): the team's guarantee, then its running GPUs, then
-    its pending ones, then the rest by room; a cell still below what runs there is raised to it (over)."""
+    its pending ones, then the rest by ``weights`` within ``limit``; a cell still below what runs there is
+    raised to it (over)."""
     room = list(limit)
     pots = [pot for pot in w.pots if pot.capped]
     left = [pot.cap for pot in pots]
     need_run = [max(g, r) for g, r in zip(w.guarantee, w.running, strict=True)]
-    targets: tuple[Sequence[int] | None, ...] = (w.guarantee, need_run, _plus(w.running, w.pending), None)
-    for target in targets:
+    for target in (w.guarantee, need_run, _plus(w.running, w.pending)):
         for p, pot in enumerate(pots):
-            if left[p] <= 0:
-                continue
-            placed = _place(
-                left[p], pot.cells, [target] if target is not None else [], w.cap, room, rest=target is None
-            )
+            if left[p] > 0:
+                placed = _place(left[p], pot.cells, [target], w.cap, room, rest=False)
+                for k, c in enumerate(pot.cells):
+                    w.cap[c] += placed[k]
+                left[p] -= sum(placed)
+    for p, pot in enumerate(pots):
+        if left[p] > 0:
+            placed = _spread(left[p], pot.cells, weights, room)
             for k, c in enumerate(pot.cells):
                 w.cap[c] += placed[k]
-            left[p] -= sum(placed)
     for i in range(len(room)):
         floor = max(w.actual_running[i], w.guarantee[i])
         if w.capped[i] and w.cap[i] < floor:
             w.over[i] = floor - w.cap[i]
             w.cap[i] = floor
+
+
+def _spread(amount: int, cells: Sequence[int], weights: Sequence[int], room: list[int]) -> list[int]:
+    """``amount`` over ``cells`` in proportion to ``weights`` (evenly where none has weight), never beyond
+    ``room`` (consumed): what a full cell cannot take goes to the others."""
+    placed = [0] * len(cells)
+    while amount > 0:
+        open_ = [k for k, c in enumerate(cells) if room[c] > 0]
+        if not open_:
+            break
+        w = [weights[cells[k]] for k in open_]
+        if not any(w):
+            w = [1] * len(open_)
+        total = sum(w)
+        ask = [min(room[cells[k]], -(-amount * wk // total)) for k, wk in zip(open_, w, strict=True)]
+        given = _share_out(amount, ask)
+        for k, g in zip(open_, given, strict=True):
+            placed[k] += g
+            room[cells[k]] -= g
+        amount -= sum(given)
+    return placed
 
 
 def _minus(a: Sequence[int], b: Sequence[int]) -> list[int]:
