@@ -115,3 +115,14 @@ def test_the_team_page_shows_its_split_per_orchestrator_beside_its_fleet_figures
         share = EntitlementShare.objects.get(team__slug="nlp", orchestrator__name=name)
         assert f"<td>{name}</td>" in section and f"<td>{share.cap}</td>" in section
     assert "fleet cap 32" in section
+
+
+def test_the_quota_page_says_why_in_use_exceeds_the_burst_limit(client, three_clusters, teams, cast, clusters):  # noqa: F811
+    # nlp (burst limit 32) runs 40 GPUs: the page gives its cap now and says why 8 are above it.
+    work(three_clusters["slurm-a"], teams["nlp"], "101", Workload.State.RUNNING, 40)
+    enforcement.reconcile()
+    client.force_login(cast["researcher"])
+    page = client.get(reverse("quota-new")).content.decode()
+    row = page.split('data-team="nlp"', 1)[1].split("</tr>", 1)[0]
+    assert "<td class=\"num\">32</td>" in row  # cap now: no grant, so the burst limit
+    assert 'data-over="8"' in row and "reclaim takes them back" in row
