@@ -1,17 +1,22 @@
 """Governance as native objects: the portal's intent in, each orchestrator's desired objects out, and
 the diff between those and what the orchestrator holds. Pure: no I/O, no clock (``at`` is passed in).
 
-The mapping (docs/governance.md says why):
+Each orchestrator is written a team's *share* of its fleet entitlement (``split``, from
+:mod:`.entitlement_split`), never the whole figure copied to every one. The mapping (docs/governance.md says why):
 
 - **Slurm**: one account per team under its parent team's account (top-level teams under
   ``slurm_root_account``); ``Fairshare`` = the team's weight in hundredths of a percent; the cap
-  ``GrpTRES=gres/gpu=N`` on the account's association, N = burst limit + active grants; each member
+  ``GrpTRES=gres/gpu=N`` on the account's association, N = its share of the cap there; each member
   becomes a user association in the account (portal username = cluster user unless overridden).
 - **Kubernetes**: the team's namespaces (``gpuportal.io/team`` label; default: one named after the team),
-  a ResourceQuota on ``requests.nvidia.com/gpu`` = the cap in each of them, a Volcano Queue per team
-  (weight = its share of the whole cluster in basis points, ``guarantee`` = guaranteed + grants,
-  ``capability`` = the cap, reclaimable), and Kueue ClusterQueue/LocalQueues where Kueue is installed.
+  a ResourceQuota on ``requests.nvidia.com/gpu`` in each of them, summing to its share of the cap there, a
+  Volcano Queue per team (weight = its share of the whole cluster in basis points, ``guarantee`` = its share
+  of the guarantee less its sub-teams', ``capability`` = its share of the cap, reclaimable), and Kueue
+  ClusterQueue/LocalQueues where Kueue is installed.
 - **Ray**: no per-team quota exists; the pool's autoscaler bounds only ("Ray: pool-level only").
+
+Without a split (``desired_state(..., split=None)``: one orchestrator on its own, the engine's tests), the
+fleet figures are used as they are.
 """
 
 from __future__ import annotations
