@@ -268,7 +268,8 @@ def divide_among(total: int, running: Sequence[int], pending: Sequence[int]) -> 
     n = len(running)
     cells = range(n)
     placed = _place(total, cells, [running, _plus(running, pending)], [0] * n, [total] * n, rest=False)
-    for k, extra in enumerate(_share_out(total - sum(placed), [1] * n)):
+    left = total - sum(placed)
+    for k, extra in enumerate(_share_out(left, [left] * n)):  # evenly: equal room, each as large as the rest
         placed[k] += extra
     return placed
 

@@ -55,7 +55,9 @@ def written_caps(clusters, team: str) -> dict[str, int]:  # noqa: F811
 
 
 def test_after_one_round_a_teams_caps_over_all_orchestrators_sum_to_at_most_its_fleet_cap(
-    three_clusters, teams, clusters  # noqa: F811
+    three_clusters,
+    teams,
+    clusters,  # noqa: F811
 ):
     work(three_clusters["slurm-a"], teams["nlp"], "101", Workload.State.RUNNING, 8)
     work(three_clusters["slurm-a"], teams["nlp"], "102", Workload.State.PENDING, 8)
@@ -104,7 +106,11 @@ def test_demand_is_read_per_team_and_orchestrator_and_namespace(three_clusters, 
 
 
 def test_the_team_page_shows_its_split_per_orchestrator_beside_its_fleet_figures(
-    client, three_clusters, teams, cast, clusters  # noqa: F811
+    client,
+    three_clusters,
+    teams,
+    cast,
+    clusters,  # noqa: F811
 ):
     work(three_clusters["slurm-a"], teams["nlp"], "101", Workload.State.RUNNING, 8)
     enforcement.reconcile()
@@ -124,5 +130,5 @@ def test_the_quota_page_says_why_in_use_exceeds_the_burst_limit(client, three_cl
     client.force_login(cast["researcher"])
     page = client.get(reverse("quota-new")).content.decode()
     row = page.split('data-team="nlp"', 1)[1].split("</tr>", 1)[0]
-    assert "<td class=\"num\">32</td>" in row  # cap now: no grant, so the burst limit
+    assert '<td class="num">32</td>' in row  # cap now: no grant, so the burst limit
     assert 'data-over="8"' in row and "reclaim takes them back" in row

@@ -11,6 +11,7 @@ from scheduling.engine.entitlement_split import (
     Demand,
     Split,
     Supply,
+    divide_among,
     guarantee_and_cap,
     split_entitlements,
 )
@@ -218,3 +219,18 @@ def _far(case: Case, supply: tuple[Supply, ...]) -> list[int]:
 
 def _never() -> object:
     raise AssertionError("no share")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 200), st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=6))
+def test_a_cap_divided_among_namespaces_sums_to_it_and_covers_what_runs_first(
+    total: int, work: list[tuple[int, int]]
+) -> None:
+    running, pending = [r for r, _ in work], [p for _, p in work]
+    parts = divide_among(total, running, pending)
+    assert sum(parts) == total and all(p >= 0 for p in parts)
+    if sum(running) <= total:
+        assert all(part >= r for part, r in zip(parts, running, strict=True))
+    if sum(running) + sum(pending) <= total:
+        assert all(part >= r + p for part, r, p in zip(parts, running, pending, strict=True))
+        assert max(parts) - min(x - r - p for x, r, p in zip(parts, running, pending, strict=True)) >= 0
