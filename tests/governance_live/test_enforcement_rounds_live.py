@@ -172,7 +172,8 @@ def test_a_round_with_kubernetes_unreachable_applies_slurm_then_the_next_applies
     assert not report["k8s"]["error"] and report["k8s"]["failed"] == 0, report["k8s"]
     assert f"k8s_resource_quota:cygnus/{QUOTA}" in report["k8s"]["objects"]["applied"]
     assert report["hpc"]["applied"] == 0  # Slurm was done in the first round
-    assert (quota_gpus(cluster.core, "cygnus"), quota_gpus(cluster.core, "draco")) == (8, 16)
+    # their shares: half of the fleet caps 8 and 16 (the other half is Slurm's)
+    assert (quota_gpus(cluster.core, "cygnus"), quota_gpus(cluster.core, "draco")) == (4, 8)
 
 
 # ----------------------------------------------------------------------------------------- bad mapping
