@@ -1,17 +1,22 @@
 """Governance as native objects: the portal's intent in, each orchestrator's desired objects out, and
 the diff between those and what the orchestrator holds. Pure: no I/O, no clock (``at`` is passed in).
 
-The mapping (docs/governance.md says why):
+Each orchestrator is written a team's *share* of its fleet entitlement (``split``, from
+:mod:`.entitlement_split`), never the whole figure copied to every one. The mapping (docs/governance.md says why):
 
 - **Slurm**: one account per team under its parent team's account (top-level teams under
   ``slurm_root_account``); ``Fairshare`` = the team's weight in hundredths of a percent; the cap
-  ``GrpTRES=gres/gpu=N`` on the account's association, N = burst limit + active grants; each member
+  ``GrpTRES=gres/gpu=N`` on the account's association, N = its share of the cap there; each member
   becomes a user association in the account (portal username = cluster user unless overridden).
 - **Kubernetes**: the team's namespaces (``gpuportal.io/team`` label; default: one named after the team),
-  a ResourceQuota on ``requests.nvidia.com/gpu`` = the cap in each of them, a Volcano Queue per team
-  (weight = its share of the whole cluster in basis points, ``guarantee`` = guaranteed + grants,
-  ``capability`` = the cap, reclaimable), and Kueue ClusterQueue/LocalQueues where Kueue is installed.
+  a ResourceQuota on ``requests.nvidia.com/gpu`` in each of them, summing to its share of the cap there, a
+  Volcano Queue per team (weight = its share of the whole cluster in basis points, ``guarantee`` = its share
+  of the guarantee less its sub-teams', ``capability`` = its share of the cap, reclaimable), and Kueue
+  ClusterQueue/LocalQueues where Kueue is installed.
 - **Ray**: no per-team quota exists; the pool's autoscaler bounds only ("Ray: pool-level only").
+
+Without a split (``desired_state(..., split=None)``: one orchestrator on its own, the engine's tests), the
+fleet figures are used as they are.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from .calendar import Bounds
 from .governance_types import (
@@ -36,6 +42,9 @@ from .governance_types import (
     settings,
 )
 from .types import OrchestratorKind
+
+if TYPE_CHECKING:  # entitlement_split builds on this module's input types
+    from .entitlement_split import Split, SplitShare
 
 # Slurm compares siblings' shares only, so the scale is free: hundredths of a percent keep two decimals.
 FAIRSHARE_PER_PERCENT = 100
@@ -95,7 +104,8 @@ class GovOrchestrator:
 
     ``gpu_model``: the model of its pool ("" = any; a team's queue for that model wins over its any-model
     queue). ``user_overrides``: portal username -> cluster user where they differ. ``pool_gpus``: the pool's
-    size, the Ray ceiling when no policy sets one."""
+    size, the Ray ceiling when no policy sets one. ``namespace_demand``: GPUs running and pending per namespace
+    in the last collect round (Kubernetes), by which a team's share is divided among its namespaces' quotas."""
 
     name: str
     kind: OrchestratorKind
@@ -108,6 +118,7 @@ class GovOrchestrator:
     kueue_cohort: str = "gpuportal"
     kueue_flavor: str = "default-flavor"
     pool_gpus: int = 0
+    namespace_demand: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # ns -> (running, pending) GPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +283,7 @@ class Entitlement:
     guaranteed: int
     cap: int | None  # None: the team has no queue for this orchestrator's model, so no cap of its own
     granted: int
+    share: SplitShare | None = None  # the split share these figures come from (None: copied whole)
 
 
 def namespaces_of(team: GovTeam) -> tuple[str, ...]:
@@ -329,6 +341,34 @@ def entitlements(
     return result
 
 
+def split_entitlements_on(data: GovernanceInput, orch: GovOrchestrator, split: Split) -> dict[str, Entitlement]:
+    """Per team: its sibling weight and its *share* of the fleet entitlement on ``orch`` (the split), instead
+    of the whole fleet figures copied to every orchestrator."""
+    queues_by_team: dict[str, list[GovQueue]] = {}
+    for q in data.queues:
+        queues_by_team.setdefault(q.team, []).append(q)
+    result = {}
+    for team in data.teams:
+        queue = _queue_for(queues_by_team.get(team.slug, ()), orch.gpu_model)
+        weight = queue.weight if queue is not None else 0.0
+        share = split.share(team.slug, orch.name, orch.gpu_model)
+        if share is None:
+            result[team.slug] = Entitlement(team.slug, weight, 0, None, 0)
+        else:
+            result[team.slug] = Entitlement(team.slug, weight, share.guarantee, share.cap, 0, share)
+    return result
+
+
+def own_guarantees(teams: Sequence[GovTeam], ents: Mapping[str, Entitlement]) -> dict[str, int]:
+    """Each team's guarantee less its children's: what a *flat* queue (Volcano, Kueue) must reserve for it, so
+    the guarantees written on one cluster add up to the top-level teams' (which the split fits to its supply)."""
+    kids: dict[str, int] = {}
+    for team in teams:
+        if team.parent is not None:
+            kids[team.parent] = kids.get(team.parent, 0) + ents[team.slug].guaranteed
+    return {t.slug: max(0, ents[t.slug].guaranteed - kids.get(t.slug, 0)) for t in teams}
+
+
 def cluster_shares(teams: Sequence[GovTeam], ents: Mapping[str, Entitlement]) -> dict[str, float]:
     """Each team's own share of the whole cluster (0..1): the product of sibling fractions down its path,
     less what its children take (a parent's queue keeps only the remainder)."""
@@ -355,18 +395,21 @@ def cluster_shares(teams: Sequence[GovTeam], ents: Mapping[str, Entitlement]) ->
 
 
 def desired_state(
-    data: GovernanceInput, orchestrators: Sequence[GovOrchestrator], at: float
+    data: GovernanceInput, orchestrators: Sequence[GovOrchestrator], at: float, split: Split | None = None
 ) -> dict[str, DesiredState]:
-    """Each orchestrator's desired native objects at ``at``. Raises GovernanceInputError (every problem,
-    each naming its field and rule) when the input cannot be enforced, before any object is produced. A team
-    one orchestrator cannot name is left out there (``DesiredState.skipped`` says why); the rest goes ahead."""
+    """Each orchestrator's desired native objects at ``at``. With ``split`` (what every enforcement round
+    passes), each orchestrator gets the team's *share* of its fleet entitlement there; without it, the fleet
+    figures as they are (one orchestrator alone: a what-if, the engine's own tests). Raises
+    GovernanceInputError (every problem, each naming its field and rule) when the input cannot be enforced,
+    before any object is produced. A team one orchestrator cannot name is left out there
+    (``DesiredState.skipped`` says why); the rest goes ahead."""
     problems = validate(data, orchestrators)
     if problems:
         raise GovernanceInputError(problems)
-    return {o.name: _desired_on(data, o, at) for o in orchestrators}
+    return {o.name: _desired_on(data, o, at, split) for o in orchestrators}
 
 
-def _desired_on(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredState:
+def _desired_on(data: GovernanceInput, orch: GovOrchestrator, at: float, split: Split | None) -> DesiredState:
     builders = {OrchestratorKind.SLURM: _slurm, OrchestratorKind.KUBERNETES: _kubernetes, OrchestratorKind.RAY: _ray}
     skipped = _skipped_teams(data.teams, orch)
     if skipped:
@@ -380,7 +423,7 @@ def _desired_on(data: GovernanceInput, orch: GovOrchestrator, at: float) -> Desi
     if orch.kind is OrchestratorKind.SLURM:
         data, unnamed = _without_unnamed_users(data, orch)
         problems += unnamed
-    state = builders[orch.kind](data, orch, at)
+    state = builders[orch.kind](data, orch, at, split)
     return replace(state, skipped=tuple(problems))
 
 
@@ -416,11 +459,27 @@ class _Collector:
 def _cap_text(ent: Entitlement) -> str:
     if ent.cap is None:
         return "no queue for this model: no cap of its own (the parent's applies)"
+    if ent.share is not None:
+        return ent.share.reasons[1]
     return f"cap {ent.cap} GPUs = burst limit {ent.cap - ent.granted} + {ent.granted} granted"
 
 
-def _slurm(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredState:
-    ents, out = entitlements(data, orch, at, subtree_grants=True), _Collector()
+def _guarantee_text(ent: Entitlement) -> str:
+    if ent.share is not None:
+        return ent.share.reasons[0]
+    return f"guarantee {ent.guaranteed} = guaranteed + {ent.granted} granted"
+
+
+def _entitlements_of(
+    data: GovernanceInput, orch: GovOrchestrator, at: float, split: Split | None, *, subtree_grants: bool = False
+) -> dict[str, Entitlement]:
+    if split is not None:
+        return split_entitlements_on(data, orch, split)
+    return entitlements(data, orch, at, subtree_grants=subtree_grants)
+
+
+def _slurm(data: GovernanceInput, orch: GovOrchestrator, at: float, split: Split | None) -> DesiredState:
+    ents, out = _entitlements_of(data, orch, at, split, subtree_grants=True), _Collector()
     root = orch.slurm_root_account
     if root != "root":
         out.add(SlurmAccount(root, "root", 1), f"the portal's teams hang under account {root}")
@@ -441,43 +500,72 @@ def _slurm(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredSt
     return out.state(orch.name)
 
 
-def _kubernetes(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredState:
-    ents, out = entitlements(data, orch, at), _Collector()
+def _kubernetes(data: GovernanceInput, orch: GovOrchestrator, at: float, split: Split | None) -> DesiredState:
+    ents, out = _entitlements_of(data, orch, at, split), _Collector()
     shares = cluster_shares(data.teams, ents)
+    own = own_guarantees(data.teams, ents) if split is not None else {t: e.guaranteed for t, e in ents.items()}
     for team in data.teams:
         ent = ents[team.slug]
-        for ns in namespaces_of(team):
+        namespaces = namespaces_of(team)
+        quotas = _namespace_quotas(ent, namespaces, orch.namespace_demand, divide=split is not None)
+        for ns in namespaces:
             out.add(K8sNamespace(ns, team.slug), f"namespace of team {team.slug}")
             if ent.cap is not None:
-                out.add(K8sResourceQuota(ns, QUOTA_NAME, ent.cap), f"requests.nvidia.com/gpu: {_cap_text(ent)}")
+                out.add(
+                    K8sResourceQuota(ns, QUOTA_NAME, quotas[ns]),
+                    f"requests.nvidia.com/gpu: {_quota_text(ent, quotas, ns)}",
+                )
         if orch.volcano:
-            _volcano_queue(out, ent, shares[team.slug])
+            _volcano_queue(out, ent, shares[team.slug], own[team.slug])
         if orch.kueue:
-            _kueue_queues(out, orch, team, ent)
+            _kueue_queues(out, orch, team, ent, own[team.slug])
     return out.state(orch.name)
 
 
-def _volcano_queue(out: _Collector, ent: Entitlement, share: float) -> None:
+def _namespace_quotas(
+    ent: Entitlement, namespaces: Sequence[str], demand: Mapping[str, tuple[int, int]], *, divide: bool
+) -> dict[str, int]:
+    """The team's cap on this cluster divided among its namespaces so the quotas sum to it (a ResourceQuota
+    cannot span namespaces): what runs in each first, then what is pending, then the rest evenly. Without a
+    split (the fleet figures copied) each namespace gets the whole cap, as before."""
+    if ent.cap is None or not divide or len(namespaces) == 1:
+        return {ns: ent.cap or 0 for ns in namespaces}
+    from .entitlement_split import divide_among  # here: entitlement_split imports this module
+
+    running = [demand.get(ns, (0, 0))[0] for ns in namespaces]
+    pending = [demand.get(ns, (0, 0))[1] for ns in namespaces]
+    return dict(zip(namespaces, divide_among(ent.cap, running, pending), strict=True))
+
+
+def _quota_text(ent: Entitlement, quotas: Mapping[str, int], ns: str) -> str:
+    if len(quotas) == 1 or ent.share is None:
+        return _cap_text(ent)
+    n = len(quotas)
+    return f"{quotas[ns]} of the team's cap {ent.cap} on this cluster, divided among {n} namespaces by their work"
+
+
+def _volcano_queue(out: _Collector, ent: Entitlement, share: float, own: int) -> None:
     weight = max(1, round(share * VOLCANO_WEIGHT_SCALE))
+    kept = f" (its sub-teams' queues hold {ent.guaranteed - own} of {ent.guaranteed})" if own != ent.guaranteed else ""
     out.add(
-        VolcanoQueue(ent.team, weight, ent.guaranteed, ent.cap, reclaimable=True),
+        VolcanoQueue(ent.team, weight, own, ent.cap, reclaimable=True),
         f"weight {weight}: {share:.2%} of the cluster (sibling weights multiplied down the tree)",
-        f"guarantee {ent.guaranteed} = guaranteed + {ent.granted} granted; capability: {_cap_text(ent)}",
+        f"guarantee {own}{kept}: {_guarantee_text(ent)}; capability: {_cap_text(ent)}",
     )
 
 
-def _kueue_queues(out: _Collector, orch: GovOrchestrator, team: GovTeam, ent: Entitlement) -> None:
-    borrow = None if ent.cap is None else max(0, ent.cap - ent.guaranteed)
+def _kueue_queues(out: _Collector, orch: GovOrchestrator, team: GovTeam, ent: Entitlement, own: int) -> None:
+    borrow = None if ent.cap is None else max(0, ent.cap - own)
     flavor = orch.gpu_model or orch.kueue_flavor
     out.add(
-        KueueClusterQueue(team.slug, orch.kueue_cohort, flavor, ent.guaranteed, borrow, None),
-        f"nominal {ent.guaranteed} (guaranteed + granted), may borrow {borrow} in cohort {orch.kueue_cohort}",
+        KueueClusterQueue(team.slug, orch.kueue_cohort, flavor, own, borrow, None),
+        f"nominal {own} ({_guarantee_text(ent)}), may borrow {borrow} in cohort {orch.kueue_cohort}",
     )
     for ns in namespaces_of(team):
         out.add(KueueLocalQueue(ns, team.slug, team.slug), f"submits from {ns} to ClusterQueue {team.slug}")
 
 
-def _ray(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredState:
+def _ray(data: GovernanceInput, orch: GovOrchestrator, at: float, split: Split | None) -> DesiredState:
     out = _Collector()
     bounds = data.pool_bounds.get(orch.name, Bounds(orch.name))
     ceiling = bounds.ceiling_gpus if bounds.ceiling_gpus is not None else orch.pool_gpus

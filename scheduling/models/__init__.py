@@ -1,7 +1,14 @@
 from .accounting import AccountingSource
 from .admission import AdmissionDecision
 from .changes import TableChange
-from .enforcement import AppliedObject, DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
+from .enforcement import (
+    AppliedObject,
+    DriftFinding,
+    EnforcementOutcome,
+    EnforcementPlan,
+    EnforcementRun,
+    EntitlementShare,
+)
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
@@ -26,6 +33,7 @@ __all__ = [
     "EnforcementOutcome",
     "EnforcementPlan",
     "EnforcementRun",
+    "EntitlementShare",
     "ExternalIdentity",
     "FleetHost",
     "FragmentationSample",

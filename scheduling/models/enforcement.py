@@ -151,3 +151,40 @@ class EnforcementPlan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.orchestrator.name}: {len(self.changes)} changes ({self.state})"
+
+
+class EntitlementShare(models.Model):
+    """A team's share of its fleet entitlement on one orchestrator and GPU model, as the last round split it
+    (docs/governance.md, "The split"): what governance writes there instead of the whole fleet figures.
+
+    One row per (team, orchestrator, model), updated each round; ``running``/``pending`` are the team's own
+    demand as the split read it (the next round's hysteresis compares with them). A history row is written
+    when the guarantee or cap moves, with ``reason`` saying why (the audit of "why a share moved")."""
+
+    team = models.ForeignKey("scheduling.Team", on_delete=models.CASCADE, related_name="entitlement_shares")
+    orchestrator = models.ForeignKey(
+        "scheduling.Orchestrator", on_delete=models.CASCADE, related_name="entitlement_shares"
+    )
+    gpu_model = models.CharField(max_length=100, blank=True)
+    guarantee = models.PositiveIntegerField(default=0)
+    cap = models.PositiveIntegerField(null=True, blank=True)  # None: no queue for the model, the parent's applies
+    running = models.PositiveIntegerField(default=0)
+    pending = models.PositiveIntegerField(default=0)
+    subtree_running = models.PositiveIntegerField(default=0)
+    subtree_pending = models.PositiveIntegerField(default=0)
+    over = models.PositiveIntegerField(default=0)
+    fleet_guarantee = models.PositiveIntegerField(default=0)
+    fleet_cap = models.PositiveIntegerField(null=True, blank=True)
+    enforced = models.BooleanField(default=True)  # False: Ray, observed only
+    computed_at = models.DateTimeField()
+    reason = models.TextField(blank=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["team__slug", "orchestrator__name", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "orchestrator", "gpu_model"], name="one_share_per_team_cell")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} on {self.orchestrator_id}: guarantee {self.guarantee}, cap {self.cap}"

@@ -6,6 +6,8 @@ from django.db.models import F, Q, Sum
 
 from scheduling.models import Queue, Team, Workload
 
+from .entitlement_split import split_totals
+
 
 @dataclass(frozen=True)
 class TeamNow:
@@ -17,6 +19,19 @@ class TeamNow:
     burst_limit: int
     allocated: int
     pending: int
+    fleet_cap: int | None = None  # burst limit + grants in force, as the last governance round split it
+    split_caps: int | None = None  # its caps summed over the orchestrators (None: no round split it yet)
+    held_over: int = 0  # GPUs it holds above its share, only because that many run (reclaim takes them back)
+
+    @property
+    def granted(self) -> int:
+        """GPUs its fleet cap holds beyond its burst limit: grants in force (its sub-teams' included)."""
+        return max(0, self.fleet_cap - self.burst_limit) if self.fleet_cap is not None else 0
+
+    @property
+    def over_cap(self) -> int:
+        """GPUs in use above its fleet cap (0 when within it or when no round has split it yet)."""
+        return max(0, self.allocated - self.fleet_cap) if self.fleet_cap is not None else 0
 
 
 def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
@@ -33,6 +48,7 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
     )
     usage = {row["team_id"]: (row["allocated"] or 0, row["pending"] or 0) for row in own}
     allowed = None if visible is None else {t.pk for t in visible}
+    split = split_totals(list(visible) if visible is not None else list(Team.objects.all()))
     rows: list[TeamNow] = []
     for team, depth in tree.walk():
         if allowed is not None and team.pk not in allowed:
@@ -49,6 +65,14 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
                 q.burst_limit if q else 0,
                 sum(a for a, _p in held),
                 sum(p for _a, p in held),
+                *_split_of(split.get(team.pk)),
             )
         )
     return rows
+
+
+def _split_of(totals: tuple[int, int | None, int] | None) -> tuple[int | None, int | None, int]:
+    if totals is None:
+        return None, None, 0
+    caps, fleet_cap, over = totals
+    return fleet_cap, caps, over

@@ -33,6 +33,7 @@ from scheduling.collectors import CollectorError
 from scheduling.collectors.governance_apply import ApplyResult, apply_kubernetes, apply_slurm
 from scheduling.collectors.k8s_governance import KubernetesGovernance
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
+from scheduling.engine.entitlement_split import Split
 from scheduling.engine.governance_state import (
     Action,
     Change,
@@ -77,7 +78,7 @@ from scheduling.models import (
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
-from . import governance_trigger, identity
+from . import entitlement_split, governance_trigger, identity
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import lock_capacity
@@ -213,7 +214,12 @@ def gov_orchestrator(orchestrator: Orchestrator, *, kueue: bool = False) -> GovO
         kueue_cohort=options.get("kueue_cohort", "gpuportal"),
         kueue_flavor=options.get("kueue_flavor", "default-flavor"),
         pool_gpus=pool_gpus,
+        namespace_demand=entitlement_split.namespace_demand(orchestrator) if kind_k8s(orchestrator) else {},
     )
+
+
+def kind_k8s(orchestrator: Orchestrator) -> bool:
+    return orchestrator.kind == Orchestrator.Kind.KUBERNETES
 
 
 def with_namespaces(data: GovernanceInput, orchestrator: Orchestrator) -> GovernanceInput:
@@ -427,12 +433,17 @@ def _key(data: dict[str, Any] | None) -> str:
     return repr(sorted((data or {}).items()))
 
 
-def plan_round(orchestrator: Orchestrator, cluster: Cluster, data: GovernanceInput, at: datetime) -> _Plan:
-    """Desired, observed, diff, and which changes go ahead (no write, no row)."""
+def plan_round(
+    orchestrator: Orchestrator, cluster: Cluster, data: GovernanceInput, at: datetime, split: Split | None = None
+) -> _Plan:
+    """Desired (the round's ``split`` of every team's entitlement), observed, diff, and which changes go ahead
+    (no write, no row). Without ``split``, this orchestrator's own split (it alone holds the fleet)."""
     gov = gov_orchestrator(orchestrator, kueue=cluster.kueue)
     if gov.kind is OrchestratorKind.KUBERNETES:
         data = with_namespaces(data, orchestrator)
-    desired = desired_state(data, [gov], _epoch(at))[orchestrator.name]
+    if split is None:
+        split = entitlement_split.round_split(data, [orchestrator], at, record=False)
+    desired = desired_state(data, [gov], _epoch(at), split)[orchestrator.name]
     observed = cluster.read(desired)
     last = [
         from_json(row)
@@ -472,16 +483,24 @@ def plan_round(orchestrator: Orchestrator, cluster: Cluster, data: GovernanceInp
 
 
 def reconcile_orchestrator(
-    orchestrator: Orchestrator, data: GovernanceInput, at: datetime, run: EnforcementRun | None, *, dry_run: bool
+    orchestrator: Orchestrator,
+    data: GovernanceInput,
+    at: datetime,
+    run: EnforcementRun | None,
+    *,
+    dry_run: bool,
+    split: Split | None = None,
 ) -> OrchestratorRound:
     """One orchestrator's round: read, diff, write (unless ``dry_run``), then record it in one transaction."""
     outcome = OrchestratorRound(orchestrator.name, mode_of(orchestrator))
     try:
         cluster = cluster_for(orchestrator)
-        plan = plan_round(orchestrator, cluster, data, at)
+        plan = plan_round(orchestrator, cluster, data, at, split)
     except (*UNREACHABLE, GovernanceInputError) as error:
         outcome.error = orchestrator_access.masked(f"{type(error).__name__}: {error}", orchestrator)
-        outcome.pending = sorted({*_still_pending(orchestrator), *_not_yet_applied(orchestrator, data, at)})
+        outcome.pending = sorted(
+            {*_still_pending(orchestrator), *_not_yet_applied(orchestrator, data, at, split)}
+        )
         outcome.read_back = False
         if run is not None:
             _record_outcome(run, orchestrator, outcome)
@@ -525,13 +544,17 @@ def _still_pending(orchestrator: Orchestrator) -> list[str]:
     return sorted({entry["id"] for plan in plans for entry in plan.changes})
 
 
-def _not_yet_applied(orchestrator: Orchestrator, data: GovernanceInput, at: datetime) -> list[str]:
+def _not_yet_applied(
+    orchestrator: Orchestrator, data: GovernanceInput, at: datetime, split: Split | None = None
+) -> list[str]:
     """On an orchestrator that could not be read: the portal's intent that no round has applied yet (desired
     objects whose last applied state differs), retried by the next round. Nothing when the intent itself is bad."""
     try:
         if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
             data = with_namespaces(data, orchestrator)
-        desired = desired_state(data, [gov_orchestrator(orchestrator)], _epoch(at))[orchestrator.name]
+        if split is None:
+            split = entitlement_split.round_split(data, [orchestrator], at, record=False)
+        desired = desired_state(data, [gov_orchestrator(orchestrator)], _epoch(at), split)[orchestrator.name]
     except GovernanceInputError:
         return []
     applied = dict(AppliedObject.objects.filter(orchestrator=orchestrator).values_list("object_id", "settings"))
@@ -774,10 +797,12 @@ def reconcile(
     try:
         if orchestrators:
             data = governance_input(at)
+            # one split of every team's fleet entitlement over all of them, saved as the next round's "previous"
+            split = entitlement_split.round_split(data, orchestrators, at, record=not dry_run)
             for orchestrator in orchestrators:
                 if run is not None:
                     _heartbeat(run)
-                outcomes.append(reconcile_orchestrator(orchestrator, data, at, run, dry_run=dry_run))
+                outcomes.append(reconcile_orchestrator(orchestrator, data, at, run, dry_run=dry_run, split=split))
     except LeaseLost:
         return outcomes  # a later round holds the lease now and closed this one's row: nothing more to record
     if run is not None:

@@ -9,6 +9,7 @@ from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
 from scheduling.models import QuotaGrant, QuotaRequest, Team, Workload
 from scheduling.selectors import access, usage
 from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.selectors import entitlement_split as split_reads
 from scheduling.selectors import teams as teams_reads
 from scheduling.services import forecast
 from scheduling.tables import QuotaGrantTable, QuotaRequestTable, TeamTable, WorkloadTable
@@ -87,5 +88,6 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "share_chart": charts.share_chart(detail.shares) if detail.shares else "",
         "forecast_chart": _forecast_chart(team),
         "enforcement": enforcement_reads.team_enforcement(team),
+        "split": split_reads.team_split(team),
     }
     return render(request, "scheduling/team_detail.html", context)

@@ -24,6 +24,7 @@ from scheduling.models import (
     EnforcementOutcome,
     EnforcementPlan,
     EnforcementRun,
+    Node,
     Orchestrator,
     Queue,
     QuotaGrant,
@@ -89,9 +90,16 @@ def governed(name: str, kind: str = "slurm", mode: str = "auto", **options) -> O
     )
 
 
+def holding_the_fleet(orchestrator: Orchestrator) -> Orchestrator:
+    """The fleet's GPUs (the shared fixture's 64, on slurm-a) moved to ``orchestrator``: the entitlement split
+    puts a team's cap where the GPUs are, so a cluster with none would hold caps of 0."""
+    Node.objects.update(orchestrator=orchestrator)
+    return orchestrator
+
+
 @pytest.fixture
 def hpc(db):
-    return governed("hpc")
+    return holding_the_fleet(governed("hpc"))
 
 
 def test_the_intent_is_built_from_teams_members_queues_and_live_grants(queues, cast, teams, period):
@@ -314,7 +322,7 @@ def test_an_admin_approves_a_plan_and_adopts_a_drift_on_the_governance_page(clie
 
 def research_drifted_beside_a_ray_pool(clusters) -> None:
     """hpc enforced, then research's Fairshare edited by hand there (an open drift); a Ray pool governed too."""
-    governed("hpc")
+    holding_the_fleet(governed("hpc"))
     governed("ray-pool", kind="ray")
     enforcement.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)

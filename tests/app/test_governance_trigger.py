@@ -14,7 +14,12 @@ from django.utils import timezone
 import scheduling.tasks  # noqa: F401 - registers the task an eager publish runs
 from scheduling.models import AppliedObject, EnforcementRun, Orchestrator
 from scheduling.services import enforcement, governance, governance_trigger, quota
-from tests.app.test_enforcement import clusters, governed, hand_edit  # noqa: F401 - the fake clusters fixture
+from tests.app.test_enforcement import (  # noqa: F401 - the fake clusters fixture
+    clusters,
+    governed,
+    hand_edit,
+    holding_the_fleet,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +75,7 @@ def test_an_approval_enforces_the_grant_without_waiting_for_the_beat_round(
     eager,
     django_capture_on_commit_callbacks,
 ):
-    governed("hpc")
+    holding_the_fleet(governed("hpc"))
     enforcement.reconcile()
     assert clusters["hpc"].account("nlp").grp_tres == (("gres/gpu", 32),)
     request = submitted(cast, teams, gpus=8)

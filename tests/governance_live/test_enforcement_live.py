@@ -14,10 +14,11 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 from kubernetes.client.exceptions import ApiException
 
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
-from scheduling.models import DriftFinding, IdentityOverride, Membership, Orchestrator, Queue, Team
+from scheduling.models import DriftFinding, IdentityOverride, Membership, Node, Orchestrator, Queue, Team, Workload
 from scheduling.services import enforcement
 from tests.support import active_grant
 
@@ -128,7 +129,8 @@ def test_the_round_creates_quotas_and_volcano_queues_and_a_hand_edit_is_drift(cl
     report = governance_round()["k8s"]
     assert report["failed"] == 0 and not report["error"], report
     core, custom = cluster.core, cluster.custom
-    for ns, gpus in (("vision", 4), ("speech-a", 12), ("speech-b", 12)):
+    # speech's cap of 12 is divided among its two namespaces (a quota cannot span them): 6 + 6, not 12 in each
+    for ns, gpus in (("vision", 4), ("speech-a", 6), ("speech-b", 6)):
         assert core.read_namespaced_resource_quota("gpuportal-gpu", ns).spec.hard["requests.nvidia.com/gpu"] == str(
             gpus
         )
@@ -150,3 +152,48 @@ def test_the_round_creates_quotas_and_volcano_queues_and_a_hand_edit_is_drift(cl
     governance_round()
     assert core.read_namespaced_resource_quota("gpuportal-gpu", "vision").spec.hard["requests.nvidia.com/gpu"] == "4"
     assert governance_round()["k8s"]["drifted"] == 0
+
+
+# ------------------------------------------------------------------------------ one fleet, one entitlement
+
+
+def test_after_one_round_a_teams_caps_over_slurm_and_kubernetes_sum_to_at_most_its_fleet_cap(
+    enforced_fleet, cluster, portal_teams
+):
+    """Slurm (this version) and the Kubernetes fixture governed together, research (burst 8 + a grant of 8)
+    and production (burst 32), with work on both: one round, then the caps as the daemons hold them (sacctmgr's
+    GrpTRES, the apiserver's ResourceQuotas) add up per team to at most its fleet cap, where copies gave each
+    cluster the whole cap."""
+    teams, admin = portal_teams
+    active_grant(teams["research"], admin, 8)
+    hpc = slurm_orchestrator(enforced_fleet)
+    options = {"kubeconfig": cluster.env["K8S_PORTAL_KUBECONFIG"], "governance": {"mode": "auto"}}
+    k8s = Orchestrator.objects.create(name="k8s", kind="kubernetes", endpoint="https://127.0.0.1", options=options)
+    for orchestrator, gpus in ((hpc, 16), (k8s, 16)):  # the pools as the collectors would have found them
+        for i in range(gpus // 8):
+            Node.objects.create(orchestrator=orchestrator, name=f"{orchestrator.name}-{i}", gpu_total=8)
+    now = timezone.now()
+    for orchestrator, external_id, team, state, gpus in (
+        (hpc, "1", "research", Workload.State.RUNNING, 4),
+        (hpc, "2", "research", Workload.State.PENDING, 6),
+        (k8s, "production/serve", "production", Workload.State.RUNNING, 8),
+    ):
+        Workload.objects.create(
+            orchestrator=orchestrator,
+            external_id=external_id,
+            team=teams[team],
+            state=state,
+            gpus_per_member=gpus,
+            submitted_at=now,
+        )
+    report = governance_round()
+    assert not report["hpc"]["error"] and not report["k8s"]["error"], report
+    grp = {name: a.grp_tres[0][1] for name, a in slurm_accounts(enforced_fleet).items() if name in teams and a.grp_tres}
+    quotas = {
+        ns: int(cluster.core.read_namespaced_resource_quota("gpuportal-gpu", ns).spec.hard["requests.nvidia.com/gpu"])
+        for ns in ("research", "production")
+    }
+    for team, fleet_cap in (("research", 16), ("production", 32)):
+        assert grp[team] + quotas[team] <= fleet_cap, (team, grp, quotas)
+    assert grp["research"] >= 10  # 4 running + 6 pending on Slurm
+    assert quotas["production"] >= 8  # what runs on Kubernetes

@@ -46,8 +46,9 @@ QUOTA = "gpuportal-gpu"
 
 
 def federation(fleet, kubeconfig: str, slugs: tuple[str, str], namespaces: dict | None = None):
-    """Two teams (guaranteed 4 / 8, burst 8 / 16), alice in the first, an admin, 64 H100 behind the Slurm
-    orchestrator (what approvals check capacity against); Slurm and Kubernetes governed in auto mode, each team
+    """Two teams (guaranteed 4 / 8, burst 8 / 16), alice in the first, an admin, 64 H100 behind each of the
+    Slurm and Kubernetes orchestrators (what approvals check capacity against, and what the split shares each
+    team's fleet cap by); Slurm and Kubernetes governed in auto mode, each team
     in a namespace named after it (made by the portal) unless ``namespaces`` maps them."""
     users = get_user_model().objects
     admin = users.create_user(f"ada-{slugs[0]}", is_staff=True, is_superuser=True)
@@ -61,7 +62,11 @@ def federation(fleet, kubeconfig: str, slugs: tuple[str, str], namespaces: dict 
         Node(orchestrator=hpc, name=f"dgx{i:02d}", gpu_model="H100", gpu_total=8) for i in range(8)
     )
     k8s_options = {"kubeconfig": kubeconfig, "governance": {"mode": "auto", "namespaces": namespaces or {}}}
-    Orchestrator.objects.create(name="k8s", kind="kubernetes", endpoint="https://127.0.0.1", options=k8s_options)
+    k8s = Orchestrator.objects.create(name="k8s", kind="kubernetes", endpoint="https://127.0.0.1", options=k8s_options)
+    # as many GPUs behind Kubernetes: the split shares each team's fleet cap between the two pools evenly
+    Node.objects.bulk_create(
+        Node(orchestrator=k8s, name=f"k8s{i:02d}", gpu_model="H100", gpu_total=8) for i in range(8)
+    )
     return teams[0], alice, admin
 
 
@@ -95,7 +100,8 @@ def portal_worker():
 def test_an_approval_alone_enforces_the_grant_on_slurm_and_kubernetes(portal_worker, rounds_fleet, cluster):
     team, alice, admin = federation(rounds_fleet, cluster.env["K8S_PORTAL_KUBECONFIG"], ("atlas", "borealis"))
     governance_round()  # the standing state, before the approval
-    assert (slurm_cap(rounds_fleet, "atlas"), quota_gpus(cluster.core, "atlas")) == (8, 8)
+    # atlas's fleet cap of 8 split over the two clusters (equal pools, no work: evenly), not 8 on each
+    assert (slurm_cap(rounds_fleet, "atlas"), quota_gpus(cluster.core, "atlas")) == (4, 4)
     start = timezone.now() - timedelta(minutes=1)
     request = quota.create_request(
         requester=alice, team=team, gpus=4, starts_at=start, ends_at=start + timedelta(days=1), justification="run"
@@ -104,9 +110,9 @@ def test_an_approval_alone_enforces_the_grant_on_slurm_and_kubernetes(portal_wor
     quota.approve_request(request.pk, by=admin)  # commits; nothing else is called here
 
     def enforced():
-        return (slurm_cap(rounds_fleet, "atlas"), quota_gpus(cluster.core, "atlas")) == (12, 12)
+        return (slurm_cap(rounds_fleet, "atlas"), quota_gpus(cluster.core, "atlas")) == (6, 6)  # 8 + 4 granted
 
-    wait_for(enforced, timeout=180, what="the worker's round to raise atlas's caps to 12")
+    wait_for(enforced, timeout=180, what="the worker's round to raise atlas's caps to 6 + 6")
     triggered = EnforcementRun.objects.filter(started_at__gte=approved_at)
     # the clusters hold the caps before the round has recorded its last orchestrator: wait for its end
     wait_for(lambda: triggered.filter(finished_at__isnull=False).exists(), timeout=60, what="the round's end")
@@ -148,7 +154,7 @@ def test_a_round_with_kubernetes_unreachable_applies_slurm_then_the_next_applies
     report = governance_round()
     hpc, k8s = report["hpc"], report["k8s"]
     assert not hpc["error"] and hpc["failed"] == 0 and "slurm_account:cygnus" in hpc["objects"]["applied"], hpc
-    assert slurm_cap(rounds_fleet, "cygnus") == 8
+    assert slurm_cap(rounds_fleet, "cygnus") == 4  # its share: the fleet cap of 8 split over both clusters
     assert k8s["error"] and k8s["applied"] == 0, k8s
     assert f"k8s_resource_quota:cygnus/{QUOTA}" in k8s["objects"]["pending"], k8s
     # nothing of Kubernetes is recorded as applied, and nothing reached it
@@ -166,7 +172,8 @@ def test_a_round_with_kubernetes_unreachable_applies_slurm_then_the_next_applies
     assert not report["k8s"]["error"] and report["k8s"]["failed"] == 0, report["k8s"]
     assert f"k8s_resource_quota:cygnus/{QUOTA}" in report["k8s"]["objects"]["applied"]
     assert report["hpc"]["applied"] == 0  # Slurm was done in the first round
-    assert (quota_gpus(cluster.core, "cygnus"), quota_gpus(cluster.core, "draco")) == (8, 16)
+    # their shares: half of the fleet caps 8 and 16 (the other half is Slurm's)
+    assert (quota_gpus(cluster.core, "cygnus"), quota_gpus(cluster.core, "draco")) == (4, 8)
 
 
 # ----------------------------------------------------------------------------------------- bad mapping
@@ -191,7 +198,8 @@ def test_a_mapping_naming_a_missing_namespace_stops_the_kubernetes_round_before_
     k8s_row.save()
     report = governance_round()["k8s"]
     assert not report["error"] and report["failed"] == 0, report
-    assert (quota_gpus(cluster.core, "eridanus-train"), quota_gpus(cluster.core, "fornax")) == (8, 16)
+    # their shares on Kubernetes: half of the fleet caps of 8 and 16 (the other half is Slurm's)
+    assert (quota_gpus(cluster.core, "eridanus-train"), quota_gpus(cluster.core, "fornax")) == (4, 8)
 
 
 def namespace_exists(core, name: str) -> bool:
