@@ -1,6 +1,7 @@
 // The project's build module for KWOK's controller (`kwok`), which plays the kubelets of the live fixture's
 // nodes (scripts/k8s/start.sh): nodes report Ready and pods go Running and finish through KWOK Stages. Its
-// k8s.io modules are pinned to the release of ../kubernetes so the two builds share compiled packages.
+// k8s.io modules are pinned to the release of ../kubernetes (its other dependencies are newer than
+// Kubernetes's, so the two builds still compile their shared packages separately: docs/kubernetes-fixture.md).
 // Built by scripts/k8s/install.sh; bump: docs/kubernetes-fixture.md.
 module gpuportal.local/kwok-build
 
