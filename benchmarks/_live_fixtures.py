@@ -63,8 +63,8 @@ def _started(scripts: Path, env: dict[str, str], state: str, timeout: float):
 def start_kubernetes(ports: dict[str, int] | None = None):
     """kube-apiserver + etcd + kube-scheduler + kube-controller-manager, seeded with the fleet of
     docs/kubernetes-fixture.md; on ``ports`` (names of K8S_PORTS) where given, else free ones."""
-    binaries = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/bin"))
-    if os.geteuid() != 0 or not (binaries / "kube-apiserver").exists() or not shutil.which("etcd"):
+    binaries = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/go-bin"))
+    if os.geteuid() != 0 or not (binaries / "kube-apiserver").exists() or not (binaries / "etcd").exists():
         raise Unavailable("needs root and scripts/k8s/install.sh's binaries")
     state = tempfile.mkdtemp(prefix="gpuportal-k8s-bench-")
     env = {

@@ -42,7 +42,7 @@ from scheduling.engine.placement import ClusterState  # noqa: E402
 from scheduling.engine.types import MILLI_PER_GPU, Node, Placement, Request  # noqa: E402
 
 SCRIPTS = ROOT / "scripts" / "k8s"
-BIN = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/bin"))
+BIN = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/go-bin"))
 PORTS = {
     "K8S_ETCD_PORT": "19401",
     "K8S_ETCD_PEER_PORT": "19402",
@@ -133,7 +133,7 @@ class ControlPlane:
         self.scheduler = subprocess.Popen(
             [str(BIN / "kube-scheduler"), "--kubeconfig", self.values["K8S_SCHEDULER_KUBECONFIG"],
              "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", PORTS["K8S_SCHEDULER_PORT"],
-             "--port", "0", "--profiling=false", "--v", "1"],
+             "--profiling=false", "--v", "1"],
             stdout=log, stderr=subprocess.STDOUT,
         )
 
@@ -154,9 +154,9 @@ def parallel(calls, workers: int = 8) -> None:
 
 def register_nodes(core, names: list[str]) -> None:
     sys.path.insert(0, str(SCRIPTS))
-    import seed  # scripts/k8s/seed.py: a kubelet's registration, Ready status, the not-ready taint lifted
+    import seed  # scripts/k8s/seed.py: a kubelet's registration (KWOK reports Ready), the not-ready taint lifted
 
-    parallel([lambda n=name, i=i: seed.register_node(core, n, f"leaf{i // 32}") for i, name in enumerate(names)])
+    seed.register_nodes(core, [seed.node_body(name, f"leaf{i // 32}") for i, name in enumerate(names)])
 
 
 def pod_body(index: int, gpus: int) -> dict:
@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=19)
     args = parser.parse_args()
-    if os.geteuid() != 0 or not (BIN / "kube-scheduler").exists() or not shutil.which("etcd"):
+    if os.geteuid() != 0 or not (BIN / "kube-scheduler").exists() or not (BIN / "etcd").exists():
         print(json.dumps({"skipped": "needs root and scripts/k8s/install.sh's binaries"}))
         return
     names, sizes = node_names(args.nodes), pod_sizes(args.pods, args.seed)

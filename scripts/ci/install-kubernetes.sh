@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# CI: the live Kubernetes fixture's etcd, openssl and a cached kube-apiserver, kube-scheduler and
-# kube-controller-manager v1.20.2 build (tests/k8s_live). Idempotent: a machine that already has the build
-# skips it in ~1 s; a fresh one builds once from Debian's source package (~15 min on 2 idle cores, up to
-# ~45 on a busy machine; a cache holding the first two builds only the third). See scripts/k8s/install.sh.
+# CI: the live Kubernetes fixture's openssl/curl and its cached Go builds (tests/k8s_live,
+# tests/admission_live): kube-apiserver, kube-controller-manager, kube-scheduler, etcd and KWOK at the
+# releases pinned in scripts/k8s/build. Idempotent: a machine that has the build for this BUILD_ID skips it
+# in well under a second; a fresh one builds once (see docs/kubernetes-fixture.md, Measurements). .ci/run
+# runs this beside the apt steps and the other installs. See scripts/k8s/install.sh.
 set -euo pipefail
 started=$(date +%s)
 bash "$(dirname "$0")/../k8s/install.sh"

@@ -1,18 +1,20 @@
 """Seed the live Kubernetes fixture (scripts/k8s/start.sh) with a small GPU fleet and its work.
 
-No kubelet runs, so this script plays the parts a real cluster's node agents and Volcano would:
+KWOK (started by start.sh) plays the kubelets; this script plays what Volcano and a node's first boot would:
 
-- registers 6 x 8-GPU Node objects KWOK-style (capacity/allocatable ``nvidia.com/gpu: 8``, GPU product and
-  topology labels), reports them Ready through the ``status`` subresource and lifts the
-  ``node.kubernetes.io/not-ready`` taint the TaintNodesByCondition admission put on them;
+- registers 6 x 8-GPU Node objects (capacity/allocatable ``nvidia.com/gpu: 8``, GPU product and topology
+  labels) annotated ``kwok.x-k8s.io/node=fake``, waits for KWOK to report them Ready, and lifts the
+  ``node.kubernetes.io/not-ready`` taint the TaintNodesByCondition admission put on them (the node
+  lifecycle controller's part, which the fixture does not run);
 - cordons and taints one node (dgx06), as an admin draining it would;
 - installs Volcano's Queue and PodGroup CRDs (plain CRDs, ``scheduling.volcano.sh/v1beta1``), three
   Queues, and binds the one Volcano gang that fits (Volcano's binder is a ``pods/binding`` call);
-- creates default-scheduler pods one by one and lets the REAL kube-scheduler bind them (pods stay in
-  phase Pending with ``nodeName`` set, since no kubelet starts them: they hold their GPUs all the same);
+- creates default-scheduler pods one by one and lets the REAL kube-scheduler bind them; KWOK then
+  starts them (phase Running, containers running, a pod IP);
 - leaves pending: a 16-GPU pod the scheduler marks Unschedulable ("Insufficient nvidia.com/gpu"), and a
   4 x 8-GPU Volcano gang whose PodGroup says NotEnoughResources;
-- marks one bound pod Succeeded (as its kubelet would): it no longer holds GPUs.
+- lets one bound pod finish: annotated ``gpuportal.io/runtime`` (kwok-stages.yaml), KWOK reports it
+  Succeeded; it no longer holds GPUs.
 
 Expects the empty cluster start.sh leaves (it is not idempotent). Also a CLI:
 ``.venv/bin/python scripts/k8s/seed.py $K8S_ADMIN_KUBECONFIG`` prints a JSON summary.
@@ -39,6 +41,10 @@ PRODUCT = "NVIDIA-H100-80GB-HBM3"
 # dgx01-03 under leaf1, dgx04-06 under leaf2, both leaves under spine1.
 NODES = {f"dgx{i:02d}": ("leaf1" if i <= 3 else "leaf2") for i in range(1, 7)}
 DRAINED_NODE = "dgx06"
+# KWOK manages the nodes carrying this annotation (start.sh: --manage-nodes-with-annotation-selector).
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+# kwok-stages.yaml: a Running pod with this annotation (a Go duration) finishes Succeeded that long after.
+RUNTIME_ANNOTATION = "gpuportal.io/runtime"
 DRAIN_TAINT = {"key": "portal.example.com/drain", "value": "maint", "effect": "NoSchedule"}
 NAMESPACES = ("vision", "llm", "hpo")
 QUEUES = {
@@ -101,19 +107,26 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
 # ------------------------------------------------------------------------------------------- nodes
 
 
-def node_body(name: str, block: str) -> dict[str, Any]:
-    resources = {"cpu": "224", "memory": "2064100Mi", "pods": "110", "ephemeral-storage": "3750000000Ki", GPU: "8"}
+def node_body(name: str, block: str, gpus: int = 8, spine: str = "spine1") -> dict[str, Any]:
+    resources = {
+        "cpu": "224",
+        "memory": "2064100Mi",
+        "pods": "110",
+        "ephemeral-storage": "3750000000Ki",
+        GPU: str(gpus),
+    }
     return {
         "metadata": {
             "name": name,
+            "annotations": dict(KWOK_ANNOTATION),
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 "nvidia.com/gpu.product": PRODUCT,
-                "nvidia.com/gpu.count": "8",
+                "nvidia.com/gpu.count": str(gpus),
                 "network.topology.kubernetes.io/block": block,
-                "network.topology.kubernetes.io/spine": "spine1",
+                "network.topology.kubernetes.io/spine": spine,
                 "topology.kubernetes.io/zone": f"zone-{block}",
             },
         },
@@ -121,24 +134,28 @@ def node_body(name: str, block: str) -> dict[str, Any]:
     }
 
 
-def ready_conditions() -> list[dict[str, Any]]:
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    pressure = ("MemoryPressure", "DiskPressure", "PIDPressure")
-    conditions = [
-        {"type": kind, "status": "False", "reason": f"KubeletHasNo{kind}", "message": "fixture"} for kind in pressure
-    ]
-    conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fixture (KWOK-style)"})
-    return [{**c, "lastHeartbeatTime": now, "lastTransitionTime": now} for c in conditions]
+def node_ready(node: k8s.V1Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or ()))
 
 
-def register_node(core: k8s.CoreV1Api, name: str, block: str) -> None:
-    """What a kubelet does on its first start, then what the node lifecycle controller does once
-    the node reports Ready: lift the not-ready taint the TaintNodesByCondition admission set."""
-    core.create_node(node_body(name, block))
-    core.patch_node_status(name, {"status": {"conditions": ready_conditions()}})
-    taints = core.read_node(name).spec.taints or []
-    kept = [t.to_dict() for t in taints if t.key != "node.kubernetes.io/not-ready"]
-    core.patch_node(name, {"spec": {"taints": kept or None}})
+def register_nodes(core: k8s.CoreV1Api, bodies: list[dict[str, Any]], timeout: float = 120.0) -> None:
+    """Create the Nodes (as each kubelet would on its first start), wait for KWOK to report them Ready,
+    then do the node lifecycle controller's part: lift the not-ready taint TaintNodesByCondition set."""
+    for body in bodies:
+        core.create_node(body)
+    waiting = {body["metadata"]["name"] for body in bodies}
+    deadline = time.monotonic() + timeout
+    while waiting:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"KWOK did not report {len(waiting)} nodes Ready, e.g. {sorted(waiting)[:3]}")
+        for node in core.list_node(label_selector=None).items:
+            name = node.metadata.name
+            if name in waiting and node_ready(node):
+                kept = [t.to_dict() for t in node.spec.taints or () if t.key != "node.kubernetes.io/not-ready"]
+                core.patch_node(name, {"spec": {"taints": kept or None}})
+                waiting.discard(name)
+        if waiting:
+            time.sleep(0.2)
 
 
 # ----------------------------------------------------------------------------------------- volcano
@@ -244,17 +261,20 @@ def pod_body(
     group: str = "",
     queue: str = "",
     owner_uid: str = "",
+    runtime: str = "",
 ) -> dict[str, Any]:
     def container(name: str, gpus: int) -> dict[str, Any]:
         wanted = {"cpu": "4", "memory": "32Gi", GPU: str(gpus)}
         return {
             "name": name,
-            "image": "registry.invalid/gpuportal/sleep:1",  # never pulled: no kubelet runs
+            "image": "registry.invalid/gpuportal/sleep:1",  # never pulled: KWOK plays the kubelet
             "command": ["sleep", "infinity"],
             "resources": {"requests": wanted, "limits": {GPU: str(gpus)}},
         }
 
     annotations = {GROUP_ANNOTATION: group, QUEUE_ANNOTATION: queue} if group else {}
+    if runtime:  # a Go duration: KWOK reports the pod Succeeded that long after it started
+        annotations[RUNTIME_ANNOTATION] = runtime
     owners = (
         [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": pod.owner_replicaset, "uid": owner_uid}]
         if pod.owner_replicaset
@@ -299,7 +319,7 @@ def bind(core: k8s.CoreV1Api, ns: str, name: str, node: str) -> None:
 
 
 def create_replicaset(api_client: k8s.ApiClient, ns: str, name: str) -> str:
-    """The owner of the serving pods. No controller-manager runs, so it never makes pods itself."""
+    """The owner of the serving pods. The fixture runs no ReplicaSet controller, so it never makes pods itself."""
     body = {
         "metadata": {"name": name, "namespace": ns},
         "spec": {
@@ -328,9 +348,8 @@ def seed(api_client: k8s.ApiClient) -> Seeded:
     grant_portal_role(api_client)
     install_volcano_crds(api_client)
     create_queues(custom)
-    for name, block in NODES.items():
-        register_node(core, name, block)
-        result.nodes.append(name)
+    register_nodes(core, [node_body(name, block) for name, block in NODES.items()])
+    result.nodes.extend(NODES)
     core.patch_node(DRAINED_NODE, {"spec": {"unschedulable": True, "taints": [DRAIN_TAINT]}})
 
     ns, group, queue, members, gpus, targets = RUNNING_GANG
@@ -344,11 +363,10 @@ def seed(api_client: k8s.ApiClient) -> Seeded:
     # the next pod, or it could put one on a node it still thinks empty (check_fits catches that).
     time.sleep(0.5)
 
-    # Finished work first: bound, then reported Succeeded, so it frees its GPUs before the rest arrives.
+    # Finished work first: bound, run and reported Succeeded by KWOK, so it frees its GPUs before the rest.
     ns, name, gpus = FINISHED
-    core.create_namespaced_pod(ns, pod_body(Pod(ns, name, gpus)))
-    wait(f"{ns}/{name} to be bound", lambda: bound_node(core, ns, name))
-    core.patch_namespaced_pod_status(name, ns, {"status": {"phase": "Succeeded"}})
+    core.create_namespaced_pod(ns, pod_body(Pod(ns, name, gpus), runtime="0s"))
+    wait(f"{ns}/{name} to finish", lambda: core.read_namespaced_pod(name, ns).status.phase == "Succeeded")
 
     owner_uid = create_replicaset(api_client, "vision", "serve")
     for pod in BOUND_PODS:
@@ -375,9 +393,18 @@ def seed(api_client: k8s.ApiClient) -> Seeded:
         pod = Pod(ns, f"{group}-{index}", gpus, user="bob")
         core.create_namespaced_pod(ns, pod_body(pod, scheduler="volcano", group=group, queue=queue))
 
+    wait("KWOK to start every bound pod", lambda: all_bound_pods_running(core))
     check_fits(core)
     result.seconds = time.monotonic() - started
     return result
+
+
+def all_bound_pods_running(core: k8s.CoreV1Api) -> bool:
+    return all(
+        pod.status.phase in ("Running", "Succeeded", "Failed")
+        for pod in core.list_pod_for_all_namespaces().items
+        if pod.spec.node_name
+    )
 
 
 def check_fits(core: k8s.CoreV1Api) -> None:

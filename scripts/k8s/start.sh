@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Start a real Kubernetes control plane on loopback: our own etcd, kube-apiserver v1.20.2 (TLS with a
-# CA made here, static bearer tokens, RBAC, the ResourceQuota admission plugin), the real kube-scheduler
-# and kube-controller-manager (its resourcequota and namespace controllers, so a quota's status.used is
-# real and a deleted namespace empties). No kubelets: the fleet's Node objects are registered by
-# scripts/k8s/seed.py, KWOK-style.
+# Start a real Kubernetes control plane on loopback: our own etcd, kube-apiserver (TLS with a CA made
+# here, static bearer tokens, RBAC, the ResourceQuota admission plugin), the real kube-scheduler and
+# kube-controller-manager (its resourcequota and namespace controllers, so a quota's status.used is real
+# and a deleted namespace empties), and KWOK's controller, which plays the kubelets of the nodes annotated
+# kwok.x-k8s.io/node=fake (Ready, heartbeats; their pods go Running and finish: scripts/k8s/kwok-stages.yaml).
+# The releases are those of scripts/k8s/build (built and cached by scripts/k8s/install.sh).
 #
 # Everything lives in $K8S_STATE_DIR (default /tmp/gpuportal-k8s), wiped on every start so each run
 # begins with an empty cluster. Prints KEY=VALUE lines (also written to $STATE/env):
@@ -14,7 +15,7 @@
 set -euo pipefail
 
 STATE=${K8S_STATE_DIR:-/tmp/gpuportal-k8s}
-BIN=${K8S_BIN_DIR:-/var/cache/gpuportal-k8s/bin}
+BIN=${K8S_BIN_DIR:-/var/cache/gpuportal-k8s/go-bin}
 ETCD_PORT=${K8S_ETCD_PORT:-24379}
 ETCD_PEER_PORT=${K8S_ETCD_PEER_PORT:-24380}
 API_PORT=${K8S_API_PORT:-24443}
@@ -23,10 +24,9 @@ CONTROLLER_MANAGER_PORT=${K8S_CONTROLLER_MANAGER_PORT:-24457}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "start.sh: $*" >&2; exit 1; }
-for bin in "$BIN/kube-apiserver" "$BIN/kube-scheduler" "$BIN/kube-controller-manager"; do
-    [ -x "$bin" ] || die "$bin missing: run scripts/k8s/install.sh"
+for bin in etcd kube-apiserver kube-scheduler kube-controller-manager kwok; do
+    [ -x "$BIN/$bin" ] || die "$BIN/$bin missing: run scripts/k8s/install.sh"
 done
-command -v etcd >/dev/null || die "etcd missing: run scripts/k8s/install.sh"
 command -v openssl >/dev/null || die "openssl missing: run scripts/k8s/install.sh"
 
 # A previous cluster from this state dir would hold the ports: stop it first.
@@ -36,7 +36,7 @@ mkdir -p "$STATE"/{pki,etcd,log,run}
 chmod 700 "$STATE/pki" "$STATE/etcd"  # etcd warns about a data dir others can read
 
 # --- PKI: a CA, the apiserver's serving cert for 127.0.0.1/localhost, and the service-account key
-# pair that 1.20 requires (--service-account-issuer/-signing-key-file) even with no pods running.
+# pair the apiserver requires (--service-account-issuer/-signing-key-file) even with no pods running.
 PKI=$STATE/pki
 openssl_quiet() { openssl "$@" 2>/dev/null; }
 openssl_quiet req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=gpuportal-fixture-ca" \
@@ -56,6 +56,7 @@ ADMIN_TOKEN=$(token)
 SCHEDULER_TOKEN=$(token)
 CONTROLLER_MANAGER_TOKEN=$(token)
 PORTAL_TOKEN=$(token)
+KWOK_TOKEN=$(token)
 {
     echo "$ADMIN_TOKEN,fixture-admin,fixture-admin,\"system:masters\""
     # The bootstrap RBAC policy already grants this user what kube-scheduler needs.
@@ -64,6 +65,9 @@ PORTAL_TOKEN=$(token)
     echo "$CONTROLLER_MANAGER_TOKEN,system:kube-controller-manager,system:kube-controller-manager"
     # Gets only the role scripts/k8s/seed.py binds: what the collector and actuator need, no more.
     echo "$PORTAL_TOKEN,gpuportal,gpuportal,\"gpuportal:portal\""
+    # KWOK writes the status of nodes and pods it plays the kubelet for, as a kubelet's node identity
+    # would; the fixture gives it the ClusterRole bound below.
+    echo "$KWOK_TOKEN,gpuportal-kwok,gpuportal-kwok"
 } >"$PKI/tokens.csv"
 chmod 600 "$PKI/tokens.csv"
 
@@ -96,15 +100,16 @@ ADMIN_KUBECONFIG=$(kubeconfig admin "$ADMIN_TOKEN")
 SCHEDULER_KUBECONFIG=$(kubeconfig scheduler "$SCHEDULER_TOKEN")
 CONTROLLER_MANAGER_KUBECONFIG=$(kubeconfig controller-manager "$CONTROLLER_MANAGER_TOKEN")
 PORTAL_KUBECONFIG=$(kubeconfig portal "$PORTAL_TOKEN")
+KWOK_KUBECONFIG=$(kubeconfig kwok "$KWOK_TOKEN")
 
-# --- etcd: our own, loopback only. fsync is kept (etcd 3.4 has no switch for it); its data dir is
-# under /tmp and small, and the fixture writes little.
-nohup etcd --name gpuportal-fixture --data-dir "$STATE/etcd" \
+# --- etcd: our own (the release k8s.io/kubernetes requires, built beside it), loopback only. fsync is
+# off: the data dir is a throw-away under /tmp, and hundreds of KWOK nodes heartbeating write a lot.
+nohup "$BIN/etcd" --name gpuportal-fixture --data-dir "$STATE/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "gpuportal-fixture=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --logger zap --log-level warn >"$STATE/log/etcd.log" 2>&1 &
+    --unsafe-no-fsync --logger zap --log-level warn >"$STATE/log/etcd.log" 2>&1 &
 echo $! >"$STATE/run/etcd.pid"
 
 wait_http() {  # what url tries [curl args...]
@@ -129,11 +134,10 @@ wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 100
 #                          (tests/admission_live does; with none registered it does nothing)
 #   ServiceAccount is disabled: no controller-manager creates the namespaces' "default" accounts, so
 #   every pod would be refused. The rest of the default set guards objects the fixture never makes.
-# --insecure-port=0: 1.20 still opens an unauthenticated :8080 by default.
 # --endpoint-reconciler-type=none: the "kubernetes" Service endpoint cannot be a loopback address.
 nohup "$BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --token-auth-file "$PKI/tokens.csv" --anonymous-auth=false \
     --authorization-mode RBAC \
@@ -151,7 +155,7 @@ wait_http kube-apiserver "$URL/readyz" 300 --cacert "$PKI/ca.crt" -H "Authorizat
 
 # --- kube-scheduler: the real one, no leader election (only one), health on its own loopback port.
 nohup "$BIN/kube-scheduler" --kubeconfig "$SCHEDULER_KUBECONFIG" --leader-elect=false \
-    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" \
     --profiling=false --v 1 >"$STATE/log/kube-scheduler.log" 2>&1 &
 echo $! >"$STATE/run/kube-scheduler.pid"
 wait_http kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" 200 -k
@@ -175,10 +179,35 @@ for controller in resourcequota namespace; do
 done
 nohup "$BIN/kube-controller-manager" --kubeconfig "$CONTROLLER_MANAGER_KUBECONFIG" --leader-elect=false \
     --controllers resourcequota,namespace --use-service-account-credentials=false \
-    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
     --profiling=false --v 1 >"$STATE/log/kube-controller-manager.log" 2>&1 &
 echo $! >"$STATE/run/kube-controller-manager.pid"
 wait_http kube-controller-manager "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" 200 -k
+
+# --- KWOK: the kubelets of the nodes annotated kwok.x-k8s.io/node=fake (seed.py's fleet and any test's
+# extra nodes), with the Stages of kwok-stages.yaml. Its role: what a kubelet writes for its nodes and
+# pods, and the events it records. No server port: several fixtures may run side by side.
+api_post() {  # path json
+    curl -sf -o /dev/null --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+        -H 'Content-Type: application/json' -X POST "$URL$1" -d "$2"
+}
+api_post /apis/rbac.authorization.k8s.io/v1/clusterroles '{"metadata": {"name": "gpuportal-fixture:kwok"},
+    "rules": [
+      {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
+      {"apiGroups": [""], "resources": ["nodes/status", "pods/status"], "verbs": ["get", "patch", "update"]},
+      {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+      {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]}]}' \
+    || die "could not create the kwok ClusterRole"
+api_post /apis/rbac.authorization.k8s.io/v1/clusterrolebindings '{"metadata": {"name": "gpuportal-fixture:kwok"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpuportal-fixture:kwok"},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "gpuportal-kwok"}]}' \
+    || die "could not bind the kwok ClusterRole"
+nohup "$BIN/kwok" --kubeconfig "$KWOK_KUBECONFIG" --config "$HERE/kwok-stages.yaml" \
+    --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --cidr 10.128.0.0/12 --node-lease-duration-seconds 40 \
+    >"$STATE/log/kwok.log" 2>&1 &
+echo $! >"$STATE/run/kwok.pid"
+sleep 0.5
+kill -0 "$(cat "$STATE/run/kwok.pid")" 2>/dev/null || die "kwok exited at start; see $STATE/log/kwok.log"
 
 {
     echo "K8S_STATE_DIR=$STATE"
@@ -186,4 +215,5 @@ wait_http kube-controller-manager "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/he
     echo "K8S_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG"
     echo "K8S_PORTAL_KUBECONFIG=$PORTAL_KUBECONFIG"
     echo "K8S_SCHEDULER_KUBECONFIG=$SCHEDULER_KUBECONFIG"
+    echo "K8S_VERSION=$("$BIN/kube-apiserver" --version | cut -d' ' -f2)"
 } | tee "$STATE/env"

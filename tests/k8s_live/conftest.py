@@ -1,7 +1,7 @@
-"""The live Kubernetes fixture: a real kube-apiserver v1.20.2 + etcd + kube-scheduler +
-kube-controller-manager on loopback,
-started once per session by scripts/k8s/start.sh and seeded by scripts/k8s/seed.py (6 x 8-GPU nodes,
-Volcano CRDs, pods bound by the real scheduler). See docs/kubernetes-fixture.md.
+"""The live Kubernetes fixture: a real kube-apiserver + etcd + kube-scheduler + kube-controller-manager on
+loopback, with KWOK playing the kubelets, at the releases pinned in scripts/k8s/build; started once per
+session by scripts/k8s/start.sh and seeded by scripts/k8s/seed.py (6 x 8-GPU nodes, Volcano CRDs, pods
+bound by the real scheduler and run by KWOK). See docs/kubernetes-fixture.md.
 
 A test here skips with a reason when the fixture cannot run on this machine (not root, binaries not
 built), unless ``CI=true``: CI runs scripts/ci/install-kubernetes.sh first, so there it fails.
@@ -27,7 +27,8 @@ from tests.support import require
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "k8s"
-BIN = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/bin"))
+BIN = Path(os.environ.get("K8S_BIN_DIR", "/var/cache/gpuportal-k8s/go-bin"))
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 GPU = "nvidia.com/gpu"
 
 
@@ -67,12 +68,23 @@ def require_fixture() -> None:
     problems = []
     if os.geteuid() != 0:
         problems.append("not running as root")
-    binaries = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
-    missing = [str(BIN / b) for b in binaries if not (BIN / b).exists()]
-    missing += [b for b in ("etcd", "openssl", "curl") if shutil.which(b) is None]
+    missing = [str(BIN / b) for b in BINARIES if not (BIN / b).exists()]
+    missing += [b for b in ("openssl", "curl") if shutil.which(b) is None]
     if missing:
         problems.append(f"missing {', '.join(missing)} (run scripts/k8s/install.sh: builds once, then cached)")
     require(not problems, f"live Kubernetes unavailable: {'; '.join(problems)}")
+
+
+def pinned_release(module: str) -> str:
+    """The version scripts/k8s/build/*/go.mod requires of a module (e.g. k8s.io/kubernetes): what runs."""
+    for build_mod in sorted((SCRIPTS / "build").glob("*/go.mod")):
+        for line in build_mod.read_text().splitlines():
+            words = line.split("//")[0].split()  # tidy marks tool modules "// indirect"
+            if len(words) == 2 and words[0] == module:
+                return words[1]
+            if len(words) == 3 and words[:2] == ["require", module]:
+                return words[2]
+    raise LookupError(f"no build module under {SCRIPTS / 'build'} requires {module}")
 
 
 def rss_mib(pid_file: Path) -> float:

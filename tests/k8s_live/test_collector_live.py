@@ -1,9 +1,9 @@
-"""KubernetesCollector against a real kube-apiserver v1.20.2 whose pods the real kube-scheduler bound.
+"""KubernetesCollector against a real kube-apiserver whose pods the real kube-scheduler bound and KWOK runs.
 
 Every figure is compared with what typed API queries (the official client's models, as admin) say.
 Counting rule under test, the portal's: a node's allocated GPUs are the GPU requests of the pods bound
-to it (``spec.nodeName`` set) that have not terminated. No kubelet runs here, so bound pods stay in phase
-Pending: a real cluster shows the same while images pull, and those pods hold their GPUs all the same.
+to it (``spec.nodeName`` set) that have not terminated, whether Running or still Pending (a real cluster
+shows bound pods Pending while images pull, and they hold their GPUs all the same).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from scheduling.collectors.reliability import NO_RETRY
 from scheduling.collectors.snapshot import WorkloadState
 from scheduling.engine.types import WorkloadKind
 
-from .conftest import GPU, effective_gpus, live_gpu_pods, podgroup_queues, seed
+from .conftest import GPU, effective_gpus, live_gpu_pods, pinned_release, podgroup_queues, seed
 
 pytestmark = pytest.mark.live
 
@@ -34,14 +34,17 @@ def snapshot(collector):
     return collector.collect()
 
 
-def test_the_fixture_is_kubernetes_1_20_2_and_reports_its_costs(cluster, record_property):
+def test_the_fixture_runs_the_pinned_kubernetes_release_and_reports_its_costs(cluster, record_property):
     # Reported, never asserted: the machine is shared and its load varies.
     record_property("k8s_start_seconds", round(cluster.start_seconds, 2))
     record_property("k8s_seed_seconds", round(cluster.seed_seconds, 2))
     for name, mib in cluster.rss_mib.items():
         record_property(f"{name}_rss_mib", mib)
     version = k8s.VersionApi(cluster.admin).get_code()
-    assert (version.git_version, version.major, version.minor) == ("v1.20.2", "1", "20")
+    release = pinned_release("k8s.io/kubernetes")
+    major, minor = release.removeprefix("v").split(".")[:2]
+    assert (version.git_version, version.major, version.minor) == (release, major, minor)
+    assert (int(major), int(minor)) >= (1, 34), "a supported release (issue #32)"
 
 
 def test_every_node_is_seen_with_the_gpus_model_and_block_the_api_reports(cluster, snapshot):
@@ -65,7 +68,7 @@ def test_allocated_gpus_per_node_are_the_requests_of_bound_pods_that_have_not_te
     expected: dict[str, int] = defaultdict(int)
     for pod in live_gpu_pods(cluster.core):
         if pod.spec.node_name:
-            assert pod.status.phase == "Pending", "no kubelet runs: a bound pod never leaves Pending"
+            assert pod.status.phase == "Running", "KWOK starts every pod bound to its nodes"
             expected[pod.spec.node_name] += effective_gpus(pod)
     observed = {n.name: n.gpu_allocated for n in snapshot.nodes if n.gpu_allocated}
     assert observed == dict(expected)
@@ -222,7 +225,7 @@ def test_a_pod_the_scheduler_binds_after_a_collect_is_counted_by_the_next_one(cl
 
 def test_a_pod_being_deleted_keeps_its_gpus_until_it_is_gone(cluster, collector):
     # Deletion of a bound pod waits for its kubelet to stop the containers; until then the scheduler
-    # still reserves its GPUs, and so does the portal. None runs here, so the pod stays Terminating.
+    # still reserves its GPUs, and so does the portal. KWOK removes it when its 30 s grace period ends.
     pod = seed.Pod("hpo", "leaving-trial", 1, user="carol")
     cluster.core.create_namespaced_pod("hpo", seed.pod_body(pod))
     try:
