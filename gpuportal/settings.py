@@ -366,7 +366,18 @@ GPUPORTAL_TASK_TIME_LIMITS = {
     "default": env.int("GPUPORTAL_TASK_TIME_LIMIT_S", default=600),
     "whatif": env.int("GPUPORTAL_WHATIF_TIME_LIMIT_S", default=3600),
     "report": env.int("GPUPORTAL_REPORT_TIME_LIMIT_S", default=1800),
+    # one scrape of one orchestrator; its HTTP calls end within GPUPORTAL_SCRAPE_DEADLINE_S, this bounds the rest
+    "scrape": env.int("GPUPORTAL_SCRAPE_TIME_LIMIT_S", default=180),
 }
+# Every HTTP call a scrape makes ends within this many seconds in all (scheduling/collectors/deadline.py):
+# httpx's timeouts restart with each byte, so a trickling endpoint held a worker slot for 9 minutes (issue 36).
+GPUPORTAL_SCRAPE_DEADLINE_S = env.float("GPUPORTAL_SCRAPE_DEADLINE_S", default=90.0)
+# Scrapes have a queue of their own, served by the collector worker (compose `collector`, deploy/k8s/worker.yaml,
+# rundemo), so a slow orchestrator takes only collector slots: governance, the reaper, what-ifs and reports
+# keep their worker. "" puts scrapes on the default queue (one worker serves everything).
+GPUPORTAL_COLLECT_QUEUE = env.str("GPUPORTAL_COLLECT_QUEUE", default="collect")
+if GPUPORTAL_COLLECT_QUEUE:
+    CELERY_TASK_ROUTES = {"scheduling.tasks.scrape_orchestrator": {"queue": GPUPORTAL_COLLECT_QUEUE}}
 CELERY_TASK_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"]
 CELERY_TASK_SOFT_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"] - 60
 # Redis hands an unacknowledged message to another worker after this long; it must outlast the longest

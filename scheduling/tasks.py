@@ -45,9 +45,14 @@ def run_round() -> dict[str, int]:
     return {"started": len(result.started), "finished": len(result.finished)}
 
 
-@shared_task(acks_late=True)
+@shared_task(acks_late=True, **_limits("scrape"))
 def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
-    outcome = collection.scrape(orchestrator_id)
+    """Routed to the collect queue (settings.GPUPORTAL_COLLECT_QUEUE); a scrape past its soft limit is a failure."""
+    try:
+        outcome = collection.scrape(orchestrator_id)
+    except SoftTimeLimitExceeded:
+        collection.record_overrun(orchestrator_id, _limits("scrape")["soft_time_limit"])
+        raise
     return {
         "orchestrator": outcome.orchestrator,
         "ok": bool(outcome.run and outcome.run.ok),

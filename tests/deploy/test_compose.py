@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())  # resolves the x-portal merge keys
 SERVICES = COMPOSE["services"]
-PORTAL = ("web", "worker", "beat")
+PORTAL = ("web", "worker", "collector", "beat")
 
 
 def test_compose_file_is_valid_against_the_compose_spec_schema():
@@ -61,3 +61,11 @@ def test_migrate_is_one_shot_and_only_migrate_migrates():
 def test_redis_memory_limits_are_kept():
     assert "--maxmemory-policy noeviction" in SERVICES["redis"]["command"]  # the broker never evicts a task
     assert "--maxmemory 256mb --maxmemory-policy allkeys-lru" in SERVICES["cache"]["command"]
+
+
+def test_scrapes_and_the_rest_are_served_by_separate_workers():
+    """Issue 36: one slow orchestrator held every worker slot; scrapes now have a worker of their own."""
+    collector = SERVICES["collector"]["command"]
+    assert collector[collector.index("-Q") + 1] == "collect"
+    queues = SERVICES["worker"]["command"][SERVICES["worker"]["command"].index("-Q") + 1]
+    assert "collect" not in queues.split(",")

@@ -10,6 +10,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 
+def _queues() -> str:
+    """The demo's one worker serves every queue, scrapes' included (production runs a collector for those)."""
+    return ",".join(q for q in ("celery", settings.GPUPORTAL_COLLECT_QUEUE) if q)
+
+
 class Command(BaseCommand):
     help = "Run the web server on 127.0.0.1 plus a Celery worker with beat, for the embedded demo."
 
@@ -28,6 +33,8 @@ class Command(BaseCommand):
                 "worker",
                 "--beat",
                 "--pool=solo",
+                "-Q",
+                _queues(),
                 "--loglevel=WARNING",
                 "--schedule",
                 settings.CELERY_BEAT_SCHEDULE_FILENAME,
