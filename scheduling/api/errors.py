@@ -8,6 +8,7 @@ from rest_framework import exceptions
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from scheduling.services.dispatch import EnqueueFailed
+from scheduling.services.versions import StaleVersion
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -16,13 +17,22 @@ class ServiceUnavailable(exceptions.APIException):
     default_code = "service_unavailable"
 
 
+class PreconditionFailed(exceptions.APIException):
+    """An edit or decision made on an old version (If-Match or ``version``): what changed since is in the body."""
+
+    status_code = 412
+    default_code = "stale_version"
+
+
 class BodyTooLarge(exceptions.APIException):
     status_code = 413
     default_code = "body_too_large"
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, DjangoValidationError):
+    if isinstance(exc, StaleVersion):
+        exc = PreconditionFailed({"version": exc.stale})
+    elif isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(detail)
     elif isinstance(exc, DjangoPermissionDenied):

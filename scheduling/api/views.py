@@ -28,7 +28,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import fleet
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
-from scheduling.services import collection, governance, idempotency, quota
+from scheduling.services import collection, governance, idempotency, quota, versions
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
@@ -44,6 +44,21 @@ from .permissions import ReadOrAdminWrite
 ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
 
 
+class VersionETagMixin:
+    """A versioned row's answer carries ``ETag: "<version>"``; send it back as ``If-Match`` with an edit or a
+    decision, and a row changed since answers 412 with what changed (services/versions.py)."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        data = getattr(response, "data", None)
+        if isinstance(data, dict) and "version" in data and "id" in data and response.status_code < 300:
+            response["ETag"] = f'"{data["version"]}"'
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def if_match(request) -> int | None:
+    return versions.parse_if_match(request.headers.get("If-Match"))
+
+
 class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.TeamSerializer
@@ -55,7 +70,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         return only_visible(Team.objects.select_related("parent"), self.request.user, "pk")
 
 
-class QueueViewSet(CachedListMixin, viewsets.ModelViewSet):
+class QueueViewSet(VersionETagMixin, CachedListMixin, viewsets.ModelViewSet):
     """Entitlements. Writes are admin-only, validated over the whole team tree, and need a ``reason``."""
 
     queryset = Queue.objects.all()  # narrowed per user in get_queryset
@@ -78,15 +93,16 @@ class QueueViewSet(CachedListMixin, viewsets.ModelViewSet):
             },
             **serializer.validated_data,
         }
-        serializer.instance = self._apply(data)
+        serializer.instance = self._apply(data, seen_version=if_match(self.request))
 
-    def _apply(self, data):
+    def _apply(self, data, seen_version: int | None = None):
         change = governance.QueueChange(
             data["team"],
             data.get("gpu_model", ""),
             data["weight"],
             data.get("guaranteed", 0),
             data.get("burst_limit", 0),
+            seen_version=seen_version,
         )
         return governance.apply_queue_changes([change], by=self.request.user, reason=data.get("reason", ""))[0]
 
@@ -142,7 +158,7 @@ class WorkloadViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         )
 
 
-class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class QuotaRequestViewSet(VersionETagMixin, CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Quota requests of the teams you can see; create submits one; leads and admins decide."""
 
     queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
@@ -196,14 +212,15 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
     @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaGrantSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
-        comment = self._comment(request)
-        grant = quota.approve_request(self.get_object().pk, by=request.user, comment=comment)
+        comment, seen = self._decision(request)
+        grant = quota.approve_request(self.get_object().pk, by=request.user, comment=comment, seen_version=seen)
         return Response(serializers.QuotaGrantSerializer(grant).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaRequestSerializer)
     @action(detail=True, methods=["post"])
     def deny(self, request, pk=None):
-        denied = quota.deny_request(self.get_object().pk, by=request.user, comment=self._comment(request))
+        comment, seen = self._decision(request)
+        denied = quota.deny_request(self.get_object().pk, by=request.user, comment=comment, seen_version=seen)
         return Response(serializers.QuotaRequestSerializer(denied).data)
 
     @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaRequestSerializer)
@@ -233,6 +250,14 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
         body.is_valid(raise_exception=True)
         extension = quota.extend_grant(self.get_object().pk, by=request.user, **body.validated_data)
         return Response(serializers.QuotaRequestSerializer(extension).data, status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _decision(request) -> tuple[str, int | None]:
+        """The comment, and the version decided on: If-Match, else the body's ``version``, else unchecked."""
+        decision = serializers.DecisionSerializer(data=request.data)
+        decision.is_valid(raise_exception=True)
+        seen = if_match(request)
+        return decision.validated_data["comment"], seen if seen is not None else decision.validated_data.get("version")
 
     @staticmethod
     def _comment(request) -> str:
@@ -291,7 +316,7 @@ class CollectorRunViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.CollectorRunFilter
 
 
-class RebalancePlanViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
+class RebalancePlanViewSet(VersionETagMixin, CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = RebalancePlan.objects.prefetch_related("moves__node", "moves__source", "moves__target")
     serializer_class = serializers.RebalancePlanSerializer
     filterset_fields = ["state"]
