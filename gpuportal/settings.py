@@ -449,6 +449,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
     },
 }
+# A report an admin asked for that is still generating this long after its claim may be asked for again.
+GPUPORTAL_REPORT_RETRY_AFTER_S = env.float("GPUPORTAL_REPORT_RETRY_AFTER_S", default=120.0)
 # A source is stale in the weekly report once its last success is older than this.
 GPUPORTAL_REPORT_STALE_AFTER_S = env.float("GPUPORTAL_REPORT_STALE_AFTER_S", default=600.0)
 # The reaper (scheduling/services/reaper.py): when a long task's row counts as orphaned.

@@ -117,18 +117,21 @@ def apply_plan_step(plan_id: int) -> dict[str, object]:
     return {"plan": plan_id, "state": outcome.plan_state, "finished": outcome.finished, "message": outcome.message}
 
 
-@shared_task(acks_late=True, **_limits("report"))
-def weekly_capacity_report() -> dict[str, object]:
+def _redelivered(task) -> bool:
+    """Celery hands a message out again only when the worker that had it is gone (acks late)."""
+    return bool((task.request.delivery_info or {}).get("redelivered"))
+
+
+@shared_task(bind=True, acks_late=True, **_limits("report"))
+def weekly_capacity_report(self) -> dict[str, object]:
     """Last week's capacity report: built once and mailed once, however many workers run this."""
-    return report_delivery.run_weekly()
+    return report_delivery.run_weekly(take_over=_redelivered(self))
 
 
-@shared_task(acks_late=True, **_limits("report"))
-def build_requested_report(report_id: int) -> bool:
+@shared_task(bind=True, acks_late=True, **_limits("report"))
+def build_requested_report(self, report_id: int) -> bool:
     """A finished week's report an admin asked for in the browser (not mailed)."""
-    from scheduling.services import report_delivery
-
-    return report_delivery.build_requested(report_id)
+    return report_delivery.build_requested(report_id, take_over=_redelivered(self))
 
 
 @shared_task(acks_late=True, **_limits("report"))
@@ -149,9 +152,8 @@ def reap_stale_work() -> dict[str, dict[str, int]]:
 @shared_task(bind=True, acks_late=True, **_limits("whatif"))
 def run_whatif(self, scenario_id: int) -> dict[str, object]:
     """A message redelivered after its worker died may take over the run that worker left ``running``."""
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     with _whatif_time_limit(scenario_id):
-        scenario = whatif.run_scenario(scenario_id, take_over=redelivered)
+        scenario = whatif.run_scenario(scenario_id, take_over=_redelivered(self))
     return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}
 
 
