@@ -1,5 +1,6 @@
 """Run a real Celery worker; with FAULT_GATE_DIR set, the what-if simulator stops at its first progress
-report, and a capacity report build before it computes (after writing ``paused``), until ``release`` appears there, and a failed task writes ``failed``
+report, and a capacity report build before it computes (after writing ``paused``), until ``release``
+appears there, and a failed task writes ``failed``
 there, so a test can cut the database or kill the worker mid-run. Nothing else changes: the task, the
 service and the database writes are the real ones.
 """
