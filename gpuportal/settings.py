@@ -377,7 +377,10 @@ GPUPORTAL_SCRAPE_DEADLINE_S = env.float("GPUPORTAL_SCRAPE_DEADLINE_S", default=9
 # keep their worker. "" puts scrapes on the default queue (one worker serves everything).
 GPUPORTAL_COLLECT_QUEUE = env.str("GPUPORTAL_COLLECT_QUEUE", default="collect")
 if GPUPORTAL_COLLECT_QUEUE:
-    CELERY_TASK_ROUTES = {"scheduling.tasks.scrape_orchestrator": {"queue": GPUPORTAL_COLLECT_QUEUE}}
+    CELERY_TASK_ROUTES = {
+        "scheduling.tasks.scrape_orchestrator": {"queue": GPUPORTAL_COLLECT_QUEUE},
+        "scheduling.tasks.collector_heartbeat": {"queue": GPUPORTAL_COLLECT_QUEUE},
+    }
 CELERY_TASK_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"]
 CELERY_TASK_SOFT_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"] - 60
 # Redis hands an unacknowledged message to another worker after this long; it must outlast the longest
@@ -431,8 +434,17 @@ GPUPORTAL_LEDGER = {  # issue 10, docs/ledger.md
     "orphan_after_s": env.float("GPUPORTAL_LEDGER_ORPHAN_AFTER_S", default=900.0),
     "stale_after_s": env.float("GPUPORTAL_LEDGER_STALE_AFTER_S", default=300.0),
 }
+# /health counts freshness (services/freshness.py): a worker heartbeat, the last good round, each source's age.
+GPUPORTAL_HEARTBEAT_S = env.float("GPUPORTAL_HEARTBEAT_S", default=15.0)
+GPUPORTAL_HEALTH = {
+    "worker_stale_after_s": env.float("GPUPORTAL_WORKER_STALE_AFTER_S", default=120.0),
+    "round_stale_after_s": env.float("GPUPORTAL_ROUND_STALE_AFTER_S", default=max(4 * GPUPORTAL_ROUND_SECONDS, 180)),
+    "source_stale_after_s": env.float("GPUPORTAL_SOURCE_STALE_AFTER_S", default=300.0),
+}
 CELERY_BEAT_SCHEDULE = {
     "collect-and-decide": {"task": "scheduling.tasks.run_round", "schedule": GPUPORTAL_ROUND_SECONDS},
+    "worker-heartbeat": {"task": "scheduling.tasks.heartbeat", "schedule": GPUPORTAL_HEARTBEAT_S},
+    "collector-heartbeat": {"task": "scheduling.tasks.collector_heartbeat", "schedule": GPUPORTAL_HEARTBEAT_S},
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     # issue 18: governance read back, diffed and enforced (auto) or planned (review) every round
     "reconcile-governance": {"task": "scheduling.tasks.reconcile_governance", "schedule": GPUPORTAL_ROUND_SECONDS},

@@ -88,6 +88,18 @@ def compact_table_changes() -> int:
     return table_changes.compact()
 
 
+@shared_task(acks_late=True, expires=60)
+def heartbeat() -> bool:
+    """Beat, every GPUPORTAL_HEARTBEAT_S: its recorded finish (TaskStat) is the worker's heartbeat in /health."""
+    return True
+
+
+@shared_task(acks_late=True, expires=60)
+def collector_heartbeat() -> bool:
+    """The same for the worker of the collect queue (settings.CELERY_TASK_ROUTES)."""
+    return True
+
+
 @shared_task(acks_late=True)
 def ping(value: int) -> int:
     """Round-trip probe used by health checks and the end-to-end worker test."""

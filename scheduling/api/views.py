@@ -28,7 +28,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import fleet
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
-from scheduling.services import collection, governance, idempotency, quota, versions
+from scheduling.services import collection, freshness, governance, idempotency, quota, versions
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
@@ -345,7 +345,8 @@ def health(request):
     source names, last successes) go to portal admins and to the bearer of METRICS_TOKEN only: an error
     may name hosts, paths or what a server answered."""
     checks = _health_checks()
-    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
+    healthy = checks["database"] == "ok" and checks["broker"] == "ok" and checks.get("background_ok", True)
+    checks.pop("background_ok", None)
     return JsonResponse(
         {
             "status": "ok" if healthy else "error",
@@ -366,15 +367,20 @@ def _health_checks() -> dict[str, object]:
     except Exception as error:
         checks["database"] = f"error: {error}"
     checks.update(remote())
-    checks["orchestrators"] = (
-        {
-            o.name: {"stale": o.is_stale, "last_success_at": o.last_success_at, "last_error": o.last_error}
+    checks["orchestrators"] = {}
+    if checks["database"] == "ok":
+        now = timezone.now()
+        checks["orchestrators"] = {
+            o.name: {
+                "stale": freshness.source_is_stale(o, now),
+                "last_success_at": o.last_success_at,
+                "last_error": o.last_error,
+            }
             for o in Orchestrator.objects.filter(enabled=True)
         }
-        if checks["database"] == "ok"
-        else {}
-    )
-    if checks["database"] == "ok":
+        background = freshness.background(now)
+        checks.update(worker=background.worker, collector=background.collector, rounds=background.rounds)
+        checks["background_ok"] = background.healthy
         checks["api_list_cache"] = list_cache.describe()
     return checks
 
@@ -383,11 +389,16 @@ def _summary(checks: dict) -> dict[str, str]:
     """One word per component, no error text."""
     sources_fresh = checks["database"] == "ok" and not any(o["stale"] for o in checks["orchestrators"].values())
     word = {True: "ok", False: "degraded"}
+    background = {
+        name: word[checks.get(name, freshness.NOT_SEEN) in ("ok", freshness.NOT_SEEN)]
+        for name in ("worker", "collector", "rounds")
+    }
     return {
         "database": word[checks["database"] == "ok"],
         "broker": word[checks["broker"] == "ok"],
         "cache": word[checks["cache"] == "ok"],
         "orchestrators": word[sources_fresh],
+        **background,
     }
 
 
