@@ -104,6 +104,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    # A kept connection is tested (SELECT 1) before its first use in each request: after a database restart a
+    # web worker reconnects instead of failing one more request on its dead connection (issue 36 item 9).
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=True))
     # A database that does not answer is a failed connection after this long, not a hung request (/health too).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT_S", default=5)
