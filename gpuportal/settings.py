@@ -474,6 +474,9 @@ GPUPORTAL_REAPER = {
     "queued_after_s": env.float("GPUPORTAL_REAPER_QUEUED_AFTER_S", default=900.0),
     # running with no heartbeat this long: past a redelivery of its message, so its worker and message are gone
     "running_after_s": env.float("GPUPORTAL_REAPER_RUNNING_AFTER_S", default=CELERY_VISIBILITY_TIMEOUT_S + 300.0),
+    # running with no progress this long (a running what-if writes one at least every 30 s): its worker or
+    # database was lost; the run is queued again at once instead of waiting out the visibility timeout (issue 36)
+    "stalled_after_s": env.float("GPUPORTAL_REAPER_STALLED_AFTER_S", default=300.0),
     # an applying rebalance plan with no step finished this long is failed (its nodes rolled back)
     "plan_after_s": env.float("GPUPORTAL_REAPER_PLAN_AFTER_S", default=1800.0),
     "max_attempts": env.int("GPUPORTAL_REAPER_MAX_ATTEMPTS", default=3),
