@@ -114,10 +114,11 @@ def _worker_dead_case(samples: int, client, app, redis, database_url: str) -> No
         worker.wait(10)
         killed = time.perf_counter()
         try:
-            processes.wait_for(lambda: _health(client)[1]["status"] == 503, "/health to see the worker gone", timeout=60)
-        except AssertionError:
-            print(json.dumps({"case": "worker SIGKILLed", "still_answered": _health(client)[1]}), flush=True)
-            raise
+            gone = lambda: _health(client)[1]["status"] == 503  # noqa: E731
+            processes.wait_for(gone, "/health to see the worker gone", timeout=60)
+        except AssertionError:  # a finding to report, not a reason to skip the other cases
+            print(json.dumps({"case": "worker SIGKILLed", "not_noticed_in_s": 60, "answer": _health(client)[1]}))
+            return
         noticed = round(time.perf_counter() - killed, 1)
         line = _case("worker SIGKILLed", samples, client, app) | {"noticed_after_s": noticed}
         print(json.dumps(line), flush=True)
