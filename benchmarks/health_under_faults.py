@@ -15,8 +15,10 @@ it, and reports how long /health took to say so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -106,11 +108,12 @@ def _worker_dead_case(samples: int, client, app, redis, database_url: str) -> No
     argv = [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--beat", "--pool=solo"]
     argv += ["-Q", "celery,collect"]
     schedule = ["--schedule", f"{VAR}/beat-schedule", "--loglevel=WARNING"]
-    worker = subprocess.Popen([*argv, *schedule], cwd=REPO, env=env)
+    # Its own process group: the embedded beat runs in a child process, and "the worker died" means all of them.
+    worker = subprocess.Popen([*argv, *schedule], cwd=REPO, env=env, start_new_session=True)
     try:
         processes.wait_for(lambda: _health(client)[1]["worker"] == "ok", "the worker's first heartbeat", timeout=60)
         print(json.dumps(_case("worker alive", samples, client, app)), flush=True)
-        worker.kill()
+        os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
         killed = time.perf_counter()
         try:
@@ -123,8 +126,8 @@ def _worker_dead_case(samples: int, client, app, redis, database_url: str) -> No
         line = _case("worker SIGKILLed", samples, client, app) | {"noticed_after_s": noticed}
         print(json.dumps(line), flush=True)
     finally:
-        if worker.poll() is None:
-            worker.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
 
 
 def _postgres_hung_case(samples: int, client, app, postgres) -> None:
