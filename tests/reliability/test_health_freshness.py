@@ -1,6 +1,7 @@
 """Issue 36 item 6 and issue 29 item 10: /health counts freshness (a worker heartbeat, the last good round,
 each source's last success), not only errors."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -46,8 +47,9 @@ def test_a_silent_worker_makes_health_503_naming_the_heartbeats_age(client, cast
     _beat(ROUND, 300)
     status, checks = _health(client, cast)
     assert status == 503
-    assert checks["worker"].startswith("stale: last heartbeat 300 s ago")
-    assert checks["rounds"].startswith("stale: last successful round 300 s ago")
+    # 300 s, or a second more on a slow machine
+    assert re.fullmatch(r"stale: last heartbeat 30[01] s ago \(limit 120 s\)", checks["worker"])
+    assert re.match(r"stale: last successful round 30[01] s ago", checks["rounds"])
     client.logout()
     assert client.get("/health").json()["checks"]["worker"] == "degraded"  # anonymous: one word
 
