@@ -104,6 +104,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    # A kept connection is tested (SELECT 1) before its first use in each request: after a database restart a
+    # web worker reconnects instead of failing one more request on its dead connection (issue 36 item 9).
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=True))
     # A database that does not answer is a failed connection after this long, not a hung request (/health too).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT_S", default=5)
@@ -386,7 +389,21 @@ GPUPORTAL_TASK_TIME_LIMITS = {
     "default": env.int("GPUPORTAL_TASK_TIME_LIMIT_S", default=600),
     "whatif": env.int("GPUPORTAL_WHATIF_TIME_LIMIT_S", default=3600),
     "report": env.int("GPUPORTAL_REPORT_TIME_LIMIT_S", default=1800),
+    # one scrape of one orchestrator; its HTTP calls end within GPUPORTAL_SCRAPE_DEADLINE_S, this bounds the rest
+    "scrape": env.int("GPUPORTAL_SCRAPE_TIME_LIMIT_S", default=180),
 }
+# Every HTTP call a scrape makes ends within this many seconds in all (scheduling/collectors/deadline.py):
+# httpx's timeouts restart with each byte, so a trickling endpoint held a worker slot for 9 minutes (issue 36).
+GPUPORTAL_SCRAPE_DEADLINE_S = env.float("GPUPORTAL_SCRAPE_DEADLINE_S", default=90.0)
+# Scrapes have a queue of their own, served by the collector worker (compose `collector`, deploy/k8s/worker.yaml,
+# rundemo), so a slow orchestrator takes only collector slots: governance, the reaper, what-ifs and reports
+# keep their worker. "" puts scrapes on the default queue (one worker serves everything).
+GPUPORTAL_COLLECT_QUEUE = env.str("GPUPORTAL_COLLECT_QUEUE", default="collect")
+if GPUPORTAL_COLLECT_QUEUE:
+    CELERY_TASK_ROUTES = {
+        "scheduling.tasks.scrape_orchestrator": {"queue": GPUPORTAL_COLLECT_QUEUE},
+        "scheduling.tasks.collector_heartbeat": {"queue": GPUPORTAL_COLLECT_QUEUE},
+    }
 CELERY_TASK_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"]
 CELERY_TASK_SOFT_TIME_LIMIT = GPUPORTAL_TASK_TIME_LIMITS["default"] - 60
 # Redis hands an unacknowledged message to another worker after this long; it must outlast the longest
@@ -446,8 +463,17 @@ GPUPORTAL_LEDGER = {  # issue 10, docs/ledger.md
     "orphan_after_s": env.float("GPUPORTAL_LEDGER_ORPHAN_AFTER_S", default=900.0),
     "stale_after_s": env.float("GPUPORTAL_LEDGER_STALE_AFTER_S", default=300.0),
 }
+# /health counts freshness (services/freshness.py): a worker heartbeat, the last good round, each source's age.
+GPUPORTAL_HEARTBEAT_S = env.float("GPUPORTAL_HEARTBEAT_S", default=15.0)
+GPUPORTAL_HEALTH = {
+    "worker_stale_after_s": env.float("GPUPORTAL_WORKER_STALE_AFTER_S", default=120.0),
+    "round_stale_after_s": env.float("GPUPORTAL_ROUND_STALE_AFTER_S", default=max(4 * GPUPORTAL_ROUND_SECONDS, 180)),
+    "source_stale_after_s": env.float("GPUPORTAL_SOURCE_STALE_AFTER_S", default=300.0),
+}
 CELERY_BEAT_SCHEDULE = {
     "collect-and-decide": {"task": "scheduling.tasks.run_round", "schedule": GPUPORTAL_ROUND_SECONDS},
+    "worker-heartbeat": {"task": "scheduling.tasks.heartbeat", "schedule": GPUPORTAL_HEARTBEAT_S},
+    "collector-heartbeat": {"task": "scheduling.tasks.collector_heartbeat", "schedule": GPUPORTAL_HEARTBEAT_S},
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     # issue 18: governance read back, diffed and enforced (auto) or planned (review) every round
     "reconcile-governance": {"task": "scheduling.tasks.reconcile_governance", "schedule": GPUPORTAL_ROUND_SECONDS},
@@ -464,6 +490,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(minute=0, hour=7, day_of_week="mon"),
     },
 }
+# A report an admin asked for that is still generating this long after its claim may be asked for again.
+GPUPORTAL_REPORT_RETRY_AFTER_S = env.float("GPUPORTAL_REPORT_RETRY_AFTER_S", default=120.0)
 # A source is stale in the weekly report once its last success is older than this.
 GPUPORTAL_REPORT_STALE_AFTER_S = env.float("GPUPORTAL_REPORT_STALE_AFTER_S", default=600.0)
 # The reaper (scheduling/services/reaper.py): when a long task's row counts as orphaned.
@@ -472,6 +500,9 @@ GPUPORTAL_REAPER = {
     "queued_after_s": env.float("GPUPORTAL_REAPER_QUEUED_AFTER_S", default=900.0),
     # running with no heartbeat this long: past a redelivery of its message, so its worker and message are gone
     "running_after_s": env.float("GPUPORTAL_REAPER_RUNNING_AFTER_S", default=CELERY_VISIBILITY_TIMEOUT_S + 300.0),
+    # running with no progress this long (a running what-if writes one at least every 30 s): its worker or
+    # database was lost; the run is queued again at once instead of waiting out the visibility timeout (issue 36)
+    "stalled_after_s": env.float("GPUPORTAL_REAPER_STALLED_AFTER_S", default=300.0),
     # an applying rebalance plan with no step finished this long is failed (its nodes rolled back)
     "plan_after_s": env.float("GPUPORTAL_REAPER_PLAN_AFTER_S", default=1800.0),
     "max_attempts": env.int("GPUPORTAL_REAPER_MAX_ATTEMPTS", default=3),

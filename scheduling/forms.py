@@ -108,6 +108,8 @@ class DecisionForm(forms.Form):
         help_text="Shown to the requester; required to deny.",
     )
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny"), ("revoke", "Revoke grant")])
+    # The request's version on the page: a decision applies only to what the decider saw (issue 36).
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
 
     def clean(self):
         data = super().clean()
@@ -148,6 +150,8 @@ class QueueRowForm(forms.Form):
     """One entitlement row of the fair-share editor; tree-wide rules come from governance.check_tree."""
 
     queue = forms.IntegerField(widget=forms.HiddenInput)
+    # The queue's version when the page was built: a save is refused if the row has moved on (services/versions.py).
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
     weight = PercentField(
         label="Weight %", min_value=Decimal(0), max_value=Decimal(100), max_digits=5, decimal_places=2
     )
@@ -212,6 +216,13 @@ class PoolPolicyForm(forms.ModelForm):
         widget=forms.CheckboxSelectMultiple,
     )
     reason = forms.CharField(max_length=COMMENT_MAX_CHARS, help_text="Why: stored with the change (audited).")
+    # The rule's version the edit was made on: a rule another admin saved since refuses this save.
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["seen_version"].initial = self.instance.version
 
     class Meta:
         model = PoolPolicy
@@ -307,5 +318,12 @@ class WhatIfForm(forms.Form):
 
 def queue_initial(queues: list[Queue]) -> list[dict]:
     return [
-        {"queue": q.pk, "weight": q.weight, "guaranteed": q.guaranteed, "burst_limit": q.burst_limit} for q in queues
+        {
+            "queue": q.pk,
+            "version": q.version,
+            "weight": q.weight,
+            "guaranteed": q.guaranteed,
+            "burst_limit": q.burst_limit,
+        }
+        for q in queues
     ]

@@ -47,9 +47,14 @@ def run_round() -> dict[str, int]:
     return {"started": len(result.started), "finished": len(result.finished)}
 
 
-@shared_task(acks_late=True)
+@shared_task(acks_late=True, **_limits("scrape"))
 def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
-    outcome = collection.scrape(orchestrator_id)
+    """Routed to the collect queue (settings.GPUPORTAL_COLLECT_QUEUE); a scrape past its soft limit is a failure."""
+    try:
+        outcome = collection.scrape(orchestrator_id)
+    except SoftTimeLimitExceeded:
+        collection.record_overrun(orchestrator_id, _limits("scrape")["soft_time_limit"])
+        raise
     return {
         "orchestrator": outcome.orchestrator,
         "ok": bool(outcome.run and outcome.run.ok),
@@ -85,6 +90,18 @@ def compact_table_changes() -> int:
     return table_changes.compact()
 
 
+@shared_task(acks_late=True, expires=60)
+def heartbeat() -> bool:
+    """Beat, every GPUPORTAL_HEARTBEAT_S: its recorded finish (TaskStat) is the worker's heartbeat in /health."""
+    return True
+
+
+@shared_task(acks_late=True, expires=60)
+def collector_heartbeat() -> bool:
+    """The same for the worker of the collect queue (settings.CELERY_TASK_ROUTES)."""
+    return True
+
+
 @shared_task(acks_late=True)
 def ping(value: int) -> int:
     """Round-trip probe used by health checks and the end-to-end worker test."""
@@ -114,18 +131,21 @@ def apply_plan_step(plan_id: int) -> dict[str, object]:
     return {"plan": plan_id, "state": outcome.plan_state, "finished": outcome.finished, "message": outcome.message}
 
 
-@shared_task(acks_late=True, **_limits("report"))
-def weekly_capacity_report() -> dict[str, object]:
+def _redelivered(task) -> bool:
+    """Celery hands a message out again only when the worker that had it is gone (acks late)."""
+    return bool((task.request.delivery_info or {}).get("redelivered"))
+
+
+@shared_task(bind=True, acks_late=True, **_limits("report"))
+def weekly_capacity_report(self) -> dict[str, object]:
     """Last week's capacity report: built once and mailed once, however many workers run this."""
-    return report_delivery.run_weekly()
+    return report_delivery.run_weekly(take_over=_redelivered(self))
 
 
-@shared_task(acks_late=True, **_limits("report"))
-def build_requested_report(report_id: int) -> bool:
+@shared_task(bind=True, acks_late=True, **_limits("report"))
+def build_requested_report(self, report_id: int) -> bool:
     """A finished week's report an admin asked for in the browser (not mailed)."""
-    from scheduling.services import report_delivery
-
-    return report_delivery.build_requested(report_id)
+    return report_delivery.build_requested(report_id, take_over=_redelivered(self))
 
 
 @shared_task(acks_late=True, **_limits("report"))
@@ -146,9 +166,8 @@ def reap_stale_work() -> dict[str, dict[str, int]]:
 @shared_task(bind=True, acks_late=True, **_limits("whatif"))
 def run_whatif(self, scenario_id: int) -> dict[str, object]:
     """A message redelivered after its worker died may take over the run that worker left ``running``."""
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     with _whatif_time_limit(scenario_id):
-        scenario = whatif.run_scenario(scenario_id, take_over=redelivered)
+        scenario = whatif.run_scenario(scenario_id, take_over=_redelivered(self))
     return {"scenario": scenario_id, "status": scenario.status if scenario else "missing"}
 
 

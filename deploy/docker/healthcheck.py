@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""The image's health probe: ``gpuportal-healthcheck web|worker|beat``; exit 0 healthy, 1 not.
+"""The image's health probe: ``gpuportal-healthcheck web|worker|collector|beat``; exit 0 healthy, 1 not.
 
 web     GET /health on this container's gunicorn (200 only when the database and broker answer). It is
         sent as ``Host: localhost`` (ALLOWED_HOSTS must list it) and ``X-Forwarded-Proto: https``: the
         portal runs behind a TLS proxy (BEHIND_TLS_PROXY=1), so a plain-HTTP probe is not redirected.
 worker  Celery's ``ping`` to this container's own worker node (celery@<hostname>) through the broker.
+collector  The same for the scrape worker (collector@<hostname>, the collect queue).
 beat    The beat schedule file was written in the last GPUPORTAL_BEAT_STALE_S seconds (default 900): beat
         syncs it every three minutes while it sends tasks, and the portal's round sends one every 30 s.
 """
@@ -31,11 +32,19 @@ def web() -> bool:
         conn.close()
 
 
-def worker() -> bool:
+def _pong(prefix: str) -> bool:
     from gpuportal.celery import app
 
-    node = f"celery@{socket.gethostname()}"
+    node = f"{prefix}@{socket.gethostname()}"
     return bool(app.control.ping(destination=[node], timeout=5.0))
+
+
+def worker() -> bool:
+    return _pong("celery")
+
+
+def collector() -> bool:
+    return _pong("collector")
 
 
 def beat() -> bool:
@@ -46,7 +55,7 @@ def beat() -> bool:
     return bool(written) and time.time() - max(written) < stale_s
 
 
-PROBES = {"web": web, "worker": worker, "beat": beat}
+PROBES = {"web": web, "worker": worker, "collector": collector, "beat": beat}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROBES:

@@ -58,7 +58,7 @@ class QueueSerializer(ModelSerializer):
 
     class Meta:
         model = Queue
-        fields = ["id", "team", "gpu_model", "weight", "guaranteed", "burst_limit", "reason"]
+        fields = ["id", "team", "gpu_model", "weight", "guaranteed", "burst_limit", "reason", "version"]
         validators = []  # the tree rules in services.governance decide, naming the field
 
 
@@ -227,14 +227,20 @@ class QuotaRequestSerializer(ModelSerializer):
             "decided_at",
             "decision_comment",
             "created_at",
+            "version",
         ]
-        read_only_fields = ["state", "decided_at", "decision_comment", "created_at"]
+        read_only_fields = ["state", "decided_at", "decision_comment", "created_at", "version"]
         extra_kwargs = {"justification": {"max_length": JUSTIFICATION_MAX_CHARS}}
         validators = []
 
 
 class DecisionSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
+    version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="The request's version you decided on (or send If-Match); a request amended since answers 412.",
+    )
 
 
 class AmendSerializer(serializers.Serializer):
@@ -346,7 +352,10 @@ class RebalancePlanSerializer(ModelSerializer):
 
     class Meta:
         model = RebalancePlan
-        fields = ["id", "created_at", "state", "dry_run", "reason", "expected_effect", "decided_at", "error", "moves"]
+        fields = [
+            *("id", "created_at", "state", "dry_run", "reason", "expected_effect"),
+            *("decided_at", "error", "moves", "version"),
+        ]
 
 
 class FragmentationSerializer(serializers.Serializer):

@@ -1,6 +1,5 @@
 """Viewsets: queryset + serializer + filterset; writes go through the services."""
 
-from django.db import connection
 from django.http import JsonResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -28,7 +27,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import access, fleet
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
-from scheduling.services import collection, governance, idempotency, quota
+from scheduling.services import collection, freshness, governance, idempotency, quota, versions
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
@@ -44,6 +43,21 @@ from .permissions import ReadOrAdminWrite
 ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
 
 
+class VersionETagMixin:
+    """A versioned row's answer carries ``ETag: "<version>"``; send it back as ``If-Match`` with an edit or a
+    decision, and a row changed since answers 412 with what changed (services/versions.py)."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        data = getattr(response, "data", None)
+        if isinstance(data, dict) and "version" in data and "id" in data and response.status_code < 300:
+            response["ETag"] = f'"{data["version"]}"'
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def if_match(request) -> int | None:
+    return versions.parse_if_match(request.headers.get("If-Match"))
+
+
 class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Team.objects.all()  # narrowed per user in get_queryset
     serializer_class = serializers.TeamSerializer
@@ -55,7 +69,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         return only_visible(Team.objects.select_related("parent"), self.request.user, "pk")
 
 
-class QueueViewSet(CachedListMixin, viewsets.ModelViewSet):
+class QueueViewSet(VersionETagMixin, CachedListMixin, viewsets.ModelViewSet):
     """Entitlements. Writes are admin-only, validated over the whole team tree, and need a ``reason``."""
 
     queryset = Queue.objects.all()  # narrowed per user in get_queryset
@@ -78,15 +92,16 @@ class QueueViewSet(CachedListMixin, viewsets.ModelViewSet):
             },
             **serializer.validated_data,
         }
-        serializer.instance = self._apply(data)
+        serializer.instance = self._apply(data, seen_version=if_match(self.request))
 
-    def _apply(self, data):
+    def _apply(self, data, seen_version: int | None = None):
         change = governance.QueueChange(
             data["team"],
             data.get("gpu_model", ""),
             data["weight"],
             data.get("guaranteed", 0),
             data.get("burst_limit", 0),
+            seen_version=seen_version,
         )
         return governance.apply_queue_changes([change], by=self.request.user, reason=data.get("reason", ""))[0]
 
@@ -142,7 +157,7 @@ class WorkloadViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         )
 
 
-class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class QuotaRequestViewSet(VersionETagMixin, CachedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Quota requests of the teams you can see; create submits one; leads and admins decide."""
 
     queryset = QuotaRequest.objects.all()  # narrowed per user in get_queryset
@@ -196,14 +211,15 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
     @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaGrantSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
-        comment = self._comment(request)
-        grant = quota.approve_request(self.get_object().pk, by=request.user, comment=comment)
+        comment, seen = self._decision(request)
+        grant = quota.approve_request(self.get_object().pk, by=request.user, comment=comment, seen_version=seen)
         return Response(serializers.QuotaGrantSerializer(grant).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaRequestSerializer)
     @action(detail=True, methods=["post"])
     def deny(self, request, pk=None):
-        denied = quota.deny_request(self.get_object().pk, by=request.user, comment=self._comment(request))
+        comment, seen = self._decision(request)
+        denied = quota.deny_request(self.get_object().pk, by=request.user, comment=comment, seen_version=seen)
         return Response(serializers.QuotaRequestSerializer(denied).data)
 
     @extend_schema(request=serializers.DecisionSerializer, responses=serializers.QuotaRequestSerializer)
@@ -233,6 +249,14 @@ class QuotaRequestViewSet(CachedListMixin, mixins.CreateModelMixin, viewsets.Rea
         body.is_valid(raise_exception=True)
         extension = quota.extend_grant(self.get_object().pk, by=request.user, **body.validated_data)
         return Response(serializers.QuotaRequestSerializer(extension).data, status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _decision(request) -> tuple[str, int | None]:
+        """The comment, and the version decided on: If-Match, else the body's ``version``, else unchecked."""
+        decision = serializers.DecisionSerializer(data=request.data)
+        decision.is_valid(raise_exception=True)
+        seen = if_match(request)
+        return decision.validated_data["comment"], seen if seen is not None else decision.validated_data.get("version")
 
     @staticmethod
     def _comment(request) -> str:
@@ -291,7 +315,7 @@ class CollectorRunViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = filters.CollectorRunFilter
 
 
-class RebalancePlanViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
+class RebalancePlanViewSet(VersionETagMixin, CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = RebalancePlan.objects.prefetch_related("moves__node", "moves__source", "moves__target")
     serializer_class = serializers.RebalancePlanSerializer
     filterset_fields = ["state"]
@@ -320,7 +344,8 @@ def health(request):
     source names, last successes) go to portal admins and to the bearer of METRICS_TOKEN only: an error
     may name hosts, paths or what a server answered."""
     checks = _health_checks()
-    healthy = checks["database"] == "ok" and checks["broker"] == "ok"
+    healthy = checks["database"] == "ok" and checks["broker"] == "ok" and checks.get("background_ok", True)
+    checks.pop("background_ok", None)
     return JsonResponse(
         {
             "status": "ok" if healthy else "error",
@@ -333,23 +358,28 @@ def health(request):
 
 def _health_checks() -> dict[str, object]:
     checks: dict[str, object] = {}
-    remote = health_checks.start({"broker": health_checks.broker_status, "cache": health_checks.cache_status})
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["database"] = "ok"
-    except Exception as error:
-        checks["database"] = f"error: {error}"
-    checks.update(remote())
-    checks["orchestrators"] = (
+    remote = health_checks.start(
         {
-            o.name: {"stale": o.is_stale, "last_success_at": o.last_success_at, "last_error": o.last_error}
+            "database": health_checks.database_status,
+            "broker": health_checks.broker_status,
+            "cache": health_checks.cache_status,
+        }
+    )
+    checks.update(remote())
+    checks["orchestrators"] = {}
+    if checks["database"] == "ok":
+        now = timezone.now()
+        checks["orchestrators"] = {
+            o.name: {
+                "stale": freshness.source_is_stale(o, now),
+                "last_success_at": o.last_success_at,
+                "last_error": o.last_error,
+            }
             for o in Orchestrator.objects.filter(enabled=True)
         }
-        if checks["database"] == "ok"
-        else {}
-    )
-    if checks["database"] == "ok":
+        background = freshness.background(now)
+        checks.update(worker=background.worker, collector=background.collector, rounds=background.rounds)
+        checks["background_ok"] = background.healthy
         checks["api_list_cache"] = list_cache.describe()
     return checks
 
@@ -358,11 +388,16 @@ def _summary(checks: dict) -> dict[str, str]:
     """One word per component, no error text."""
     sources_fresh = checks["database"] == "ok" and not any(o["stale"] for o in checks["orchestrators"].values())
     word = {True: "ok", False: "degraded"}
+    background = {
+        name: word[checks.get(name, freshness.NOT_SEEN) in ("ok", freshness.NOT_SEEN)]
+        for name in ("worker", "collector", "rounds")
+    }
     return {
         "database": word[checks["database"] == "ok"],
         "broker": word[checks["broker"] == "ok"],
         "cache": word[checks["cache"] == "ok"],
         "orchestrators": word[sources_fresh],
+        **background,
     }
 
 

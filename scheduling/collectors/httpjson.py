@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from .deadline import DEFAULT_DEADLINE_S, deadline_transport, total_deadline
 from .errors import MalformedResponse, SourceUnavailable
 from .reliability import DEFAULT_RETRY, DEFAULT_TIMEOUT_S, RetryPolicy, with_retries
 
@@ -18,6 +19,8 @@ class JsonClient:
     """A thin, reusable wrapper around ``httpx.Client`` for one orchestrator endpoint.
 
     ``transport`` lets tests plug in respx (error paths) and lets deployments add TLS/proxy setup.
+    ``deadline`` bounds a whole call, retries and their waits included (collectors/deadline.py): ``timeout``
+    alone bounds each socket read, which a server trickling bytes renews forever.
     """
 
     def __init__(
@@ -30,27 +33,32 @@ class JsonClient:
         retry: RetryPolicy = DEFAULT_RETRY,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        deadline: float | None = None,
     ) -> None:
         self.name = name
         self.retry = retry
         self.sleep = sleep
+        # A call may take a few of its reads' timeouts (an actuator's 30 s one included), never more.
+        self.deadline = deadline if deadline is not None else max(DEFAULT_DEADLINE_S, 2 * timeout)
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
             headers=dict(headers or {}),
             timeout=httpx.Timeout(timeout),
-            transport=transport,
+            transport=transport if transport is not None else deadline_transport(),
         )
 
     def close(self) -> None:
         self._client.close()
 
     def get_json(self, path: str, params: Mapping[str, Any] | list[tuple[str, str]] | None = None) -> Any:
-        return with_retries(lambda: self._get_once(path, params), self.retry, self.sleep)
+        with total_deadline(self.deadline):
+            return with_retries(lambda: self._get_once(path, params), self.retry, self.sleep)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request with transport errors mapped; status handling is the caller's (actuators)."""
         try:
-            return self._client.request(method, path, **kwargs)
+            with total_deadline(self.deadline):
+                return self._client.request(method, path, **kwargs)
         except httpx.TimeoutException as exc:
             raise SourceUnavailable(f"{self.name}: {method} {path} timed out ({exc})") from exc
         except httpx.HTTPError as exc:

@@ -62,9 +62,13 @@ class Orchestrator(models.Model):
     )
     breaker_state = models.JSONField(default=dict, blank=True, editable=False)
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The scrape holding the lease; only it may release it (services/collection.py).
+    lease_token = models.CharField(max_length=32, blank=True, default="", editable=False)
     objects = OrchestratorQuerySet.as_manager()
     history = HistoricalRecords(
-        excluded_fields=["last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until"]
+        excluded_fields=[
+            "last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until", "lease_token"
+        ]
     )
 
     class Meta:

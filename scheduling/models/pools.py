@@ -4,8 +4,10 @@ from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from .versioned import Versioned
 
-class PoolPolicy(models.Model):
+
+class PoolPolicy(Versioned):
     """A calendar rule for one orchestrator's pool: "weekdays 08-20: floor 32 GPUs, not lendable".
 
     ``weekdays`` lists ISO weekday numbers (1 = Monday). A window whose end is before its start runs
@@ -38,7 +40,7 @@ class PoolPolicy(models.Model):
         return f"{self.orchestrator.name}: {self.name}"
 
 
-class RebalancePlan(models.Model):
+class RebalancePlan(Versioned):
     """A proposed split of the shared pool: node moves with their predicted effect and reasons."""
 
     class State(models.TextChoices):

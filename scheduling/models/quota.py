@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from .versioned import Versioned
+
 
 def period_errors(starts_at: datetime, ends_at: datetime, *, now: datetime) -> dict[str, str]:
     """The rules a quota request's period obeys, by field: the form, the API (through the service) and approval
@@ -28,7 +30,7 @@ def period_errors(starts_at: datetime, ends_at: datetime, *, now: datetime) -> d
     return errors
 
 
-class QuotaRequest(models.Model):
+class QuotaRequest(Versioned):
     """A researcher's request for extra GPUs over a period, decided by a lead or an admin.
 
     Life cycle: draft -> submitted -> approved | denied; approved -> active (when the period starts)

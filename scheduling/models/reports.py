@@ -33,6 +33,8 @@ class CapacityReport(models.Model):
     recipients = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Only the weekly report is mailed: one an admin asked for is built (and rebuilt by the reaper) unmailed.
+    mail_subscribers = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["-period_start"]

@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models.signals import post_delete, post_save
 from simple_history.models import HistoricalRecords
 
+from .versioned import Versioned
+
 
 @dataclass(frozen=True)
 class TeamTree:
@@ -211,7 +213,7 @@ class ExternalIdentity(models.Model):
         return f"{self.provider}:{self.subject}"
 
 
-class Queue(models.Model):
+class Queue(Versioned):
     """A team's entitlement, optionally per GPU model (blank = any model).
 
     ``weight`` is the team's fair-share percentage of its parent's share; ``guaranteed`` GPUs are never

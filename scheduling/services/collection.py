@@ -6,6 +6,7 @@ columns of the Orchestrator row, so any worker may run the next scrape and two n
 """
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scheduling.collectors import BreakerState, CircuitBreaker, CollectorError
+from scheduling.collectors.deadline import total_deadline
 from scheduling.demo.stepper import RoundResult
 from scheduling.models import CollectorRun, Orchestrator
 
@@ -28,13 +30,29 @@ from .ledger import evaluate_quietly
 from .metrics import prune_samples
 from .orchestrators import build_collector, configure, masked, secret_of
 
-LEASE = timedelta(minutes=5)
+
+def lease_length() -> timedelta:
+    """A scrape's lease outlives the scrape task's hard time limit: a lease that ran out while its holder
+    still worked let a second scrape of the same source start and take another worker slot (issue 36)."""
+    return timedelta(seconds=settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"] + 60)
 
 
-def acquire_lease(orchestrator_id: int) -> bool:
+def acquire_lease(orchestrator_id: int) -> str | None:
+    """The lease's token if this caller now holds it, else None. Only the token's holder may release it."""
     now = timezone.now()
     free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
-    return Orchestrator.objects.filter(Q(pk=orchestrator_id) & free).update(lease_until=now + LEASE) == 1
+    token = uuid.uuid4().hex
+    taken = Orchestrator.objects.filter(Q(pk=orchestrator_id) & free).update(
+        lease_until=now + lease_length(), lease_token=token
+    )
+    return token if taken == 1 else None
+
+
+def release_lease(orchestrator_id: int, token: str, **also) -> bool:
+    """Compare-and-delete: clears the lease (and writes ``also``) only while ``token`` still holds it, so a
+    scrape that outlived its lease never frees, or overwrites the breaker of, the scrape that took it over."""
+    held = Orchestrator.objects.filter(pk=orchestrator_id, lease_token=token)
+    return held.update(lease_until=None, lease_token="", **also) == 1  # nosec B106: no lease, not a secret
 
 
 @dataclass(frozen=True)
@@ -45,29 +63,44 @@ class ScrapeOutcome:
 
 
 def scrape(orchestrator_id: int) -> ScrapeOutcome:
-    """Scrape one orchestrator unless another worker holds its lease."""
+    """Scrape one orchestrator unless another worker holds its lease; the whole scrape's HTTP calls end within
+    GPUPORTAL_SCRAPE_DEADLINE_S, and one that does not is a failure that marks the source stale."""
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
-    if not acquire_lease(orchestrator_id):
+    token = acquire_lease(orchestrator_id)
+    if token is None:
         return ScrapeOutcome(orchestrator.name, None, skipped="another scrape holds the lease")
     state = BreakerState.from_dict(orchestrator.breaker_state or {})
     breaker = CircuitBreaker(state, mask=lambda text: masked(text, orchestrator))
     started = time.perf_counter()
     try:
-        if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:
-            # Issue 11: a metrics source fills busy time into the schedulers' samples (services/busy.py).
-            run = scrape_busy(orchestrator, breaker, secret_of(orchestrator))
-        else:
-            snapshot = build_collector(orchestrator, breaker).collect()
-            run = ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
+        with total_deadline(settings.GPUPORTAL_SCRAPE_DEADLINE_S):
+            run = _collect_and_ingest(orchestrator, breaker, started)
     except CollectorError as error:
         run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
     finally:
-        Orchestrator.objects.filter(pk=orchestrator_id).update(breaker_state=breaker.state.to_dict(), lease_until=None)
+        release_lease(orchestrator_id, token, breaker_state=breaker.state.to_dict())
     # Finished jobs from slurmdbd, however slurmctld's scrape went: each source has its own freshness.
     sync_accounting(orchestrator)
     if orchestrator.kind != Orchestrator.Kind.PROMETHEUS:
         evaluate_quietly()  # drift detection on every scrape (a failed one makes its source stale)
     return ScrapeOutcome(orchestrator.name, run)
+
+
+def _collect_and_ingest(orchestrator: Orchestrator, breaker: CircuitBreaker, started: float) -> CollectorRun:
+    if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:
+        # Issue 11: a metrics source fills busy time into the schedulers' samples (services/busy.py).
+        return scrape_busy(orchestrator, breaker, secret_of(orchestrator))
+    snapshot = build_collector(orchestrator, breaker).collect()
+    return ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
+
+
+def record_overrun(orchestrator_id: int, limit_s: int) -> CollectorRun | None:
+    """A scrape stopped at its task's time limit (a call the deadline could not bound, e.g. a command):
+    its source is stale like any failed scrape."""
+    orchestrator = Orchestrator.objects.filter(pk=orchestrator_id).first()
+    if orchestrator is None:
+        return None
+    return record_failure(orchestrator, f"scrape stopped at its time limit of {limit_s} s", duration_ms=limit_s * 1000)
 
 
 def _ms_since(started: float) -> int:

@@ -21,7 +21,7 @@ from django.utils import timezone
 from scheduling.engine.governance_state import GovTeam, team_name_problems
 from scheduling.models import Queue, Team
 
-from . import governance_trigger
+from . import governance_trigger, versions
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import Parents, carving_queue, guarantee_shortfalls, lock_capacity, team_parents
@@ -34,6 +34,8 @@ class QueueChange:
     weight: Decimal
     guaranteed: int
     burst_limit: int
+    # The queue's version the edit was made on (form field, If-Match); None: not checked (services/versions.py).
+    seen_version: int | None = None
 
 
 def _field_error(queue: Queue, field: str, message: str) -> ValidationError:
@@ -125,6 +127,7 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
     reason = require_reason(reason)
     lock_capacity()  # approvals check guarantees under this lock: an edit must not slip between check and grant
     existing = {(q.team_id, q.gpu_model): q for q in Queue.objects.select_for_update().select_related("team")}
+    _require_seen_versions(changes, existing)
     touched: list[Queue] = []
     for change in changes:
         queue = existing.get((change.team.pk, change.gpu_model)) or Queue(team=change.team, gpu_model=change.gpu_model)
@@ -137,6 +140,21 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
         queue.save()
     governance_trigger.request_round()  # shares and caps reach Slurm and Volcano in seconds
     return touched
+
+
+def _require_seen_versions(changes: list[QueueChange], locked: dict) -> None:
+    """All or nothing: one stale row refuses the whole save, naming every row that moved on and how."""
+    stale = []
+    for change in changes:
+        queue = locked.get((change.team.pk, change.gpu_model))
+        if queue is None:
+            continue
+        try:
+            versions.require_version(queue, change.seen_version, f"{queue.team.slug}/{queue.gpu_model or 'any'}")
+        except versions.StaleVersion as error:
+            stale.append(error)
+    if stale:
+        raise versions.StaleVersion.combined(stale)
 
 
 def set_queue(team: Team, *, gpu_model: str = "", weight, guaranteed: int, burst_limit: int, by, reason: str) -> Queue:

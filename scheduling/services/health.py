@@ -39,6 +39,22 @@ def broker_status() -> str:
     return "ok"
 
 
+def database_status() -> str:
+    """ "ok", or "down: why". Run in a health thread (``start``): it opens that thread's own connection, so a
+    hung database (SIGSTOP: the kernel accepts, nobody answers) costs /health ``CHECK_TIMEOUT_S``, not the
+    request thread's kept connection blocking until gunicorn kills the worker (issue 36: 40.7 s)."""
+    from django.db import connection
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as error:
+        return _down(error)
+    finally:
+        connection.close()
+    return "ok"
+
+
 def queue_depth(queue: str = "celery") -> int:
     """Messages waiting in the broker's ``queue`` (kombu's passive declare: LLEN on Redis, files on the
     filesystem broker); raises when the broker does not answer, so callers bound it with ``start``."""

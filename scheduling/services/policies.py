@@ -51,7 +51,9 @@ def diff(queues: list[Queue], edited: Iterable[dict]) -> list[QueueChange]:
             continue
         new = (Decimal(values["weight"]), values["guaranteed"], values["burst_limit"])
         if new != (queue.weight, queue.guaranteed, queue.burst_limit):
-            changes.append(QueueChange(queue.team, queue.gpu_model, *new))
+            # The version the row was loaded at: a value that differs only because another admin saved since
+            # is refused on save, not written back over their edit (issue 36).
+            changes.append(QueueChange(queue.team, queue.gpu_model, *new, seen_version=values.get("version")))
     return changes
 
 

@@ -13,6 +13,7 @@ from scheduling.models import PoolPolicy
 from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.pool_policies import rule_of
 
+from . import versions
 from .audit import require_reason, save_audited, stamp_author
 
 
@@ -37,9 +38,14 @@ def check_policies(changed: PoolPolicy | None = None, removed: PoolPolicy | None
 
 
 @transaction.atomic
-def save_policy(policy: PoolPolicy, *, by, reason: str) -> PoolPolicy:
-    """Create or edit a rule after checking the whole calendar; the history row keeps who and why."""
+def save_policy(policy: PoolPolicy, *, by, reason: str, seen_version: int | None = None) -> PoolPolicy:
+    """Create or edit a rule after checking the whole calendar; the history row keeps who and why.
+    ``seen_version``: the rule's version the edit was made on; a rule saved since refuses it."""
     reason = require_reason(reason)
+    if policy.pk is not None:
+        locked = PoolPolicy.objects.select_for_update().get(pk=policy.pk)
+        versions.require_version(locked, seen_version, f"Policy {locked}")
+        policy.version = locked.version
     errors = check_policies(changed=policy)
     if errors:
         raise ValidationError(errors)

@@ -18,7 +18,7 @@ from scheduling.limits import JUSTIFICATION_MAX_CHARS
 from scheduling.models import Node, QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
 
-from . import governance_trigger, notifications
+from . import governance_trigger, notifications, versions
 from .audit import require_reason, stamp_author
 from .capacity import check_new_promise, lock_capacity, refusal
 
@@ -124,11 +124,15 @@ def submit_request(request: QuotaRequest, *, by) -> QuotaRequest:
 
 
 @transaction.atomic
-def approve_request(request_id: int, *, by, comment: str = "", now: datetime | None = None) -> QuotaGrant:
+def approve_request(
+    request_id: int, *, by, comment: str = "", now: datetime | None = None, seen_version: int | None = None
+) -> QuotaGrant:
     """Approve and create the grant. The capacity lock serialises approvals so two admins approving at
-    once see each other's grants and cannot promise the same GPUs twice."""
+    once see each other's grants and cannot promise the same GPUs twice. ``seen_version``: the request as the
+    decider saw it; an amendment since refuses the decision (services/versions.py)."""
     lock_capacity()
     request = QuotaRequest.objects.select_for_update(of=("self",)).select_related("team").get(pk=request_id)
+    versions.require_version(request, seen_version, f"Request #{request.pk}")
     _require_decider(request, by)
     _move(request, State.APPROVED)
     _require_bounded_period(request)
@@ -145,8 +149,9 @@ def approve_request(request_id: int, *, by, comment: str = "", now: datetime | N
 
 
 @transaction.atomic
-def deny_request(request_id: int, *, by, comment: str) -> QuotaRequest:
+def deny_request(request_id: int, *, by, comment: str, seen_version: int | None = None) -> QuotaRequest:
     request = QuotaRequest.objects.select_for_update().get(pk=request_id)
+    versions.require_version(request, seen_version, f"Request #{request.pk}")
     _require_decider(request, by)
     if not comment.strip():
         raise ValidationError({"decision_comment": "say why the request is denied."})

@@ -59,6 +59,7 @@ from scheduling.selectors.rebalance import (
     scheduler_orchestrators,
 )
 
+from . import versions
 from .audit import require_reason, save_audited
 from .demo import DEMO_PREFIX
 from .orchestrators import masked, rebalance_options, verbs_for_kind
@@ -182,19 +183,20 @@ def _require_admin(by) -> None:
 
 
 @transaction.atomic
-def approve_plan(plan: RebalancePlan, *, by, reason: str) -> RebalancePlan:
-    return _decide(plan, RebalancePlan.State.APPROVED, by=by, reason=reason)
+def approve_plan(plan: RebalancePlan, *, by, reason: str, seen_version: int | None = None) -> RebalancePlan:
+    return _decide(plan, RebalancePlan.State.APPROVED, by=by, reason=reason, seen_version=seen_version)
 
 
 @transaction.atomic
-def reject_plan(plan: RebalancePlan, *, by, reason: str) -> RebalancePlan:
-    return _decide(plan, RebalancePlan.State.REJECTED, by=by, reason=reason)
+def reject_plan(plan: RebalancePlan, *, by, reason: str, seen_version: int | None = None) -> RebalancePlan:
+    return _decide(plan, RebalancePlan.State.REJECTED, by=by, reason=reason, seen_version=seen_version)
 
 
-def _decide(plan: RebalancePlan, state: str, *, by, reason: str) -> RebalancePlan:
+def _decide(plan: RebalancePlan, state: str, *, by, reason: str, seen_version: int | None = None) -> RebalancePlan:
     _require_admin(by)
     reason = require_reason(reason)
     plan = RebalancePlan.objects.select_for_update().get(pk=plan.pk)
+    versions.require_version(plan, seen_version, str(plan))
     if plan.state != RebalancePlan.State.PROPOSED:
         state_now = plan.get_state_display().lower()
         raise ValidationError({"state": f"{plan} is {state_now}; only proposed plans are decided"})

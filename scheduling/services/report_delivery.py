@@ -47,8 +47,9 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def generate_report(window: Window, *, worker: str | None = None) -> CapacityReport:
-    """The stored report of ``window``, building it if no worker has: the unique period is the claim."""
+def generate_report(window: Window, *, worker: str | None = None, take_over: bool = False) -> CapacityReport:
+    """The stored report of ``window``, building it if no worker has: the unique period is the claim.
+    ``take_over``: this message was redelivered because its worker died, so a build it left is ours now."""
     worker = worker or worker_name()
     try:
         with transaction.atomic():
@@ -62,17 +63,20 @@ def generate_report(window: Window, *, worker: str | None = None) -> CapacityRep
             )
     except IntegrityError:
         report = CapacityReport.objects.get(period_start=window.start, period_end=window.end)
-        if not _reclaim_build(report, worker):
+        if not _reclaim_build(report, worker, take_over=take_over):
             return report
         report.refresh_from_db()
     return _build_into(report, window)
 
 
-def _reclaim_build(report: CapacityReport, worker: str) -> bool:
-    """Take over a build that failed, or whose worker vanished (claimed longer ago than build_timeout())."""
+def _reclaim_build(report: CapacityReport, worker: str, *, take_over: bool = False) -> bool:
+    """Take over a build that failed, or whose worker vanished (claimed longer ago than build_timeout(), or
+    at once with ``take_over``: Celery redelivers a message only when the worker that had it is gone)."""
     now = timezone.now()
     failed = Q(status=CapacityReport.Status.FAILED, generated_at__isnull=True)
-    abandoned = Q(status=CapacityReport.Status.GENERATING, claimed_at__lt=now - build_timeout())
+    abandoned = Q(status=CapacityReport.Status.GENERATING)
+    if not take_over:
+        abandoned &= Q(claimed_at__lt=now - build_timeout())
     claimed = CapacityReport.objects.filter(failed | abandoned, pk=report.pk).update(
         status=CapacityReport.Status.GENERATING, claimed_by=worker, claimed_at=now, error="", attempts=F("attempts") + 1
     )
@@ -128,10 +132,10 @@ def resend_report(report: CapacityReport) -> None:
     CapacityReport.objects.filter(pk=report.pk).update(status=CapacityReport.Status.READY, claimed_by="", error="")
 
 
-def run_weekly(now: datetime | None = None) -> dict[str, object]:
+def run_weekly(now: datetime | None = None, *, take_over: bool = False) -> dict[str, object]:
     """The beat task's body: build last week's report (once) and send it (once)."""
     window = week_before(now or timezone.now())
-    report = generate_report(window)
+    report = generate_report(window, take_over=take_over)
     sent = send_report(report.pk) if report.status == CapacityReport.Status.READY else 0
     return {"report": report.pk, "period_start": window.start.isoformat(), "sent": sent}
 
@@ -164,18 +168,38 @@ def request_build(day: date, *, enqueue, now: datetime | None = None) -> tuple[C
         report, created = CapacityReport.objects.get_or_create(
             period_start=window.start,
             period_end=window.end,
-            defaults={"time_zone": window.time_zone, "claimed_by": REQUESTED, "claimed_at": now},
+            defaults={
+                "time_zone": window.time_zone,
+                "claimed_by": REQUESTED,
+                "claimed_at": now,
+                "mail_subscribers": False,
+            },
         )
         if not created:
-            retried = CapacityReport.objects.filter(pk=report.pk, status=CapacityReport.Status.FAILED).update(
-                status=CapacityReport.Status.GENERATING, claimed_by=REQUESTED, claimed_at=now, error=""
-            )
-            if not retried:
+            if not _retry_requested(report, now):
                 return report, False
+            report.refresh_from_db()
         enqueue_after_commit(
             lambda: enqueue(report.pk), lambda reason: _fail_unfinished(report.pk, f"The build {reason}")
         )
     return report, True
+
+
+def retry_after() -> timedelta:
+    """A build still ``generating`` this long after its claim may be asked for again (its worker may be dead;
+    a requested build is never mailed, so building it twice costs only time)."""
+    return timedelta(seconds=settings.GPUPORTAL_REPORT_RETRY_AFTER_S)
+
+
+def _retry_requested(report: CapacityReport, now: datetime) -> bool:
+    """Queue a failed build again, or one stuck ``generating`` past ``retry_after()``; a report that is
+    ready or sent stays as it is."""
+    failed = Q(status=CapacityReport.Status.FAILED)
+    stuck = Q(status=CapacityReport.Status.GENERATING, claimed_at__lt=now - retry_after())
+    retried = CapacityReport.objects.filter(failed | stuck, pk=report.pk).update(
+        status=CapacityReport.Status.GENERATING, claimed_by=REQUESTED, claimed_at=now, error=""
+    )
+    return retried == 1
 
 
 def build_finished_weeks(since: datetime, now: datetime | None = None) -> list[CapacityReport]:
@@ -188,10 +212,13 @@ def build_finished_weeks(since: datetime, now: datetime | None = None) -> list[C
     return built[::-1]
 
 
-def build_requested(report_id: int, *, worker: str | None = None) -> bool:
-    """The task of ``request_build``: build the report (once, whoever gets the message), without mailing it."""
+def build_requested(report_id: int, *, worker: str | None = None, take_over: bool = False) -> bool:
+    """The task of ``request_build``: build the report (once, whoever gets the message), without mailing it.
+    ``take_over``: the message was redelivered after its worker died, so the build that worker claimed is ours
+    (issue 36: it was refused, and the report stayed ``generating`` for half an hour)."""
+    mine = Q() if take_over else Q(claimed_by=REQUESTED)
     claimed = CapacityReport.objects.filter(
-        pk=report_id, status=CapacityReport.Status.GENERATING, claimed_by=REQUESTED
+        mine, pk=report_id, status=CapacityReport.Status.GENERATING
     ).update(claimed_by=worker or worker_name(), claimed_at=timezone.now(), attempts=F("attempts") + 1)
     if not claimed:
         return False
@@ -259,6 +286,8 @@ def build_again(report_id: int, *, worker: str | None = None) -> int:
         return 0
     report = CapacityReport.objects.get(pk=report_id)
     report = _build_into(report, Window(report.period_start, report.period_end, report.time_zone))
+    if not report.mail_subscribers:  # a week an admin asked for: its subscribers get only weekly reports
+        return 0
     return send_report(report.pk, worker=worker) if report.status == CapacityReport.Status.READY else 0
 
 

@@ -27,7 +27,7 @@ import time as clock
 from collections import Counter
 from collections.abc import Collection
 from contextlib import suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from functools import partial
@@ -417,11 +417,45 @@ def max_attempts() -> int:
     return int(settings.GPUPORTAL_REAPER["max_attempts"])
 
 
+def stalled_after_s() -> float:
+    return float(settings.GPUPORTAL_REAPER["stalled_after_s"])
+
+
+STALL_WARNING_S = 3 * HEARTBEAT_S  # the page says progress stopped after three missed heartbeats
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What a running run's page says of it: when it last made progress, and whether that has stopped."""
+
+    last_progress_at: datetime | None
+    silent_s: float
+    stalled: bool
+    note: str
+
+
+def liveness(scenario: WhatIfScenario, now: datetime) -> Liveness:
+    last = scenario.heartbeat_at or scenario.created_at
+    silent = max((now - last).total_seconds(), 0.0)
+    unfinished = scenario.status in (WhatIfScenario.Status.QUEUED, WhatIfScenario.Status.RUNNING)
+    if not unfinished or silent < STALL_WARNING_S:
+        return Liveness(scenario.heartbeat_at, silent, False, "")
+    retry_at = last + timedelta(seconds=stalled_after_s())
+    what = "started" if scenario.status == WhatIfScenario.Status.QUEUED else "made progress"
+    note = (
+        f"No worker has {what} on this run since {last:%H:%M:%S} UTC ({silent / 60:.0f} min): its worker or the "
+        f"database may be down. The portal queues it again at about {retry_at:%H:%M} UTC if it is still silent."
+    )
+    return Liveness(scenario.heartbeat_at, silent, True, note)
+
+
 def _claim(pk: int, take_over: bool) -> bool:
     """Start the run if no live worker has: a queued row, or a running one when this message was redelivered
     because its worker died (``take_over``). Each start counts; past ``max_attempts`` the row is failed
     instead, since a run that keeps killing its worker (out of memory, say) would otherwise loop forever."""
     now = timezone.now()
+    # A redelivery comes after the visibility timeout (over an hour); a run the reaper queued again at its stall
+    # has by then finished or hit the what-if time limit, so taking a running row over cannot double a live run.
     states = [WhatIfScenario.Status.QUEUED] + ([WhatIfScenario.Status.RUNNING] if take_over else [])
     claimed = WhatIfScenario.objects.filter(pk=pk, status__in=states).update(
         status=WhatIfScenario.Status.RUNNING, started_at=now, heartbeat_at=now, progress=0, attempts=F("attempts") + 1
@@ -530,13 +564,19 @@ def _silent_since(cutoff: datetime) -> Q:
 
 def reap_stale(now: datetime, *, enqueue, limits: dict[str, float]) -> dict[str, int]:
     """Re-queue queued runs no worker started within ``queued_after_s`` (their message was lost), failing
-    them once they have been queued ``max_attempts`` times; fail running runs silent for ``running_after_s``
-    (past any redelivery of their message, so nothing will finish them)."""
+    them once they have been queued ``max_attempts`` times; queue again running runs with no progress for
+    ``stalled_after_s`` (their worker or database was lost; each start counts against ``max_attempts``); fail
+    running runs silent for ``running_after_s`` (past any redelivery of their message)."""
     counts = {"requeued": 0, "failed": 0}
     queued_cutoff = now - timedelta(seconds=limits["queued_after_s"])
     stale = WhatIfScenario.objects.filter(_silent_since(queued_cutoff), status=WhatIfScenario.Status.QUEUED)
     for pk, requeues in stale.values_list("pk", "requeues"):
         counts["requeued" if _requeue(pk, requeues, now, enqueue) else "failed"] += 1
+    if "stalled_after_s" in limits:  # issue 36: act on the last progress, not on the visibility timeout
+        stalled_cutoff = now - timedelta(seconds=limits["stalled_after_s"])
+        stalled = WhatIfScenario.objects.filter(_silent_since(stalled_cutoff), status=WhatIfScenario.Status.RUNNING)
+        for pk, heartbeat in stalled.values_list("pk", "heartbeat_at"):
+            counts["requeued"] += int(_requeue_stalled(pk, heartbeat, stalled_cutoff, now, enqueue))
     running_cutoff = now - timedelta(seconds=limits["running_after_s"])
     silent = WhatIfScenario.objects.filter(_silent_since(running_cutoff), status=WhatIfScenario.Status.RUNNING)
     for pk, heartbeat in silent.values_list("pk", "heartbeat_at"):
@@ -547,6 +587,21 @@ def reap_stale(now: datetime, *, enqueue, limits: dict[str, float]) -> dict[str,
         )
         counts["failed"] += fail_run(pk, reason)
     return counts
+
+
+def _requeue_stalled(pk: int, heartbeat: datetime | None, cutoff: datetime, now: datetime, enqueue) -> bool:
+    """A running run that stopped making progress goes back to the queue; its next start counts against
+    ``max_attempts`` (``_claim``), so a run that keeps killing its worker still ends failed."""
+    since = f"{heartbeat:%Y-%m-%d %H:%M:%S} UTC" if heartbeat else "it started"
+    note = f"Queued again at {now:%Y-%m-%d %H:%M:%S} UTC: no progress since {since} (its worker or database was lost)"
+    silent = WhatIfScenario.objects.filter(_silent_since(cutoff), pk=pk, status=WhatIfScenario.Status.RUNNING)
+    updated = silent.update(status=WhatIfScenario.Status.QUEUED, heartbeat_at=now, error=note)
+    if updated:
+        try:
+            _enqueue_or_fail(pk, enqueue)
+        except EnqueueFailed:
+            return False
+    return bool(updated)
 
 
 def _requeue(pk: int, requeues: int, now: datetime, enqueue) -> bool:

@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 
 from scheduling import charts
 from scheduling.forms import WhatIfForm
@@ -102,7 +103,7 @@ def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:
 @login_required
 def whatif_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scenario = _readable_or_404(request, pk)
-    context = {"scenario": scenario, "rows": [], "charts": []}
+    context = {"scenario": scenario, "rows": [], "charts": [], "liveness": whatif.liveness(scenario, timezone.now())}
     if scenario.status == WhatIfScenario.Status.DONE:
         results = scenario.results
         context["rows"] = whatif.comparison(results)
@@ -118,4 +119,14 @@ def whatif_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def whatif_status(request: HttpRequest, pk: int) -> JsonResponse:
     scenario = _readable_or_404(request, pk)
-    return JsonResponse({"status": scenario.status, "progress": scenario.progress, "error": scenario.error})
+    alive = whatif.liveness(scenario, timezone.now())
+    return JsonResponse(
+        {
+            "status": scenario.status,
+            "progress": scenario.progress,
+            "error": scenario.error,
+            "last_progress_at": alive.last_progress_at,
+            "stalled": alive.stalled,
+            "note": alive.note,
+        }
+    )

@@ -210,11 +210,12 @@ def _extend(request: HttpRequest, item: QuotaRequest, form: ExtendGrantForm) -> 
 
 def _decide(request: HttpRequest, item: QuotaRequest, form: DecisionForm) -> bool:
     decision, comment = form.cleaned_data["decision"], form.cleaned_data["comment"]
+    seen = form.cleaned_data.get("version")  # the request as the page showed it
     try:
         if decision == "approve":
-            quota.approve_request(item.pk, by=request.user, comment=comment)
+            quota.approve_request(item.pk, by=request.user, comment=comment, seen_version=seen)
         elif decision == "deny":
-            quota.deny_request(item.pk, by=request.user, comment=comment)
+            quota.deny_request(item.pk, by=request.user, comment=comment, seen_version=seen)
         else:
             quota.revoke_grant(item.grant.pk, by=request.user, reason=comment)
     except (ValidationError, QuotaRequest.grant.RelatedObjectDoesNotExist) as error:

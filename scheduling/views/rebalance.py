@@ -68,6 +68,12 @@ def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "scheduling/rebalance_plan.html", context)
 
 
+def _posted_version(request: HttpRequest) -> int | None:
+    """The plan's version on the page the decision came from (None from an old page without it)."""
+    value = request.POST.get("version", "")
+    return int(value) if value.isdigit() else None
+
+
 def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
     if not request.user.has_perm("scheduling.edit_pool_policies"):
         raise PermissionDenied("Only portal admins approve or reject rebalance plans.")
@@ -77,7 +83,7 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
         messages.error(request, "Choose approve or reject.")
         return redirect("rebalance-plan", pk=plan.pk)
     try:
-        act(plan, by=request.user, reason=request.POST.get("reason", ""))
+        act(plan, by=request.user, reason=request.POST.get("reason", ""), seen_version=_posted_version(request))
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect("rebalance-plan", pk=plan.pk)
@@ -112,8 +118,12 @@ def rebalance_policies(request: HttpRequest, pk: int | None = None) -> HttpRespo
         return redirect("rebalance-policies")
     if request.method == "POST" and form.is_valid():
         try:
-            saved = pool_policies.save_policy(form.save(commit=False), by=request.user,
-                                              reason=form.cleaned_data["reason"])
+            saved = pool_policies.save_policy(
+                form.save(commit=False),
+                by=request.user,
+                reason=form.cleaned_data["reason"],
+                seen_version=form.cleaned_data.get("seen_version"),
+            )
         except ValidationError as error:
             for field, texts in error.message_dict.items():
                 for text in texts:

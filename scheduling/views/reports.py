@@ -58,6 +58,13 @@ def report_build(request: HttpRequest) -> HttpResponse:
     week = f"{report.period_start:%Y-%m-%d}"
     if queued:
         messages.success(request, f"Building the report of the week of {week}: it is listed here once it is ready.")
+    elif report.status == report.Status.GENERATING:
+        wait = int(report_delivery.retry_after().total_seconds())
+        messages.info(
+            request,
+            f"The report of the week of {week} is being built since {report.claimed_at:%H:%M} UTC; "
+            f"if it is still generating {wait} s after that, ask again to build it anew.",
+        )
     else:
         messages.info(request, f"The report of the week of {week} exists already ({report.get_status_display()}).")
     return redirect("report-list")

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())  # resolves the x-portal merge keys
 SERVICES = COMPOSE["services"]
-PORTAL = ("web", "worker", "beat")
+PORTAL = ("web", "worker", "collector", "beat")
 
 
 def test_compose_file_is_valid_against_the_compose_spec_schema():
@@ -67,3 +67,11 @@ def test_redis_memory_limits_are_kept():
 def test_the_portal_counts_the_tls_proxy_in_front_so_clients_keep_their_own_address(name):
     # Issue 29 item 5: unset, every user behind the proxy shared its address for the sign-in lockout.
     assert SERVICES[name]["environment"]["GPUPORTAL_PROXY_COUNT"] == "${GPUPORTAL_PROXY_COUNT:-1}"
+
+
+def test_scrapes_and_the_rest_are_served_by_separate_workers():
+    """Issue 36: one slow orchestrator held every worker slot; scrapes now have a worker of their own."""
+    collector = SERVICES["collector"]["command"]
+    assert collector[collector.index("-Q") + 1] == "collect"
+    queues = SERVICES["worker"]["command"][SERVICES["worker"]["command"].index("-Q") + 1]
+    assert "collect" not in queues.split(",")

@@ -134,10 +134,14 @@ def test_a_lead_submits_from_the_form_and_lands_on_the_progress_page(client, cas
     assert scenario.inputs["fleet"] == [{"gpu_model": "H100", "nodes": 4, "gpus_per_node": None}]
     page = c.get(response.url)
     assert b'id="whatif-progress"' in page.content
-    assert c.get(reverse("whatif-status", args=[scenario.pk])).json() == {
+    status = c.get(reverse("whatif-status", args=[scenario.pk])).json()
+    # issue 36: the status also says when the run last made progress and whether that stopped
+    assert {k: status[k] for k in ("status", "progress", "error", "stalled", "note")} == {
         "status": "queued",
         "progress": 0,
         "error": "",
+        "stalled": False,
+        "note": "",
     }
 
 

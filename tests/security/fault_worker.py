@@ -1,5 +1,6 @@
 """Run a real Celery worker; with FAULT_GATE_DIR set, the what-if simulator stops at its first progress
-report (after writing ``paused``) until ``release`` appears there, and a failed task writes ``failed``
+report, and a capacity report build before it computes (after writing ``paused``), until ``release``
+appears there, and a failed task writes ``failed``
 there, so a test can cut the database or kill the worker mid-run. Nothing else changes: the task, the
 service and the database writes are the real ones.
 """
@@ -31,6 +32,7 @@ def _install_gate(folder: Path) -> None:
         return real(inputs, report)
 
     whatif.run_whatif = gated
+    _gate_report_builds(folder)
 
     from celery.signals import task_failure
 
@@ -38,6 +40,22 @@ def _install_gate(folder: Path) -> None:
     def note_failure(sender=None, exception=None, **kwargs) -> None:
         # The what-if's halves run as their own tasks (a chord): a test waits for this file to know one failed.
         (folder / "failed").write_text(f"{sender.name}: {type(exception).__name__}")
+
+
+def _gate_report_builds(folder: Path) -> None:
+    from scheduling.services import report_delivery
+
+    real = report_delivery.build_report
+
+    def gated(window):
+        if not (folder / "paused").exists():
+            (folder / "paused").write_text(str(os.getpid()))
+            deadline = time.monotonic() + GATE_WAIT_S
+            while not (folder / "release").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return real(window)
+
+    report_delivery.build_report = gated
 
 
 def main() -> None:

@@ -131,6 +131,26 @@ class Postgres:
         """``fast`` ends every session at once, as a restart or crash of the server does to its clients."""
         self._ctl("-m", mode, "stop")
 
+    def _pids(self) -> list[int]:
+        """The postmaster (from its pid file) and its children: this cluster's processes only."""
+        postmaster = int((self.folder / "data" / "postmaster.pid").read_text().split()[0])
+        children = []
+        for status in glob.glob("/proc/[0-9]*/status"):
+            with contextlib.suppress(OSError):
+                fields = dict(line.split(":\t", 1) for line in Path(status).read_text().splitlines() if ":\t" in line)
+                if int(fields.get("PPid", "0").strip()) == postmaster:
+                    children.append(int(status.split("/")[2]))
+        return [postmaster, *children]
+
+    def pause(self) -> None:
+        """SIGSTOP every process of this cluster: connections are accepted by the kernel, nothing answers."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self._pids():
+            os.kill(pid, signal.SIGCONT)
+
     def remove(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
             self.stop("immediate")

@@ -148,7 +148,7 @@ def test_a_failed_rebalance_masks_the_credentials_an_actuator_quoted(
 def test_anonymous_health_shows_one_word_per_component_and_no_error_text(client, orchestrator):
     Orchestrator.objects.filter(pk=orchestrator.pk).update(last_error="slurmrestd at 10.0.0.7 said: go away")
     body = client.get("/health").json()
-    assert set(body["checks"]) == {"database", "broker", "cache", "orchestrators"}
+    assert set(body["checks"]) == {"database", "broker", "cache", "orchestrators", "worker", "collector", "rounds"}
     assert body["checks"]["database"] == "ok" and body["checks"]["orchestrators"] == "degraded"
     assert body["checks"]["broker"] in ("ok", "degraded") and body["checks"]["cache"] in ("ok", "degraded")
     assert "10.0.0.7" not in json.dumps(body)
