@@ -249,7 +249,10 @@ CONTENT_SECURITY_POLICY = {
         "style-src": [csp.SELF],
         "style-src-elem": [csp.SELF, CSP_EMPTY, CSP_PLOTLY_MAPLIBRE_CSS],
         "style-src-attr": [csp.UNSAFE_HASHES, CSP_EMPTY],
-        "img-src": [csp.SELF, "data:"],  # the favicon and plotly's image export are data: URLs
+        # The favicon is a data: URL. A chart's PNG (the modebar's camera): plotly.js draws the chart's SVG into a
+        # canvas through an <img> of a blob: URL that its own script made from the page's SVG, so only this
+        # origin's scripts can make one; without blob: the camera silently saved nothing (issue 33).
+        "img-src": [csp.SELF, "data:", "blob:"],
         "font-src": [csp.SELF],
         "connect-src": [csp.SELF],
         "object-src": [csp.NONE],

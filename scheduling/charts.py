@@ -24,7 +24,18 @@ GUARANTEED_COLOUR = "#009E73"
 BURST_COLOUR = "#D55E00"
 CAPACITY_COLOUR = "#111827"
 _ids = itertools.count(1)
-CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+# Nothing in a chart leads off the site (the charts carry team and user names): no plotly.com logo link, no
+# "Share chart" button, whose plotlyServerURL default uploads the figure to Plotly Cloud.
+CONFIG = {
+    "displaylogo": False,
+    "showSendToCloud": False,
+    "plotlyServerURL": "",
+    "responsive": True,
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+# Inter is shipped with the static files (static/vendor/inter): charts.js measures text in it to start each
+# chart with the margins its labels need, the same on every machine.
+FONT = {"family": "Inter, system-ui, sans-serif", "size": 12, "color": "#1f2937"}
 
 
 def _file_name(title: str) -> str:
@@ -67,7 +78,7 @@ def render(
         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
-        "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2937"},
+        "font": dict(FONT),
         "xaxis": {"gridcolor": "#e5e7eb"},
         "yaxis": {"gridcolor": "#e5e7eb", "rangemode": "tozero"},
         "hovermode": "x unified",

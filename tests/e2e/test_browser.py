@@ -85,18 +85,3 @@ def test_pages_fit_a_phone_and_start_with_a_skip_link(session, federation):
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
 
-
-def test_charts_start_with_room_for_their_legend_and_labels_so_plotly_draws_each_once(session, federation):
-    # automargin draws a chart a second time when it needs more room than it started with: on a laptop the
-    # estimate in static/js/charts.js leaves no chart needing more.
-    me = session(width=1440)
-    me.log_in("admin", "admin")
-    for path, charts in CHART_PAGES.items():
-        page = me.go(path)
-        page.wait_for_function(f"document.querySelectorAll('.plot .main-svg').length >= {charts}", timeout=15000)
-        grown = page.evaluate(
-            """() => [...document.querySelectorAll('.plot[data-figure]')].flatMap(h => ['l', 'r', 't', 'b']
-                 .filter(side => Math.round(h._fullLayout._size[side]) > h.layout.margin[side])
-                 .map(side => h.id + ' ' + side + ': ' + h.layout.margin[side] + ' -> ' + h._fullLayout._size[side]))"""
-        )
-        assert grown == [], f"{path}: {grown}"

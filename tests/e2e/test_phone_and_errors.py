@@ -54,7 +54,7 @@ def test_a_chart_downloads_its_data_as_csv_and_names_its_png(session, federation
     with page.expect_download() as download:
         page.locator(".chart-csv").first.click()
     lines = open(download.value.path(), encoding="utf-8").read().splitlines()  # noqa: SIM115 - Playwright's file
-    assert lines[0] == "trace,x,y" and len(lines) > 1
+    assert lines[0] == "trace,x,GPU-hours" and len(lines) > 1  # the y axis is named by its title
     assert download.value.suggested_filename.endswith(".csv") and download.value.suggested_filename != "chart.csv"
     png_name = page.evaluate(
         "JSON.parse(document.querySelector('script[type=\"application/json\"]').textContent)"
