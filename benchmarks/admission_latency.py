@@ -32,6 +32,7 @@ from benchmarks.api_load import _wait_for as wait_for_port  # noqa: E402
 from benchmarks.api_load import cpu_snapshot, database_url, environment, free_port, percentile  # noqa: E402
 
 PATH = "/admission/v1/mutate"
+TOKEN = "benchmark-admission-token"  # the webhook answers only the bearer of GPUPORTAL_ADMISSION_TOKEN
 
 
 def review() -> bytes:
@@ -70,7 +71,8 @@ async def send_at_rate(
     async def one(session: aiohttp.ClientSession) -> None:
         started = time.perf_counter()
         try:
-            async with session.post(PATH, data=review(), headers={"Content-Type": "application/json"}) as response:
+            async with session.post(PATH, data=review(), headers={"Content-Type": "application/json",
+                                                                    "Authorization": f"Bearer {TOKEN}"}) as response:
                 answer = await response.json()
                 if response.status != 200 or not answer["response"].get("patch"):
                     errors.append(f"{response.status}")
@@ -113,7 +115,7 @@ def main() -> None:
     url, vendor = database_url()
     env = environment(url)
     populate(env)
-    env = {**env, "DJANGO_SETTINGS_MODULE": args.settings}
+    env = {**env, "DJANGO_SETTINGS_MODULE": args.settings, "GPUPORTAL_ADMISSION_TOKEN": TOKEN}
     certs = Path(tempfile.mkdtemp(prefix="gpuportal-admission-bench-"))
     subprocess.run(["bash", str(ROOT / "scripts/k8s/admission-certs.sh"), str(certs), "127.0.0.1"],
                    check=True, capture_output=True, timeout=60)

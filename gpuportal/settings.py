@@ -328,9 +328,11 @@ SPECTACULAR_SETTINGS = {
 }
 # /metrics (per-team usage) and /health's details: a portal admin's session or this bearer token.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
-# The admission webhook (/admission/v1/mutate) also wants this bearer token when it is set (TLS authenticates
-# the API server in production; the token keeps the endpoint from answering anyone who finds it).
+# The admission webhook (/admission/v1/mutate, served only by the admission process: settings_admission) answers
+# only the API server: the bearer token it presents (its AdmissionConfiguration kubeconfig), or a TLS client
+# certificate the listener verifies against this CA file (gunicorn.conf.py). Neither set and DEBUG off: closed.
 GPUPORTAL_ADMISSION_TOKEN = env.str("GPUPORTAL_ADMISSION_TOKEN", default="")
+GPUPORTAL_ADMISSION_CLIENT_CA = env.str("GPUPORTAL_ADMISSION_CLIENT_CA", default="")
 GPUPORTAL_PUBLIC_METRICS = env.bool("GPUPORTAL_PUBLIC_METRICS", default=False)  # 1: /metrics for anyone
 GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)  # 1: schema and docs for anyone
 # Orchestrator credentials references may name only files inside these directories (symlinks and ".."

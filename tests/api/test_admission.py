@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from scheduling.models import AdmissionDecision, Node, Orchestrator, Team, Workload
 from scheduling.services.admission import MAX_BODY_BYTES
+from tests.conftest import ADMISSION_TOKEN
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("admission_process")]
 
 URL = "/admission/v1/mutate"
 
@@ -38,9 +39,10 @@ def k8s(queues):
     return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
 
 
-def post(client, body):
+def post(client, body, token=ADMISSION_TOKEN):
+    """The API server's call: the review, with the webhook's bearer token."""
     data = body if isinstance(body, bytes | str) else json.dumps(body)
-    return client.post(URL, data=data, content_type="application/json")
+    return client.post(URL, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
 def patch_of(response):
@@ -107,29 +109,85 @@ def test_a_pod_without_gpus_is_allowed_unchanged(client, k8s):
     (b"{not json", "not JSON"),
     (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}}),
      "apiVersion must be admission.k8s.io/v1"),
-    (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "u"}}),
-     "request.object is missing"),
     (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"object": {}}}),
-     "request.uid is missing"),
+     "request.uid must be a non-empty printable string"),
     (json.dumps([1, 2]), "expected an AdmissionReview"),
     (b"x" * (MAX_BODY_BYTES + 1), "over the"),
 ])
-def test_bad_reviews_are_a_400_with_the_reason_and_never_recorded(client, k8s, body, reason):
+def test_a_body_that_is_no_review_is_a_400_admission_review_with_the_reason_and_never_recorded(client, k8s, body,
+                                                                                                reason):
     response = post(client, body)
-    assert response.status_code == 400 and reason in response.json()["error"]
+    answer = response.json()
+    assert response.status_code == 400 and answer["kind"] == "AdmissionReview"
+    assert answer["response"]["allowed"] is False and reason in answer["response"]["status"]["message"]
     assert not AdmissionDecision.objects.exists()
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda r: r["request"].pop("object"), "request.object must be an object"),
+    (lambda r: r["request"].update(userInfo=["alice"]), "request.userInfo must be an object"),
+    (lambda r: r["request"]["object"].update(metadata="x"), "request.object.metadata must be an object"),
+    (lambda r: r["request"]["object"]["spec"].update(containers={"name": "c"}), "spec.containers must be a list"),
+    (lambda r: r["request"]["object"]["spec"]["containers"][0].update(resources=[1]),
+     "spec.containers[0].resources must be an object"),
+    (lambda r: r["request"]["object"]["metadata"].update(annotations={"scheduler.gpuportal.io/kind": "urgent"}),
+     "scheduler.gpuportal.io/kind must be one of training, hpo, inference, batch"),
+    (lambda r: r["request"]["object"]["metadata"].update(labels={"a": ["b"]}), "metadata.labels must be an object"),
+    (lambda r: r["request"].update(namespace=["nlp"]), "request.namespace must be a string"),
+])
+def test_a_malformed_review_is_refused_by_an_admission_review_naming_the_field(client, k8s, change, reason):
+    body = review(pod())
+    change(body)
+    response = post(client, body)
+    assert response.status_code == 200
+    answer = response.json()["response"]
+    assert answer["uid"] == "u-1" and answer["allowed"] is False and answer["status"]["code"] == 400
+    assert reason in answer["status"]["message"]
+    assert not AdmissionDecision.objects.exists()
+
+
+def test_a_nul_in_the_user_and_names_is_stored_as_a_replacement_character(client, k8s):
+    body = review(pod(namespace="kube-system"), namespace="kube-system")
+    body["request"]["userInfo"]["username"] = "eve\x00admin"
+    body["request"]["object"]["metadata"]["name"] = "p\x00"
+    assert post(client, body).json()["response"]["allowed"] is True
+    decision = AdmissionDecision.objects.get()
+    assert (decision.user, decision.name) == ("eve\ufffdadmin", "p\ufffd")
 
 
 def test_only_post_is_answered(client):
     assert client.get(URL).status_code == 405
 
 
-def test_with_a_token_configured_the_caller_must_present_it(client, k8s, settings):
-    settings.GPUPORTAL_ADMISSION_TOKEN = "s3cret"
-    assert post(client, review(pod())).status_code == 401
+def test_the_caller_must_present_the_webhooks_token(client, k8s):
+    assert post(client, review(pod()), token="wrong").status_code == 403
+    response = client.post(URL, data=json.dumps(review(pod())), content_type="application/json")
+    assert response.status_code == 403
+    assert post(client, review(pod())).status_code == 200
+    assert not AdmissionDecision.objects.filter(user="alice").count() > 1
+
+
+def test_a_non_ascii_authorization_header_is_a_403_not_a_500(client, k8s):
     response = client.post(URL, data=json.dumps(review(pod())), content_type="application/json",
-                           HTTP_AUTHORIZATION="Bearer s3cret")
-    assert response.status_code == 200
+                           HTTP_AUTHORIZATION="Bearer t\u00e9st")
+    assert response.status_code == 403
+
+
+def test_without_token_or_client_ca_and_debug_off_the_webhook_is_closed(client, k8s, settings):
+    settings.GPUPORTAL_ADMISSION_TOKEN = ""
+    settings.GPUPORTAL_ADMISSION_CLIENT_CA = ""
+    settings.DEBUG = False
+    response = post(client, review(pod()))
+    assert response.status_code == 403 and "closed" in response.json()["error"]
+    assert not AdmissionDecision.objects.exists()
+    settings.GPUPORTAL_ADMISSION_CLIENT_CA = "/etc/gpuportal/admission-client-ca/ca.crt"  # the listener checks
+    assert post(client, review(pod()), token="").status_code == 200
+
+
+def test_the_portals_web_port_does_not_serve_the_webhook(client, k8s, settings):
+    settings.ROOT_URLCONF = "gpuportal.urls"
+    assert post(client, review(pod())).status_code == 404
+    assert not AdmissionDecision.objects.exists()
 
 
 def test_a_dry_run_is_answered_the_same_and_recorded_nowhere(client, k8s):

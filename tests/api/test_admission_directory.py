@@ -4,7 +4,6 @@
 The reuse needs committed data (``transactional_db``): inside pytest-django's per-test transaction the
 directory is read for every admission, which the other admission tests exercise."""
 
-import json
 
 import pytest
 from django.db import connection
@@ -14,7 +13,9 @@ from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
 from scheduling.services import table_changes
 from tests.support import require_postgres
 
-from .test_admission import URL, patch_of, pod, post, review
+from .test_admission import patch_of, pod, post, review
+
+pytestmark = pytest.mark.usefixtures("admission_process")
 
 TEAM_TABLE = Team._meta.db_table
 
@@ -64,7 +65,7 @@ def test_the_admission_process_serves_the_webhook_and_health_and_no_page(client,
         "django_prometheus.middleware.PrometheusBeforeMiddleware", "django.middleware.security.SecurityMiddleware",
         "django_prometheus.middleware.PrometheusAfterMiddleware"]
     Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
-    response = client.post(URL, data=json.dumps(review(pod())), content_type="application/json")
+    response = post(client, review(pod()))
     assert response.status_code == 200 and patch_of(response)["/spec/schedulerName"] == "volcano"
     assert AdmissionDecision.objects.get().user == "alice"
     assert client.get("/health").status_code in (200, 503)
