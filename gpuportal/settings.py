@@ -333,6 +333,13 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # certificate the listener verifies against this CA file (gunicorn.conf.py). Neither set and DEBUG off: closed.
 GPUPORTAL_ADMISSION_TOKEN = env.str("GPUPORTAL_ADMISSION_TOKEN", default="")
 GPUPORTAL_ADMISSION_CLIENT_CA = env.str("GPUPORTAL_ADMISSION_CLIENT_CA", default="")
+# A GPU pod asking (by annotation) for the serving scheduler and priority its team is not granted: "lower" it to
+# batch with the reason in its annotations, or "deny" it.
+GPUPORTAL_ADMISSION_ESCALATION = env.str("GPUPORTAL_ADMISSION_ESCALATION", default="lower")
+if GPUPORTAL_ADMISSION_ESCALATION not in ("lower", "deny"):
+    raise ImproperlyConfigured(
+        f"GPUPORTAL_ADMISSION_ESCALATION must be lower or deny, not {GPUPORTAL_ADMISSION_ESCALATION!r}"
+    )
 GPUPORTAL_PUBLIC_METRICS = env.bool("GPUPORTAL_PUBLIC_METRICS", default=False)  # 1: /metrics for anyone
 GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)  # 1: schema and docs for anyone
 # Orchestrator credentials references may name only files inside these directories (symlinks and ".."

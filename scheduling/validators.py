@@ -93,3 +93,19 @@ def check_endpoint(url: str) -> str:
             f"must be an http:// or https:// URL with a host (got scheme {parts.scheme or 'none'!r})", code="endpoint"
         )
     return url
+
+
+def validate_serving_kinds(value: object) -> None:
+    """A team's serving entitlement: a list of distinct workload kinds (``Team.serving_kinds``)."""
+    from scheduling.engine.types import WorkloadKind
+
+    allowed = [kind.value for kind in WorkloadKind]
+    if not isinstance(value, list) or not all(isinstance(kind, str) for kind in value):
+        raise ValidationError("serving_kinds must be a list of workload kinds", code="serving_kinds")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ValidationError(
+            f"serving_kinds: {', '.join(unknown)} not one of {', '.join(allowed)}", code="serving_kinds"
+        )
+    if len(set(value)) != len(value):
+        raise ValidationError("serving_kinds: each kind once", code="serving_kinds")

@@ -10,7 +10,11 @@ For a Pod, a batch/v1 or Volcano Job, or a PodGroup that asks for GPUs in a name
 * the patch sets ``schedulerName``, the pool's nodeSelector (``gpuportal.io/pool``), a toleration for the
   GPU taint, a priorityClass by queue (``gpuportal-serving`` / ``gpuportal-batch``) and annotations carrying
   the decision and its reasons;
-* a team without GPU quota (no any-model queue with a burst limit) is denied, with what to request.
+* a team without GPU quota (no any-model queue with a burst limit) is denied, with what to request;
+* the serving scheduler and priority (``gpuportal-serving``) only for the kinds of work an admin granted the
+  team (``Team.serving_kinds``, inherited by sub-teams): a pod whose annotations ask for more is lowered to
+  Volcano with the batch priority, the reason in its annotations, or denied when
+  ``GPUPORTAL_ADMISSION_ESCALATION`` is ``deny``. An annotation never buys priority.
 
 Everything else is allowed unchanged, with the reason recorded: an unknown namespace, an object without
 GPUs, a kind the router does not handle. A body that is not an AdmissionReview v1, or whose fields have the
@@ -27,6 +31,7 @@ import re
 import threading
 from dataclasses import dataclass, field, replace
 
+from django.conf import settings
 from django.utils import timezone
 
 from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
@@ -135,6 +140,13 @@ def decide(request: dict) -> Outcome:
                        f"{team.slug} in the portal (Quota requests → New) before submitting GPU work",
                        pool=default, reasons=("no GPU quota",), team=team)
     scheduler, reasons = _scheduler_for(description, meta.get("annotations") or {})
+    if scheduler == DEFAULT and description.kind not in known.serving.get(team.pk, ()):
+        beyond = (f"serving priority is not granted to team {team.slug} for {description.kind} work "
+                  f"(an admin allows it per team and kind)")
+        if settings.GPUPORTAL_ADMISSION_ESCALATION == "deny":
+            return Outcome(False, f"{beyond}: denied; submit it as batch work (no scheduler annotation) or ask an "
+                           "admin for the entitlement", scheduler=scheduler, reasons=(*reasons, beyond), team=team)
+        scheduler, reasons = VOLCANO, (*reasons, f"{beyond}: lowered to {VOLCANO} with {PRIORITY_CLASSES[VOLCANO]}")
     pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
     reasons = (*reasons, *pool_reasons)
     return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,

@@ -31,6 +31,9 @@ class Directory:
     """Teams with an any-model queue with a burst limit: the ones that may run GPU work."""
     pools: dict[int, str]
     """Enabled Kubernetes pools (id -> name) by name: the first is the default."""
+    serving: dict[int, frozenset[str]]
+    """Per team id, the workload kinds it may run with the serving scheduler and priority (its own
+    ``serving_kinds`` and its ancestors'): what an admin allowed, never what a pod's annotation asks."""
 
 
 _cached: tuple[dict[str, int], Directory] | None = None
@@ -60,4 +63,20 @@ def read_directory() -> Directory:
     teams = {team.slug: team for team in Team.objects.all()}
     quota = Queue.objects.filter(gpu_model="", burst_limit__gt=0).values_list("team_id", flat=True)
     pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
-    return Directory(teams, frozenset(quota), dict(pools.values_list("pk", "name")))
+    return Directory(teams, frozenset(quota), dict(pools.values_list("pk", "name")), serving_kinds(teams.values()))
+
+
+def serving_kinds(teams) -> dict[int, frozenset[str]]:
+    """Each team's serving entitlement with what it inherits from its ancestors (a cycle ends the walk)."""
+    by_id = {team.pk: team for team in teams}
+    entitled: dict[int, frozenset[str]] = {}
+    for team in by_id.values():
+        kinds: set[str] = set()
+        seen: set[int] = set()
+        node = team
+        while node is not None and node.pk not in seen:
+            seen.add(node.pk)
+            kinds.update(node.serving_kinds or ())
+            node = by_id.get(node.parent_id)
+        entitled[team.pk] = frozenset(kinds)
+    return entitled

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling.models import AdmissionDecision, Node, Orchestrator, Team, Workload
+from scheduling.models import AdmissionDecision, Node, Orchestrator, Queue, Team, Workload
 from scheduling.services.admission import MAX_BODY_BYTES
 from tests.conftest import ADMISSION_TOKEN
 
@@ -67,17 +67,63 @@ def test_a_batch_pod_is_sent_to_volcano_on_the_pool_with_the_decision_annotated(
                                                                                             "volcano")
 
 
-def test_inference_goes_to_the_default_scheduler_and_existing_annotations_are_kept(client, k8s):
+def test_inference_of_a_team_granted_serving_goes_to_the_default_scheduler_and_annotations_are_kept(client, k8s):
+    Team.objects.filter(slug="nlp").update(serving_kinds=["inference"])
     response = post(client, review(pod(kind_annotation="inference", annotations={"a/b": "c"})))
     ops = patch_of(response)
     assert ops["/spec/schedulerName"] == "default-scheduler"
+    assert ops["/spec/priorityClassName"] == "gpuportal-serving"
     assert ops["/metadata/annotations/scheduler.gpuportal.io~1decision"] == "default-scheduler on k8s-a"
     assert "/metadata/annotations" not in ops
 
 
-def test_an_explicit_scheduler_annotation_is_honoured(client, k8s):
+def test_an_explicit_scheduler_annotation_is_honoured_within_the_teams_entitlement(client, k8s):
+    Team.objects.filter(slug="nlp").update(serving_kinds=["batch"])
     response = post(client, review(pod(annotations={"scheduler.gpuportal.io/scheduler": "default"})))
     assert patch_of(response)["/spec/schedulerName"] == "default-scheduler"
+    response = post(client, review(pod(annotations={"scheduler.gpuportal.io/scheduler": "volcano"},
+                                       kind_annotation="inference")))
+    assert patch_of(response)["/spec/schedulerName"] == "volcano"  # asking for less is always allowed
+
+
+@pytest.mark.parametrize("asks", [{"scheduler.gpuportal.io/scheduler": "default"},
+                                  {"scheduler.gpuportal.io/kind": "inference"}])
+def test_an_annotation_never_buys_the_serving_priority_it_is_lowered_with_the_reason(client, k8s, asks):
+    """Issue 30, item 1: an 8-GPU batch pod annotated "default" got gpuportal-serving (2000) and preempted
+    serving replicas. The team holds no serving entitlement: the pod runs as batch, and says why."""
+    response = post(client, review(pod(gpus=8, annotations=asks)))
+    assert response.json()["response"]["allowed"] is True
+    ops = patch_of(response)
+    assert ops["/spec/schedulerName"] == "volcano" and ops["/spec/priorityClassName"] == "gpuportal-batch"
+    reasons = json.loads(ops["/metadata/annotations/scheduler.gpuportal.io~1reasons"])
+    assert any("serving priority is not granted to team nlp" in r and "lowered to volcano" in r for r in reasons)
+    assert AdmissionDecision.objects.get().scheduler == "volcano"
+
+
+def test_with_escalation_denied_by_policy_a_pod_asking_beyond_its_entitlement_is_refused(client, k8s, settings):
+    settings.GPUPORTAL_ADMISSION_ESCALATION = "deny"
+    answer = post(client, review(pod(annotations={"scheduler.gpuportal.io/scheduler": "default"}))).json()["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 403
+    assert "serving priority is not granted to team nlp for batch work" in answer["status"]["message"]
+    assert post(client, review(pod())).json()["response"]["allowed"] is True  # plain batch work still runs
+
+
+def test_a_sub_team_inherits_its_parents_serving_entitlement(client, k8s, teams):
+    nlp = Team.objects.get(slug="nlp")
+    nlp.serving_kinds = ["inference"]
+    nlp.save()
+    child = Team.objects.create(slug="nlp-serve", name="NLP serving", parent=nlp)
+    Queue.objects.create(team=child, weight=10, guaranteed=0, burst_limit=8)
+    response = post(client, review(pod(namespace="nlp-serve", kind_annotation="inference"), namespace="nlp-serve"))
+    assert patch_of(response)["/spec/priorityClassName"] == "gpuportal-serving"
+
+
+def test_serving_kinds_must_be_known_workload_kinds():
+    from django.core.exceptions import ValidationError
+
+    team = Team(slug="x", name="X", serving_kinds=["inference", "urgent"])
+    with pytest.raises(ValidationError, match="urgent not one of training, hpo, inference, batch"):
+        team.full_clean()
 
 
 def test_a_job_is_patched_in_its_pod_template(client, k8s):
