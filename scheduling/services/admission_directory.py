@@ -14,26 +14,32 @@ stamp: the next admission reads again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection
+from django.utils import timezone
 
-from scheduling.models import Orchestrator, Queue, Team
+from scheduling.models import Orchestrator, Queue, QuotaGrant, Team
+from scheduling.selectors import entitlements
 
 from . import table_changes
 
-TABLES = tuple(model._meta.db_table for model in (Team, Queue, Orchestrator))
+TABLES = tuple(model._meta.db_table for model in (Team, Queue, QuotaGrant, Orchestrator))
 
 
 @dataclass(frozen=True)
 class Directory:
     teams: dict[str, Team]
     with_quota: frozenset[int]
-    """Teams with an any-model queue with a burst limit: the ones that may run GPU work."""
+    """Teams that hold GPUs (``selectors/entitlements``: a queue of any model or a GPU model, an active grant, or
+    a parent's): the ones that may run GPU work."""
     pools: dict[int, str]
     """Enabled Kubernetes pools (id -> name) by name: the first is the default."""
     serving: dict[int, frozenset[str]]
     """Per team id, the workload kinds it may run with the serving scheduler and priority (its own
     ``serving_kinds`` and its ancestors'): what an admin allowed, never what a pod's annotation asks."""
+    until: datetime | None = None
+    """The next grant start or end: entitlements change then without any table changing."""
 
 
 _cached: tuple[dict[str, int], Directory] | None = None
@@ -45,7 +51,7 @@ def directory() -> Directory:
         return read_directory()
     stamp = table_changes.generations(TABLES)
     cached = _cached
-    if cached is not None and cached[0] == stamp:
+    if cached is not None and cached[0] == stamp and (cached[1].until is None or timezone.now() < cached[1].until):
         return cached[1]
     fresh = read_directory()
     _cached = (stamp, fresh)  # one assignment: threads see the old pair or the new one
@@ -60,10 +66,13 @@ def forget() -> None:
 
 
 def read_directory() -> Directory:
+    now = timezone.now()
     teams = {team.slug: team for team in Team.objects.all()}
-    quota = Queue.objects.filter(gpu_model="", burst_limit__gt=0).values_list("team_id", flat=True)
+    holding = entitlements.team_entitlements(now, teams.values())
+    quota = frozenset(team.pk for slug, team in teams.items() if slug in holding and holding[slug].holds_gpus)
     pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
-    return Directory(teams, frozenset(quota), dict(pools.values_list("pk", "name")), serving_kinds(teams.values()))
+    return Directory(teams, quota, dict(pools.values_list("pk", "name")), serving_kinds(teams.values()),
+                     entitlements.next_change(now))
 
 
 def serving_kinds(teams) -> dict[int, frozenset[str]]:
