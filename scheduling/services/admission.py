@@ -118,8 +118,9 @@ def decide(request: dict) -> Outcome:
         return Outcome(True, reasons=(f"{kind or 'an object without a kind'} is not routed",))
     meta = obj.get("metadata") or {}
     namespace = request.get("namespace") or meta.get("namespace") or ""
-    slug = (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
     known = directory()
+    # A namespace mapped to a team is the team's: a pod there cannot claim another team by its label.
+    slug = known.namespaces.get(namespace) or (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
     team = known.teams.get(slug)
     if team is None:
         return Outcome(True, reasons=(f"namespace {namespace!r} maps to no team: allowed unchanged",))

@@ -14,6 +14,7 @@ stamp: the next admission reads again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import datetime
 
 from django.db import connection
@@ -23,6 +24,7 @@ from scheduling.models import Orchestrator, Queue, QuotaGrant, Team
 from scheduling.selectors import entitlements
 
 from . import table_changes
+from .orchestrators import mapped_namespaces
 
 TABLES = tuple(model._meta.db_table for model in (Team, Queue, QuotaGrant, Orchestrator))
 
@@ -38,6 +40,9 @@ class Directory:
     serving: dict[int, frozenset[str]]
     """Per team id, the workload kinds it may run with the serving scheduler and priority (its own
     ``serving_kinds`` and its ancestors'): what an admin allowed, never what a pod's annotation asks."""
+    namespaces: dict[str, str] = dataclass_field(default_factory=dict)
+    """Namespace -> team slug of the Kubernetes orchestrators' governance mappings: those namespaces are the
+    team's, whatever a pod's labels say."""
     until: datetime | None = None
     """The next grant start or end: entitlements change then without any table changing."""
 
@@ -72,7 +77,7 @@ def read_directory() -> Directory:
     quota = frozenset(team.pk for slug, team in teams.items() if slug in holding and holding[slug].holds_gpus)
     pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
     return Directory(teams, quota, dict(pools.values_list("pk", "name")), serving_kinds(teams.values()),
-                     entitlements.next_change(now))
+                     mapped_namespaces(), entitlements.next_change(now))
 
 
 def serving_kinds(teams) -> dict[int, frozenset[str]]:
