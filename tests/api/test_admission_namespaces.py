@@ -44,8 +44,8 @@ def test_the_collector_attributes_a_mapped_namespaces_pods_to_the_team():
 
 
 def test_the_collector_follows_the_team_label_governance_wrote_on_a_namespace():
-    admission = Admission(0.0, (), {"cv-batch": {"gpuportal.io/team": "vision"}, "nlp-train": {"gpuportal.io/team": "x"},
-                                    "other": {}})
+    labels = {"cv-batch": {"gpuportal.io/team": "vision"}, "nlp-train": {"gpuportal.io/team": "x"}, "other": {}}
+    admission = Admission(0.0, (), labels)
     teams = with_labelled_namespaces(team_mapping(MAPPED), admission)
     assert teams.k8s_team("cv-batch", {}) == "vision"
     assert teams.k8s_team("nlp-train", {}) == "nlp"  # the explicit mapping wins over a label
