@@ -24,7 +24,9 @@ from enum import StrEnum
 from .calendar import Bounds
 from .governance_types import (
     GPU_TRES,
+    PRIORITY_CLASSES,
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -415,6 +417,8 @@ def _slurm(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredSt
 def _kubernetes(data: GovernanceInput, orch: GovOrchestrator, at: float) -> DesiredState:
     ents, out = entitlements(data, orch, at), _Collector()
     shares = cluster_shares(data.teams, ents)
+    for name, (value, description) in PRIORITY_CLASSES.items():
+        out.add(K8sPriorityClass(name, value, description), f"priority {value}: set by the admission webhook")
     for team in data.teams:
         ent = ents[team.slug]
         for ns in namespaces_of(team):

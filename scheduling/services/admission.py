@@ -35,6 +35,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
+from scheduling.engine.governance_types import PRIORITY_CLASSES as GOVERNED_PRIORITY_CLASSES
 from scheduling.engine.routing import earliest_pool, route
 from scheduling.engine.startplan import PoolSnapshot, StartPlans
 from scheduling.engine.types import OrchestratorKind, Request
@@ -51,7 +52,9 @@ REASONS_ANNOTATION = "scheduler.gpuportal.io/reasons"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VOLCANO, DEFAULT = "volcano", "default-scheduler"
 EXPLICIT = {"volcano": VOLCANO, "default": DEFAULT, "default-scheduler": DEFAULT, "kubernetes": DEFAULT}
+# Governance creates and keeps these classes on every Kubernetes cluster (engine.governance_types).
 PRIORITY_CLASSES = {VOLCANO: "gpuportal-batch", DEFAULT: "gpuportal-serving"}
+assert set(PRIORITY_CLASSES.values()) == set(GOVERNED_PRIORITY_CLASSES)  # a typo fails at import
 ROUTED_KINDS = ("Pod", "Job", "PodGroup")
 
 
@@ -150,6 +153,10 @@ def decide(request: dict) -> Outcome:
         scheduler, reasons = VOLCANO, (*reasons, f"{beyond}: lowered to {VOLCANO} with {PRIORITY_CLASSES[VOLCANO]}")
     pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
     reasons = (*reasons, *pool_reasons)
+    if pool and pool not in known.labelled:
+        # A selector no schedulable node carries would leave the pod pending forever: route it, unpinned.
+        reasons = (*reasons, f"no schedulable node carries {POOL_LABEL}={pool} yet: no pool selector set")
+        pool = ""
     return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,
                    patch=_patch(kind, obj, scheduler, pool, reasons))
 

@@ -20,13 +20,14 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
-from scheduling.models import Orchestrator, Queue, QuotaGrant, Team
+from scheduling.collectors.verbs import POOL_LABEL
+from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, Team
 from scheduling.selectors import entitlements
 
 from . import table_changes
 from .orchestrators import mapped_namespaces
 
-TABLES = tuple(model._meta.db_table for model in (Team, Queue, QuotaGrant, Orchestrator))
+TABLES = tuple(model._meta.db_table for model in (Team, Queue, QuotaGrant, Orchestrator, Node))
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class Directory:
     namespaces: dict[str, str] = dataclass_field(default_factory=dict)
     """Namespace -> team slug of the Kubernetes orchestrators' governance mappings: those namespaces are the
     team's, whatever a pod's labels say."""
+    labelled: frozenset[str] = frozenset()
+    """Pools with a schedulable node labelled ``gpuportal.io/pool=<pool>``: the only pools the webhook may pin a
+    pod to (on a fresh cluster no node carries it until a rebalance has labelled some)."""
     until: datetime | None = None
     """The next grant start or end: entitlements change then without any table changing."""
 
@@ -77,7 +81,17 @@ def read_directory() -> Directory:
     quota = frozenset(team.pk for slug, team in teams.items() if slug in holding and holding[slug].holds_gpus)
     pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
     return Directory(teams, quota, dict(pools.values_list("pk", "name")), serving_kinds(teams.values()),
-                     mapped_namespaces(), entitlements.next_change(now))
+                     mapped_namespaces(), labelled_pools(pools), entitlements.next_change(now))
+
+
+def labelled_pools(pools) -> frozenset[str]:
+    """The pools (by name) whose schedulable nodes include one carrying their ``gpuportal.io/pool`` label, as
+    the collector last saw it. In Python: SQLite has no JSON containment, and a key holds a dot and a slash."""
+    names = dict(pools.values_list("pk", "name"))
+    rows = Node.objects.schedulable().filter(orchestrator_id__in=names).values_list("orchestrator_id", "labels")
+    return frozenset(
+        names[pk] for pk, labels in rows if isinstance(labels, dict) and labels.get(POOL_LABEL) == names[pk]
+    )
 
 
 def serving_kinds(teams) -> dict[int, frozenset[str]]:

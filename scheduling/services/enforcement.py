@@ -49,6 +49,7 @@ from scheduling.engine.governance_state import (
 )
 from scheduling.engine.governance_types import (
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -95,6 +96,7 @@ NATIVE_TYPES: dict[str, type] = {
         VolcanoQueue,
         KueueClusterQueue,
         KueueLocalQueue,
+        K8sPriorityClass,
         RayPoolBounds,
     )
 }
@@ -253,7 +255,9 @@ class KubernetesCluster:
 
     def read(self, desired: DesiredState) -> list[NativeObject]:
         missing_namespaces(self.mapped, self.gov.namespace_names())
-        found: list[NativeObject] = [*self.gov.read_namespaces(), *self.gov.read_quotas()]
+        found: list[NativeObject] = [
+            *self.gov.read_namespaces(), *self.gov.read_quotas(), *self.gov.read_priority_classes()
+        ]
         if self.volcano:
             found += self.gov.read_volcano_queues()
         if self.kueue:

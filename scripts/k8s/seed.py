@@ -406,6 +406,8 @@ PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": [VOLCANO_GROUP], "resources": ["queues"], "verbs": [*WRITE_VERBS]},
+    # Governance: the priority classes the admission webhook sets.
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list"]},
     # Collector: when the portal's admission webhook was registered ("admission bypassed" findings).

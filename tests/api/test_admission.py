@@ -34,9 +34,17 @@ def review(obj, namespace="nlp", api_version="admission.k8s.io/v1"):
     }}
 
 
+def pool_node(orchestrator, name="k0", **fields):
+    """A node of ``orchestrator``'s pool carrying the pool label (the rebalancer's), so its selector can match."""
+    return Node.objects.create(orchestrator=orchestrator, name=name, gpu_model="H100", gpu_total=8,
+                               labels={"gpuportal.io/pool": orchestrator.name}, **fields)
+
+
 @pytest.fixture
 def k8s(queues):
-    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
+    orchestrator = Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
+    pool_node(orchestrator)
+    return orchestrator
 
 
 def post(client, body, token=ADMISSION_TOKEN):
@@ -131,6 +139,21 @@ def test_a_job_is_patched_in_its_pod_template(client, k8s):
            "spec": {"parallelism": 2, "template": pod()}}
     ops = patch_of(post(client, review(job)))
     assert ops["/spec/template/spec/schedulerName"] == "volcano"
+
+
+def test_no_pool_selector_is_set_that_no_schedulable_node_carries(client, k8s):
+    """Issue 30, item 4: on a fresh cluster no node carries gpuportal.io/pool until a rebalance labels some; a
+    selector for it would leave every routed pod pending."""
+    Node.objects.filter(name="k0").update(labels={}, state=Node.State.IDLE)
+    response = post(client, review(pod()))
+    ops = patch_of(response)
+    assert ops["/spec/schedulerName"] == "volcano" and "/spec/nodeSelector" not in ops
+    assert any("no schedulable node carries gpuportal.io/pool=k8s-a" in r
+               for r in json.loads(ops["/metadata/annotations"]["scheduler.gpuportal.io/reasons"]))
+    Node.objects.filter(name="k0").update(labels={"gpuportal.io/pool": "k8s-a"}, state=Node.State.DRAINED)
+    assert "/spec/nodeSelector" not in patch_of(post(client, review(pod())))  # labelled, but takes no work
+    Node.objects.filter(name="k0").update(state=Node.State.IDLE)
+    assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}
 
 
 def test_a_team_without_gpu_quota_is_denied_with_what_to_request(client, k8s):
@@ -270,9 +293,8 @@ def two_pools(queues, teams):
     """k8s-a (the default by name) is full until its one job ends in ~2 h; k8s-b has a free node."""
     busy, free = (Orchestrator.objects.create(name=name, kind="kubernetes", endpoint=f"https://{name}.example")
                   for name in ("k8s-a", "k8s-b"))
-    Node.objects.create(orchestrator=busy, name="a0", gpu_model="H100", gpu_total=8, gpu_allocated=8,
-                        state=Node.State.ALLOCATED)
-    Node.objects.create(orchestrator=free, name="b0", gpu_model="H100", gpu_total=8, state=Node.State.IDLE)
+    pool_node(busy, "a0", gpu_allocated=8, state=Node.State.ALLOCATED)
+    pool_node(free, "b0", state=Node.State.IDLE)
     started = timezone.now() - timedelta(hours=1)
     Workload.objects.create(orchestrator=busy, external_id="prod/pod/serve", team=teams["production"],
                             gpus_per_member=8, state=Workload.State.RUNNING, submitted_at=started, started_at=started,

@@ -13,7 +13,7 @@ from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
 from scheduling.services import table_changes
 from tests.support import require_postgres
 
-from .test_admission import patch_of, pod, post, review
+from .test_admission import patch_of, pod, pool_node, post, review
 
 pytestmark = pytest.mark.usefixtures("admission_process")
 
@@ -27,7 +27,7 @@ def committed(transactional_db):
     team = Team.objects.create(slug="nlp", name="NLP")
     Queue.objects.create(team=team, weight=100, guaranteed=8, burst_limit=32)
     Team.objects.create(slug="vision", name="Vision")  # no quota yet
-    Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
+    pool_node(Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example"))
     yield
 
 
@@ -49,7 +49,7 @@ def test_a_second_admission_reuses_the_directory_and_a_new_grant_is_seen_at_once
 
 
 def test_a_disabled_pool_is_no_longer_chosen(client, committed):
-    Orchestrator.objects.create(name="k8s-0", kind="kubernetes", endpoint="https://k8s0.example")
+    pool_node(Orchestrator.objects.create(name="k8s-0", kind="kubernetes", endpoint="https://k8s0.example"), "n0")
     assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-0"}
     Orchestrator.objects.filter(name="k8s-0").update(enabled=False)
     assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}

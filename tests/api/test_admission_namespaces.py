@@ -10,7 +10,7 @@ from scheduling.collectors.k8s_admission import Admission
 from scheduling.models import AdmissionDecision, Orchestrator
 from scheduling.services.orchestrators import team_mapping
 
-from .test_admission import patch_of, pod, post, review
+from .test_admission import patch_of, pod, pool_node, post, review
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("admission_process")]
 
@@ -19,7 +19,10 @@ MAPPED = {"governance": {"namespaces": {"nlp": ["nlp-train", "nlp-serve"]}}}
 
 @pytest.fixture
 def mapped(queues):
-    return Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example", options=MAPPED)
+    orchestrator = Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example",
+                                               options=MAPPED)
+    pool_node(orchestrator)
+    return orchestrator
 
 
 def test_a_pod_in_a_mapped_namespace_is_routed_as_its_teams(client, mapped):
