@@ -83,7 +83,9 @@ def register_webhook(admin: k8s.ApiClient, ca_bundle: str, failure_policy: str =
             "name": WEBHOOK_NAME, "admissionReviewVersions": ["v1"], "sideEffects": "None",
             "failurePolicy": failure_policy, "timeoutSeconds": 2, "reinvocationPolicy": "Never",
             "clientConfig": {"url": f"https://127.0.0.1:{WEBHOOK_PORT}/admission/v1/mutate", "caBundle": ca_bundle},
+            # As documented (deploy/k8s/admission.yaml): only the team namespaces governance labels.
             "namespaceSelector": {"matchExpressions": [
+                {"key": "gpuportal.io/team", "operator": "Exists"},
                 {"key": "gpuportal.io/admission", "operator": "NotIn", "values": ["disabled"]}]},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}],
         }],
