@@ -333,6 +333,9 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # certificate the listener verifies against this CA file (gunicorn.conf.py). Neither set and DEBUG off: closed.
 GPUPORTAL_ADMISSION_TOKEN = env.str("GPUPORTAL_ADMISSION_TOKEN", default="")
 GPUPORTAL_ADMISSION_CLIENT_CA = env.str("GPUPORTAL_ADMISSION_CLIENT_CA", default="")
+# Admission decisions kept: pass-throughs (nothing patched, allowed) this many hours, the rest this many days.
+GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS = env.int("GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS", default=24)
+GPUPORTAL_ADMISSION_RETENTION_DAYS = env.int("GPUPORTAL_ADMISSION_RETENTION_DAYS", default=90)
 # A GPU pod asking (by annotation) for the serving scheduler and priority its team is not granted: "lower" it to
 # batch with the reason in its annotations, or "deny" it.
 GPUPORTAL_ADMISSION_ESCALATION = env.str("GPUPORTAL_ADMISSION_ESCALATION", default="lower")
@@ -441,6 +444,7 @@ CELERY_BEAT_SCHEDULE = {
     # docs/identity.md: LDAP users' groups searched again, OIDC users' last claims mapped again
     "resync-identities": {"task": "scheduling.tasks.resync_identities", "schedule": crontab(minute="*/15")},
     "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
+    "prune-admission-decisions": {"task": "scheduling.tasks.prune_admission_decisions", "schedule": crontab(minute=41)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

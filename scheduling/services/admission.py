@@ -30,6 +30,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -112,6 +113,18 @@ def admit(request: dict) -> Outcome:
         reasons=[storable(reason, 1000) for reason in outcome.reasons], bypassed=False,
     )
     return outcome
+
+
+def prune_decisions(now) -> int:
+    """Decisions are kept for a bounded time: a pass-through (no team, no GPUs, nothing patched) for
+    ``GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS``, every other answer and bypass finding for
+    ``GPUPORTAL_ADMISSION_RETENTION_DAYS``. Before, a row per pod created, non-GPU pods included, forever."""
+    passthrough = now - timedelta(hours=settings.GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS)
+    kept_until = now - timedelta(days=settings.GPUPORTAL_ADMISSION_RETENTION_DAYS)
+    plain = AdmissionDecision.objects.filter(at__lt=passthrough, allowed=True, patched=False, bypassed=False)
+    deleted, _ = plain.delete()
+    old, _ = AdmissionDecision.objects.filter(at__lt=kept_until).delete()
+    return deleted + old
 
 
 def decide(request: dict) -> Outcome:

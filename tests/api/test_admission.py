@@ -335,3 +335,17 @@ def test_with_two_pools_free_alike_the_default_pool_is_kept(client, two_pools):
     Node.objects.filter(name="a0").update(gpu_allocated=0, state=Node.State.IDLE)
     Workload.objects.update(state=Workload.State.COMPLETED)
     assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}
+
+
+def test_decisions_are_kept_for_a_bounded_time_pass_throughs_the_shortest(client, k8s, settings):
+    """Issue 30, item 6: a row per pod created, non-GPU pods included, was kept forever."""
+    from scheduling.services.admission import prune_decisions
+
+    post(client, review(pod(gpus=0)))  # a pass-through
+    post(client, review(pod()))  # routed
+    now = timezone.now()
+    assert prune_decisions(now + timedelta(hours=23)) == 0
+    assert prune_decisions(now + timedelta(hours=25)) == 1
+    assert AdmissionDecision.objects.get().patched is True
+    assert prune_decisions(now + timedelta(days=settings.GPUPORTAL_ADMISSION_RETENTION_DAYS, hours=1)) == 1
+    assert not AdmissionDecision.objects.exists()
