@@ -28,7 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.api_load import _wait_for as wait_for_port  # noqa: E402
+from benchmarks.api_load import _wait_for  # noqa: E402
+
+
+def wait_for_port(port: int, tries: int = 6) -> None:
+    """gunicorn with --preload takes longer than api_load's 10 s to listen on a loaded machine."""
+    for attempt in range(tries):
+        try:
+            return _wait_for(port)
+        except RuntimeError:
+            if attempt == tries - 1:
+                raise
 from benchmarks.api_load import cpu_snapshot, database_url, environment, free_port, percentile  # noqa: E402
 
 PATH = "/admission/v1/mutate"
@@ -52,12 +62,15 @@ def populate(env: dict[str, str]) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from scheduling.models import Orchestrator, Queue, Team
+    from scheduling.models import Node, Orchestrator, Queue, Team
 
     team, _ = Team.objects.get_or_create(slug="bench-team", defaults={"name": "Bench"})
     Queue.objects.get_or_create(team=team, gpu_model="", defaults={"weight": 100, "guaranteed": 8, "burst_limit": 64})
-    Orchestrator.objects.get_or_create(name="bench-k8s", defaults={"kind": "kubernetes",
-                                                                    "endpoint": "https://127.0.0.1:6443"})
+    pool, _ = Orchestrator.objects.get_or_create(name="bench-k8s", defaults={"kind": "kubernetes",
+                                                                             "endpoint": "https://127.0.0.1:6443"})
+    # A node carrying the pool label, so the patch pins the pool as on a cluster a rebalance has labelled.
+    Node.objects.get_or_create(orchestrator=pool, name="bench-node", defaults={
+        "gpu_model": "H100", "gpu_total": 8, "labels": {"gpuportal.io/pool": "bench-k8s"}})
 
 
 async def send_at_rate(
