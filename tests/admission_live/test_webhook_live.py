@@ -151,6 +151,27 @@ def test_a_pod_created_while_the_webhook_is_down_is_found_bypassed_by_the_next_c
     assert AdmissionDecision.objects.filter(name="sneaked-in").count() == 1  # found once, not every round
 
 
+@pytest.mark.parametrize("action", ["label", "evict"])
+def test_a_bypassed_pod_is_labelled_or_evicted_as_the_admin_chose_for_the_cluster(
+        namespaces, webhook, governed, action):
+    """Issue 30, item 5: per cluster, report only (the default), label for the next round, or evict with a message."""
+    governed.options = {**governed.options, "admission_bypass": action}
+    governed.save()
+    webhook.terminate()
+    namespaces.core.create_namespaced_pod("nlp", gpu_pod(f"bypass-{action}"))
+    assert scrape(governed.pk).run.ok
+    finding = AdmissionDecision.objects.get(name=f"bypass-{action}", bypassed=True)
+    if action == "label":
+        pod = namespaces.core.read_namespaced_pod("bypass-label", "nlp")
+        assert pod.metadata.labels["gpuportal.io/admission-bypassed"] == "true"
+        assert "set to label such pods" in pod.metadata.annotations["scheduler.gpuportal.io/bypass-action"]
+        assert finding.reasons[-1] == "k8s-a: labelled gpuportal.io/admission-bypassed=true"
+    else:
+        assert not any(p.metadata.name == "bypass-evict" for p in namespaces.core.list_namespaced_pod("nlp").items
+                       if p.metadata.deletion_timestamp is None)
+        assert finding.reasons[-1] == "k8s-a: evicted"
+
+
 def test_a_pod_routed_by_the_webhook_is_no_bypass_finding(namespaces, webhook, governed):
     namespaces.core.create_namespaced_pod("nlp", gpu_pod("went-through"))
     assert scrape(governed.pk).run.ok
