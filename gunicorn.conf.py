@@ -4,6 +4,9 @@ gunicorn reads ``./gunicorn.conf.py`` from its working directory by default; com
 Command-line options (``-b``, ``-w``) still win over what is set here.
 """
 
+import os
+import ssl
+
 import gunicorn.http.wsgi
 
 
@@ -21,3 +24,17 @@ def on_starting(server) -> None:
         return [line for line in original(self) if not line.lower().startswith("server:")]
 
     response.default_headers = default_headers
+
+
+def _admission_client_ca() -> str:
+    """The CA whose client certificates the admission process's TLS listener demands (the API server's, set in
+    its AdmissionConfiguration), or "": only the webhook's own process, never the portal's web port."""
+    if os.environ.get("DJANGO_SETTINGS_MODULE") != "gpuportal.settings_admission":
+        return ""
+    return os.environ.get("GPUPORTAL_ADMISSION_CLIENT_CA", "")
+
+
+if _admission_client_ca():
+    # A caller without a certificate signed by this CA is refused in the TLS handshake, before any view runs.
+    ca_certs = _admission_client_ca()
+    cert_reqs = ssl.CERT_REQUIRED

@@ -28,10 +28,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.api_load import _wait_for as wait_for_port  # noqa: E402
+from benchmarks.api_load import _wait_for  # noqa: E402
+
+
+def wait_for_port(port: int, tries: int = 6) -> None:
+    """gunicorn with --preload takes longer than api_load's 10 s to listen on a loaded machine."""
+    for attempt in range(tries):
+        try:
+            return _wait_for(port)
+        except RuntimeError:
+            if attempt == tries - 1:
+                raise
 from benchmarks.api_load import cpu_snapshot, database_url, environment, free_port, percentile  # noqa: E402
 
 PATH = "/admission/v1/mutate"
+TOKEN = "benchmark-admission-token"  # the webhook answers only the bearer of GPUPORTAL_ADMISSION_TOKEN
 
 
 def review() -> bytes:
@@ -51,12 +62,15 @@ def populate(env: dict[str, str]) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from scheduling.models import Orchestrator, Queue, Team
+    from scheduling.models import Node, Orchestrator, Queue, Team
 
     team, _ = Team.objects.get_or_create(slug="bench-team", defaults={"name": "Bench"})
     Queue.objects.get_or_create(team=team, gpu_model="", defaults={"weight": 100, "guaranteed": 8, "burst_limit": 64})
-    Orchestrator.objects.get_or_create(name="bench-k8s", defaults={"kind": "kubernetes",
-                                                                    "endpoint": "https://127.0.0.1:6443"})
+    pool, _ = Orchestrator.objects.get_or_create(name="bench-k8s", defaults={"kind": "kubernetes",
+                                                                             "endpoint": "https://127.0.0.1:6443"})
+    # A node carrying the pool label, so the patch pins the pool as on a cluster a rebalance has labelled.
+    Node.objects.get_or_create(orchestrator=pool, name="bench-node", defaults={
+        "gpu_model": "H100", "gpu_total": 8, "labels": {"gpuportal.io/pool": "bench-k8s"}})
 
 
 async def send_at_rate(
@@ -70,7 +84,8 @@ async def send_at_rate(
     async def one(session: aiohttp.ClientSession) -> None:
         started = time.perf_counter()
         try:
-            async with session.post(PATH, data=review(), headers={"Content-Type": "application/json"}) as response:
+            async with session.post(PATH, data=review(), headers={"Content-Type": "application/json",
+                                                                    "Authorization": f"Bearer {TOKEN}"}) as response:
                 answer = await response.json()
                 if response.status != 200 or not answer["response"].get("patch"):
                     errors.append(f"{response.status}")
@@ -113,7 +128,7 @@ def main() -> None:
     url, vendor = database_url()
     env = environment(url)
     populate(env)
-    env = {**env, "DJANGO_SETTINGS_MODULE": args.settings}
+    env = {**env, "DJANGO_SETTINGS_MODULE": args.settings, "GPUPORTAL_ADMISSION_TOKEN": TOKEN}
     certs = Path(tempfile.mkdtemp(prefix="gpuportal-admission-bench-"))
     subprocess.run(["bash", str(ROOT / "scripts/k8s/admission-certs.sh"), str(certs), "127.0.0.1"],
                    check=True, capture_output=True, timeout=60)

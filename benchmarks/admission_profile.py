@@ -21,13 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.admission_latency import PATH, populate, review  # noqa: E402
+from benchmarks.admission_latency import PATH, TOKEN, populate, review  # noqa: E402
 from benchmarks.api_load import database_url, environment  # noqa: E402
 
 
 def measure(settings: str, n: int, profile: bool) -> dict:
     url, vendor = database_url()
-    populate({**environment(url), "DJANGO_SETTINGS_MODULE": settings})  # sets Django up, migrates and fills
+    env = {**environment(url), "DJANGO_SETTINGS_MODULE": settings, "GPUPORTAL_ADMISSION_TOKEN": TOKEN}
+    populate(env)  # sets Django up, migrates and fills
     from django.core.handlers.wsgi import WSGIHandler
     from django.test import RequestFactory
 
@@ -39,7 +40,7 @@ def measure(settings: str, n: int, profile: bool) -> dict:
         environ = {"REQUEST_METHOD": "POST", "PATH_INFO": PATH, "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "443",
                    "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "https", "CONTENT_TYPE": "application/json",
                    "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr,
-                   "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1"}
+                   "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
         status: list[str] = []
         b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
         if not status[0].startswith("200"):
@@ -52,7 +53,8 @@ def measure(settings: str, n: int, profile: bool) -> dict:
     for body in bodies:
         call(body)
     handler_ms = (time.process_time() - started) / n * 1000
-    requests = [RequestFactory().post(PATH, data=review(), content_type="application/json") for _ in range(n)]
+    requests = [RequestFactory().post(PATH, data=review(), content_type="application/json",
+                                      HTTP_AUTHORIZATION=f"Bearer {TOKEN}") for _ in range(n)]
     started = time.process_time()
     for request in requests:
         mutate(request)

@@ -343,9 +343,21 @@ SPECTACULAR_SETTINGS = {
 }
 # /metrics (per-team usage) and /health's details: a portal admin's session or this bearer token.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
-# The admission webhook (/admission/v1/mutate) also wants this bearer token when it is set (TLS authenticates
-# the API server in production; the token keeps the endpoint from answering anyone who finds it).
+# The admission webhook (/admission/v1/mutate, served only by the admission process: settings_admission) answers
+# only the API server: the bearer token it presents (its AdmissionConfiguration kubeconfig), or a TLS client
+# certificate the listener verifies against this CA file (gunicorn.conf.py). Neither set and DEBUG off: closed.
 GPUPORTAL_ADMISSION_TOKEN = env.str("GPUPORTAL_ADMISSION_TOKEN", default="")
+GPUPORTAL_ADMISSION_CLIENT_CA = env.str("GPUPORTAL_ADMISSION_CLIENT_CA", default="")
+# Admission decisions kept: pass-throughs (nothing patched, allowed) this many hours, the rest this many days.
+GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS = env.int("GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS", default=24)
+GPUPORTAL_ADMISSION_RETENTION_DAYS = env.int("GPUPORTAL_ADMISSION_RETENTION_DAYS", default=90)
+# A GPU pod asking (by annotation) for the serving scheduler and priority its team is not granted: "lower" it to
+# batch with the reason in its annotations, or "deny" it.
+GPUPORTAL_ADMISSION_ESCALATION = env.str("GPUPORTAL_ADMISSION_ESCALATION", default="lower")
+if GPUPORTAL_ADMISSION_ESCALATION not in ("lower", "deny"):
+    raise ImproperlyConfigured(
+        f"GPUPORTAL_ADMISSION_ESCALATION must be lower or deny, not {GPUPORTAL_ADMISSION_ESCALATION!r}"
+    )
 GPUPORTAL_PUBLIC_METRICS = env.bool("GPUPORTAL_PUBLIC_METRICS", default=False)  # 1: /metrics for anyone
 GPUPORTAL_PUBLIC_API_DOCS = env.bool("GPUPORTAL_PUBLIC_API_DOCS", default=False)  # 1: schema and docs for anyone
 # Orchestrator credentials references may name only files inside these directories (symlinks and ".."
@@ -487,6 +499,7 @@ CELERY_BEAT_SCHEDULE = {
     # docs/identity.md: LDAP users' groups searched again, OIDC users' last claims mapped again
     "resync-identities": {"task": "scheduling.tasks.resync_identities", "schedule": crontab(minute="*/15")},
     "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
+    "prune-admission-decisions": {"task": "scheduling.tasks.prune_admission_decisions", "schedule": crontab(minute=41)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

@@ -2,7 +2,6 @@ from django.contrib import admin
 from django.urls import include, path
 from mozilla_django_oidc import views as oidc
 
-from scheduling.api.admission import mutate
 from scheduling.api.metrics import metrics_view
 from scheduling.api.views import health
 from scheduling.views.accounts import LoginView, PasswordChangeView, only_with_oidc
@@ -24,7 +23,6 @@ urlpatterns = [
         name="oidc_authentication_callback",
     ),
     path("api/", include("scheduling.api.urls")),
-    path("admission/v1/mutate", mutate, name="admission-mutate"),
     path("metrics", metrics_view, name="metrics"),
     path("health", health, name="health"),
     path("", include("scheduling.urls")),

@@ -97,7 +97,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         GOVERNANCE["slurm"],
     ),
     "kubernetes": _source(
-        {"volcano": FLAG, "in_cluster": FLAG, "kubeconfig": PATH, "team_label": STRING},
+        # admission_bypass: what happens to a GPU pod created while the webhook was down (docs/routing.md).
+        {"volcano": FLAG, "in_cluster": FLAG, "kubeconfig": PATH, "team_label": STRING,
+         "admission_bypass": {"enum": ["report", "label", "evict"]}},
         None,
         GOVERNANCE["kubernetes"],
     ),

@@ -13,8 +13,10 @@ from datetime import datetime
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.utils import timezone
 
 from scheduling.services import (
+    admission,
     collection,
     directory,
     enforcement,
@@ -82,6 +84,12 @@ def remind_expiring_grants() -> int:
 def purge_idempotency_keys() -> int:
     """Idempotency keys are kept a day (services/idempotency.py); older rows only take room."""
     return idempotency.purge_expired()
+
+
+@shared_task(acks_late=True)
+def prune_admission_decisions() -> int:
+    """Admission decisions are kept for a bounded time (services/admission.prune_decisions)."""
+    return admission.prune_decisions(timezone.now())
 
 
 @shared_task(acks_late=True)

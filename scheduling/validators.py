@@ -139,3 +139,19 @@ def check_slurm_command(value: str, command: str) -> str:
     if not any(resolved.parent == d or resolved.parent.is_relative_to(d) for d in dirs):
         raise ValidationError(f"must be {rule}; {value[:200]} resolves to {resolved}", code="slurm_command")
     return value
+
+
+def validate_serving_kinds(value: object) -> None:
+    """A team's serving entitlement: a list of distinct workload kinds (``Team.serving_kinds``)."""
+    from scheduling.engine.types import WorkloadKind
+
+    allowed = [kind.value for kind in WorkloadKind]
+    if not isinstance(value, list) or not all(isinstance(kind, str) for kind in value):
+        raise ValidationError("serving_kinds must be a list of workload kinds", code="serving_kinds")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ValidationError(
+            f"serving_kinds: {', '.join(unknown)} not one of {', '.join(allowed)}", code="serving_kinds"
+        )
+    if len(set(value)) != len(value):
+        raise ValidationError("serving_kinds: each kind once", code="serving_kinds")

@@ -87,6 +87,18 @@ def period():
     return start, start + timedelta(days=7)
 
 
+ADMISSION_TOKEN = "test-admission-token"
+
+
+@pytest.fixture
+def admission_process(settings):
+    """The admission webhook as its own process serves it (gpuportal.settings_admission's URLs: the webhook is not
+    on the portal's web port) with its bearer token set; ``tests.api.test_admission.post`` presents it."""
+    settings.ROOT_URLCONF = "gpuportal.urls_admission"
+    settings.GPUPORTAL_ADMISSION_TOKEN = ADMISSION_TOKEN
+    return ADMISSION_TOKEN
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Cached derived figures (forecasts, throttle counters, the admission webhook's directory) never leak from one

@@ -1,6 +1,5 @@
 """Prometheus exposition at /metrics, computed from the database at scrape time (no worker state)."""
 
-import hmac
 from datetime import timedelta
 
 from django.conf import settings
@@ -10,6 +9,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
+from scheduling.api.bearer import presents_bearer
 from scheduling.models import Node, Orchestrator, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors import busy as busy_reads
@@ -92,10 +92,7 @@ def monitoring_access(request) -> bool:
     user = getattr(request, "user", None)
     if user is not None and is_portal_admin(user):
         return True
-    token = settings.METRICS_TOKEN
-    presented = request.headers.get("Authorization", "")
-    # Bytes: compare_digest refuses non-ASCII text, and a header is whatever the client sent.
-    return bool(token) and hmac.compare_digest(presented.encode(), f"Bearer {token}".encode())
+    return presents_bearer(request, settings.METRICS_TOKEN)
 
 
 class OperatorCollector:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from scheduling.engine.governance_state import Action, Change
 from scheduling.engine.governance_types import (
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -95,6 +96,9 @@ def _kubernetes_write(gov: KubernetesGovernance, change: Change) -> Callable[[],
     if isinstance(obj, K8sNamespace):
         # Namespaces are never deleted by governance: they hold the teams' workloads.
         return None if deleting else (lambda: gov.ensure_namespace(obj))
+    if isinstance(obj, K8sPriorityClass):
+        # Never deleted by governance: pods in the cluster may name it.
+        return None if deleting else (lambda: gov.ensure_priority_class(obj))
     if isinstance(obj, K8sResourceQuota):
         return (lambda: gov.remove_quota(obj.namespace, obj.name)) if deleting else (lambda: gov.ensure_quota(obj))
     if isinstance(obj, VolcanoQueue):
@@ -109,7 +113,9 @@ def _kubernetes_write(gov: KubernetesGovernance, change: Change) -> Callable[[],
 
 
 # Namespaces first (quotas and local queues live in them), then cluster-wide queues, then the rest.
-_K8S_ORDER = {K8sNamespace: 0, VolcanoQueue: 1, KueueClusterQueue: 1, K8sResourceQuota: 2, KueueLocalQueue: 2}
+_K8S_ORDER = {
+    K8sNamespace: 0, K8sPriorityClass: 0, VolcanoQueue: 1, KueueClusterQueue: 1, K8sResourceQuota: 2, KueueLocalQueue: 2
+}
 
 
 def apply_kubernetes(changes: Sequence[Change], gov: KubernetesGovernance) -> list[ApplyResult]:

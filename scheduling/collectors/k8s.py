@@ -9,6 +9,7 @@ list: there is no half snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections import defaultdict
@@ -21,6 +22,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from scheduling.engine.governance_types import TEAM_LABEL as GOVERNANCE_TEAM_LABEL
 from scheduling.engine.label_selector import SelectorError
 from scheduling.engine.owners import USER_LABEL, kubernetes_claims
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
@@ -420,7 +422,7 @@ class KubernetesCollector:
             pods=pods,
             queues=queues,
             podgroups=podgroups,
-            teams=self.teams,
+            teams=with_labelled_namespaces(self.teams, admission),
             labels_config=self.labels_config,
             resource=self.resource,
             errors=errors + admission_error,
@@ -529,3 +531,16 @@ class KubernetesCollector:
 def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
     """One decoder per list type (building one compiles the type's schema)."""
     return msgspec.json.Decoder(kind)
+
+
+def with_labelled_namespaces(teams: TeamMapping, admission: Admission | None) -> TeamMapping:
+    """``teams`` with the namespaces labelled ``gpuportal.io/team`` (governance writes it on the namespaces it
+    maps; an admin may set it on their own) as that team's, when this round listed the namespaces (it does
+    when the webhook is registered). The explicit mapping wins over a label."""
+    if admission is None:
+        return teams
+    labelled = {name: labels[GOVERNANCE_TEAM_LABEL] for name, labels in admission.namespace_labels.items()
+                if labels.get(GOVERNANCE_TEAM_LABEL)}
+    if not labelled:
+        return teams
+    return dataclasses.replace(teams, namespace_teams={**labelled, **teams.namespace_teams})

@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
 from scheduling.engine.label_selector import LabelSelector, selector
 
 from . import k8s_wire as wire
+from .errors import SourceUnavailable
 
 CREATE = "CREATE"
 # A pod's creation as the API server matches it against a rule: group, version, resource, no subresource.
@@ -83,3 +87,35 @@ class Admission:
         if labels is None:
             return False
         return any(hook.sends(labels, pod.metadata.labels) for hook in self.webhooks)
+
+
+BYPASS_LABEL = "gpuportal.io/admission-bypassed"
+BYPASS_REASON_ANNOTATION = "scheduler.gpuportal.io/bypass-action"
+
+
+class BypassActions:
+    """What an admin chose to do with pods that bypassed admission on one cluster (the orchestrator's
+    ``admission_bypass`` option): label them for the next round (``gpuportal.io/admission-bypassed=true``), or
+    evict them, saying why in an annotation first (the eviction API carries no message; a controller re-creates
+    the pod through the webhook). Each returns what it did, or raises ``SourceUnavailable``."""
+
+    def __init__(self, api_client: k8s.ApiClient) -> None:
+        self.core = k8s.CoreV1Api(api_client)
+
+    def label(self, namespace: str, pod: str, message: str) -> str:
+        patch = {"metadata": {"labels": {BYPASS_LABEL: "true"}, "annotations": {BYPASS_REASON_ANNOTATION: message}}}
+        self._call("label pod", self.core.patch_namespaced_pod, pod, namespace, patch)
+        return f"labelled {BYPASS_LABEL}=true"
+
+    def evict(self, namespace: str, pod: str, message: str) -> str:
+        self.label(namespace, pod, message)
+        eviction = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=namespace))
+        self._call("evict pod", self.core.create_namespaced_pod_eviction, pod, namespace, eviction)
+        return "evicted"
+
+    @staticmethod
+    def _call(what: str, call, *args) -> None:  # type: ignore[no-untyped-def]
+        try:
+            call(*args)
+        except ApiException as exc:
+            raise SourceUnavailable(f"kubernetes: {what}: HTTP {exc.status} {exc.reason}", status=exc.status) from exc

@@ -23,6 +23,7 @@ from scheduling.engine.governance_types import (
     MANAGED_BY_LABEL,
     TEAM_LABEL,
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -44,6 +45,21 @@ MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 
 def namespace_body(ns: K8sNamespace) -> dict[str, Any]:
     return {"metadata": {"name": ns.name, "labels": {TEAM_LABEL: ns.team, **MANAGED}}}
+
+
+def priority_class_body(priority: K8sPriorityClass) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": priority.name, "labels": dict(MANAGED)},
+        "value": priority.value, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority",
+        "description": priority.description,
+    }
+
+
+def parse_priority_class(raw: dict[str, Any]) -> K8sPriorityClass:
+    metadata = _metadata(raw, "priorityclass")
+    return K8sPriorityClass(name=metadata["name"], value=int(raw.get("value") or 0),
+                            description=str(raw.get("description") or ""))
 
 
 def quota_body(quota: K8sResourceQuota) -> dict[str, Any]:
@@ -196,6 +212,7 @@ class KubernetesGovernance:
         self.core = k8s.CoreV1Api(api_client)
         self.custom = k8s.CustomObjectsApi(api_client)
         self.extensions = k8s.ApiextensionsV1Api(api_client)
+        self.scheduling = k8s.SchedulingV1Api(api_client)
 
     # ----------------------------------------------------------------------------------- detect
     def kueue_installed(self) -> bool:
@@ -227,6 +244,12 @@ class KubernetesGovernance:
             label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
         )
         return [parse_quota(_plain(q, self.api_client)) for q in found.items]
+
+    def read_priority_classes(self) -> list[K8sPriorityClass]:
+        """The priority classes the portal made (the webhook's): hand-made ones are not governance's."""
+        found = _call("list priorityclasses", self.scheduling.list_priority_class,
+                      label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+        return [parse_priority_class(_plain(p, self.api_client)) for p in found.items]
 
     def quota_status(self, namespace: str, name: str) -> tuple[int, int] | None:
         raw = _call("read resourcequota", self.core.read_namespaced_resource_quota, name, namespace)
@@ -266,6 +289,22 @@ class KubernetesGovernance:
         if parse_namespace(current) == ns:
             return False
         _call("patch namespace", self.core.patch_namespace, ns.name, {"metadata": body["metadata"]})
+        return True
+
+    def ensure_priority_class(self, priority: K8sPriorityClass) -> bool:
+        """Create the class, or make it agree: its ``value`` is immutable, so a class with another value is
+        replaced (pods already running keep the number they were admitted with)."""
+        current = self._read_or_none("read priorityclass", self.scheduling.read_priority_class, priority.name)
+        body = priority_class_body(priority)
+        if current is not None and parse_priority_class(current) == priority:
+            return False
+        if current is not None and int(current.get("value") or 0) == priority.value:
+            _call("patch priorityclass", self.scheduling.patch_priority_class, priority.name,
+                  {"metadata": body["metadata"], "description": priority.description})
+            return True
+        if current is not None:
+            _call("delete priorityclass", self.scheduling.delete_priority_class, priority.name)
+        _call("create priorityclass", self.scheduling.create_priority_class, body)
         return True
 
     def ensure_quota(self, quota: K8sResourceQuota) -> bool:

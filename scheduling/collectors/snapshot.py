@@ -240,6 +240,8 @@ class TeamMapping:
     - Ray: the job submission ``metadata[ray_metadata_key]``, else the first group of
       ``ray_entrypoint_pattern`` in the entrypoint.
     ``aliases`` renames raw values (``{"llm-proj": "llm"}``); nothing found gives ``default_team``.
+    ``namespace_teams``: Kubernetes namespaces that belong to a team (the governance mapping team -> namespaces,
+    and namespaces labelled ``gpuportal.io/team``): a pod there is that team's, whatever its own labels say.
     """
 
     slurm_field: str = "account"
@@ -250,6 +252,7 @@ class TeamMapping:
     ray_entrypoint_pattern: str = r"--team[= ](\S+)"
     aliases: dict[str, str] = field(default_factory=dict, hash=False)
     default_team: str = "unassigned"
+    namespace_teams: dict[str, str] = field(default_factory=dict, hash=False)
 
     def _resolve(self, *candidates: str | None) -> str:
         raw = next((c for c in candidates if c), "")
@@ -261,6 +264,8 @@ class TeamMapping:
         return self._resolve(account, user)
 
     def k8s_team(self, namespace: str, labels: dict[str, str] | None) -> str:
+        if namespace in self.namespace_teams:
+            return self.namespace_teams[namespace]
         label_value = (labels or {}).get(self.k8s_label) if self.k8s_label else None
         return self._resolve(label_value, namespace)
 

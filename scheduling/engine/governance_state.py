@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 from .calendar import Bounds
 from .governance_types import (
     GPU_TRES,
+    PRIORITY_CLASSES,
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -318,6 +320,60 @@ def _with_descendants(teams: Sequence[GovTeam], own: Mapping[str, int]) -> dict[
     return total
 
 
+@dataclass(frozen=True, slots=True)
+class FleetEntitlement:
+    """A team's fleet-wide entitlement at a moment: the one answer to "may this team run GPU work, and how
+    much" that the admission webhook, the quota page, the workloads' wait explanations and governance share.
+
+    ``guaranteed`` and ``cap`` are its queues' (the any-model queue, else the sum of its GPU-model queues) plus
+    its active grants; ``cap`` is None when the team has neither (its parent's cap applies). ``holds_gpus``: its
+    own queue or grant holds GPUs, or, with neither, its nearest ancestor's does."""
+
+    team: str
+    guaranteed: int
+    cap: int | None
+    granted: int
+    holds_gpus: bool
+
+
+def fleet_entitlements(data: GovernanceInput, at: float) -> dict[str, FleetEntitlement]:
+    """Every team's ``FleetEntitlement`` at ``at`` (grants active then, for any orchestrator and model)."""
+    queues_by_team: dict[str, list[GovQueue]] = {}
+    for q in data.queues:
+        queues_by_team.setdefault(q.team, []).append(q)
+    granted: dict[str, int] = {}
+    for g in data.grants:
+        if g.active_at(at):
+            granted[g.team] = granted.get(g.team, 0) + g.gpus
+    own: dict[str, tuple[int, int | None]] = {}
+    for team in data.teams:
+        queues, extra = queues_by_team.get(team.slug, []), granted.get(team.slug, 0)
+        chosen = [q for q in queues if q.gpu_model == ""] or queues
+        if not chosen and not extra:
+            own[team.slug] = (0, None)
+        else:
+            own[team.slug] = (sum(q.guaranteed for q in chosen) + extra, sum(q.burst_limit for q in chosen) + extra)
+    parent = {t.slug: t.parent for t in data.teams}
+    result = {}
+    for team in data.teams:
+        guaranteed, cap = own[team.slug]
+        result[team.slug] = FleetEntitlement(team.slug, guaranteed, cap, granted.get(team.slug, 0),
+                                             _holds(team.slug, own, parent))
+    return result
+
+
+def _holds(slug: str, own: Mapping[str, tuple[int, int | None]], parent: Mapping[str, str | None]) -> bool:
+    node: str | None = slug
+    seen: set[str] = set()
+    while node is not None and node not in seen and node in own:
+        seen.add(node)
+        guaranteed, cap = own[node]
+        if cap is not None:
+            return cap > 0 or guaranteed > 0
+        node = parent.get(node)
+    return False
+
+
 def entitlements(
     data: GovernanceInput, orch: GovOrchestrator, at: float, *, subtree_grants: bool = False
 ) -> dict[str, Entitlement]:
@@ -504,6 +560,8 @@ def _kubernetes(data: GovernanceInput, orch: GovOrchestrator, at: float, split: 
     ents, out = _entitlements_of(data, orch, at, split), _Collector()
     shares = cluster_shares(data.teams, ents)
     own = own_guarantees(data.teams, ents) if split is not None else {t: e.guaranteed for t, e in ents.items()}
+    for name, (value, description) in PRIORITY_CLASSES.items():
+        out.add(K8sPriorityClass(name, value, description), f"priority {value}: set by the admission webhook")
     for team in data.teams:
         ent = ents[team.slug]
         namespaces = namespaces_of(team)

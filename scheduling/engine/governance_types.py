@@ -43,6 +43,7 @@ class NativeKind(StrEnum):
     KUEUE_CLUSTER_QUEUE = "kueue_cluster_queue"
     KUEUE_LOCAL_QUEUE = "kueue_local_queue"
     RAY_POOL_BOUNDS = "ray_pool_bounds"
+    K8S_PRIORITY_CLASS = "k8s_priority_class"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,24 @@ class KueueLocalQueue(_Native):
 
 
 @dataclass(frozen=True, slots=True)
+class K8sPriorityClass(_Native):
+    """A cluster-wide ``PriorityClass`` the admission webhook sets on routed pods (``priorityClassName``): without
+    it the API server refuses every pod naming it, so governance creates and keeps it on each Kubernetes cluster."""
+
+    kind: ClassVar[NativeKind] = NativeKind.K8S_PRIORITY_CLASS
+    name: str
+    value: int
+    description: str
+
+
+# The classes the webhook sets: serving work may preempt batch work, never the other way round.
+PRIORITY_CLASSES = {
+    "gpuportal-batch": (1000, "gpuportal: batch, training and HPO GPU work routed to Volcano"),
+    "gpuportal-serving": (2000, "gpuportal: serving GPU work of the teams and kinds an admin entitled"),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class RayPoolBounds(_Native):
     """Ray has no per-team quota: the portal bounds the pool's GPUs (autoscaler min/max) only."""
 
@@ -139,6 +158,7 @@ NativeObject = (
     | VolcanoQueue
     | KueueClusterQueue
     | KueueLocalQueue
+    | K8sPriorityClass
     | RayPoolBounds
 )
 

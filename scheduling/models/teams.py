@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models.signals import post_delete, post_save
 from simple_history.models import HistoricalRecords
 
+from scheduling.validators import validate_serving_kinds
 from .versioned import Versioned
 
 
@@ -122,6 +123,12 @@ class Team(models.Model):
     name = models.CharField(max_length=120)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
     description = models.TextField(blank=True)
+    serving_kinds = models.JSONField(
+        default=list, blank=True, validators=[validate_serving_kinds],
+        help_text="workload kinds (inference, training, hpo, batch) whose GPU pods the admission webhook may send to "
+        "the default scheduler with priority class gpuportal-serving; sub-teams inherit. A pod asking for more "
+        "(scheduler.gpuportal.io/scheduler or /kind) is lowered to batch or denied (GPUPORTAL_ADMISSION_ESCALATION)",
+    )
     history = HistoricalRecords()
 
     objects = TeamQuerySet.as_manager()

@@ -3,8 +3,10 @@
 from dataclasses import dataclass
 
 from django.db.models import F, Q, Sum
+from django.utils import timezone
 
 from scheduling.models import Queue, Team, Workload
+from scheduling.selectors.entitlements import team_entitlements
 
 from .entitlement_split import split_totals
 
@@ -35,9 +37,11 @@ class TeamNow:
 
 
 def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
-    """Each team's entitlement (any-model queue) and what it and its sub-teams hold and wait for now."""
+    """Each team's entitlement (``selectors/entitlements``: its queues, any-model or per GPU model, and active
+    grants; weight from the any-model queue) and what it and its sub-teams hold and wait for now."""
     tree = Team.objects.tree()
     queues = {q.team_id: q for q in Queue.objects.filter(gpu_model="")}
+    entitled = team_entitlements(timezone.now())
     own = (
         Workload.objects.filter(state__in=Workload.ACTIVE_STATES, team__isnull=False)
         .values("team_id")
@@ -54,15 +58,15 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
         if allowed is not None and team.pk not in allowed:
             continue
         held = [usage.get(tid, (0, 0)) for tid in tree.subtree(team.pk)]
-        q = queues.get(team.pk)
+        q, mine = queues.get(team.pk), entitled.get(team.slug)
         rows.append(
             TeamNow(
                 team.slug,
                 team.name,
                 depth,
                 float(q.weight) if q else 0.0,
-                q.guaranteed if q else 0,
-                q.burst_limit if q else 0,
+                mine.guaranteed if mine else 0,
+                (mine.cap or 0) if mine else 0,
                 sum(a for a, _p in held),
                 sum(p for _a, p in held),
                 *_split_of(split.get(team.pk)),

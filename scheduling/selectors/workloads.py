@@ -34,16 +34,17 @@ from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_starts
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import Node, Orchestrator, Queue, Team, Workload
+from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, Team, Workload
 from scheduling.models.table_reads import note_reads
 from scheduling.selectors.access import lead_team_ids
 from scheduling.selectors.db_time import EpochSeconds
+from scheduling.selectors.entitlements import team_entitlements
 from scheduling.selectors.fleet import engine_nodes
 
 CAP_LABEL = "burst"
 SNAPSHOT_TTL_S = 20
 # Every table a pool snapshot is computed from (tests hold this to the SQL that ``pool_snapshots`` runs).
-SNAPSHOT_TABLES = tuple(m._meta.db_table for m in (Workload, Orchestrator, Node, Queue, Team))
+SNAPSHOT_TABLES = tuple(m._meta.db_table for m in (Workload, Orchestrator, Node, Queue, QuotaGrant, Team))
 _unpickled: dict[str, tuple[str, PoolSnapshot]] = {}  # cache key -> (stamp, snapshot), this process's
 _start_plans: dict[str, tuple[PoolSnapshot, int, dict[str, StartEstimate]]] = {}  # pool -> (snapshot, depth, plan)
 
@@ -252,14 +253,14 @@ def pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolS
 
 
 def team_use_and_caps() -> tuple[dict[str, float], dict[str, float]]:
-    """GPUs each team runs now (fleet-wide) and its any-model burst limit (teams with none are uncapped)."""
+    """GPUs each team runs now (fleet-wide) and its fleet cap (``selectors/entitlements``: queues and active
+    grants; teams without a cap of their own are uncapped here)."""
     in_use: dict[str, float] = defaultdict(float)
     for slug, gang, per_member in Workload.objects.filter(
         state=Workload.State.RUNNING, team__isnull=False
     ).values_list("team__slug", "gang_size", "gpus_per_member"):
         in_use[slug] += gang * per_member
-    limits = Queue.objects.filter(gpu_model="", burst_limit__gt=0).values_list("team__slug", "burst_limit")
-    caps = {slug: float(limit) for slug, limit in limits}
+    caps = {slug: float(e.cap) for slug, e in team_entitlements(timezone.now()).items() if e.cap}
     return dict(in_use), caps
 
 

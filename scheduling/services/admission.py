@@ -10,25 +10,33 @@ For a Pod, a batch/v1 or Volcano Job, or a PodGroup that asks for GPUs in a name
 * the patch sets ``schedulerName``, the pool's nodeSelector (``gpuportal.io/pool``), a toleration for the
   GPU taint, a priorityClass by queue (``gpuportal-serving`` / ``gpuportal-batch``) and annotations carrying
   the decision and its reasons;
-* a team without GPU quota (no any-model queue with a burst limit) is denied, with what to request.
+* a team without GPU quota (no any-model queue with a burst limit) is denied, with what to request;
+* the serving scheduler and priority (``gpuportal-serving``) only for the kinds of work an admin granted the
+  team (``Team.serving_kinds``, inherited by sub-teams): a pod whose annotations ask for more is lowered to
+  Volcano with the batch priority, the reason in its annotations, or denied when
+  ``GPUPORTAL_ADMISSION_ESCALATION`` is ``deny``. An annotation never buys priority.
 
 Everything else is allowed unchanged, with the reason recorded: an unknown namespace, an object without
-GPUs, a kind the router does not handle. A body that is not an AdmissionReview v1 raises ``BadReview``
-(the view answers 400 with the reason). The webhook's failurePolicy and timeout belong to the
-MutatingWebhookConfiguration: ``Ignore`` and 2 s by default (a pod is never blocked by the portal being
-down; ``Fail`` when routing must be enforced).
+GPUs, a kind the router does not handle. A body that is not an AdmissionReview v1, or whose fields have the
+wrong shape, raises ``BadReview`` (``admission_review``: the view answers with an AdmissionReview that refuses it
+and says why). The webhook's failurePolicy and timeout belong to the MutatingWebhookConfiguration: ``Ignore``
+and 2 s by default (a pod is never blocked by the portal being down; ``Fail`` when routing must be enforced).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
+from scheduling.engine.governance_types import PRIORITY_CLASSES as GOVERNED_PRIORITY_CLASSES
 from scheduling.engine.routing import earliest_pool, route
 from scheduling.engine.startplan import PoolSnapshot, StartPlans
 from scheduling.engine.types import OrchestratorKind, Request
@@ -36,22 +44,19 @@ from scheduling.models import AdmissionDecision, Team
 from scheduling.selectors.workloads import cached_pool_snapshots
 
 from .admission_directory import directory
+from .admission_review import API_VERSION, MAX_BODY_BYTES, BadReview, parse_review  # noqa: F401 (the view's)
 from .bulk import insert_row
 from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
-API_VERSION = "admission.k8s.io/v1"
-MAX_BODY_BYTES = 1_048_576
 POOL_LABEL = "gpuportal.io/pool"
 REASONS_ANNOTATION = "scheduler.gpuportal.io/reasons"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VOLCANO, DEFAULT = "volcano", "default-scheduler"
 EXPLICIT = {"volcano": VOLCANO, "default": DEFAULT, "default-scheduler": DEFAULT, "kubernetes": DEFAULT}
+# Governance creates and keeps these classes on every Kubernetes cluster (engine.governance_types).
 PRIORITY_CLASSES = {VOLCANO: "gpuportal-batch", DEFAULT: "gpuportal-serving"}
+assert set(PRIORITY_CLASSES.values()) == set(GOVERNED_PRIORITY_CLASSES)  # a typo fails at import
 ROUTED_KINDS = ("Pod", "Job", "PodGroup")
-
-
-class BadReview(ValueError):
-    """The body is not an AdmissionReview v1 this webhook can answer; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -65,26 +70,6 @@ class Outcome:
     team: Team | None = None
 
 
-def parse_review(body: bytes) -> dict:
-    """The review's ``request`` (with uid and object), or ``BadReview``."""
-    if len(body) > MAX_BODY_BYTES:
-        raise BadReview(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte limit")
-    try:
-        review = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BadReview(f"not JSON: {error}") from error
-    if not isinstance(review, dict) or review.get("kind") != "AdmissionReview":
-        raise BadReview("expected an AdmissionReview object")
-    if review.get("apiVersion") != API_VERSION:
-        raise BadReview(f"apiVersion must be {API_VERSION}, got {review.get('apiVersion')!r}")
-    request = review.get("request")
-    if not isinstance(request, dict) or not isinstance(request.get("uid"), str) or not request["uid"]:
-        raise BadReview("request.uid is missing")
-    if not isinstance(request.get("object"), dict):
-        raise BadReview("request.object is missing")
-    return request
-
-
 def review_response(request: dict, outcome: Outcome) -> dict:
     """The AdmissionReview v1 the API server expects back."""
     response: dict = {"uid": request["uid"], "allowed": outcome.allowed}
@@ -96,6 +81,20 @@ def review_response(request: dict, outcome: Outcome) -> dict:
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
+def refusal(error: BadReview) -> dict:
+    """The AdmissionReview answering a malformed review: not allowed, code 400, the reason (with the review's
+    uid when it could be read, so the API server can match it)."""
+    response = {"uid": error.uid, "allowed": False, "status": {"code": 400, "message": f"malformed review: {error}"}}
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # PostgreSQL text and jsonb refuse NUL and lone surrogates
+
+
+def storable(value: object, limit: int) -> str:
+    return _UNSTORABLE.sub("\ufffd", str(value))[:limit]
+
+
 def admit(request: dict) -> Outcome:
     """Decide for one admission request and record the decision; a dry run (``kubectl --dry-run=server``)
     is answered the same and recorded nowhere, as the webhook's ``sideEffects: None`` promises."""
@@ -105,15 +104,27 @@ def admit(request: dict) -> Outcome:
     obj = request["object"]
     meta = obj.get("metadata") or {}
     insert_row(
-        AdmissionDecision, at=timezone.now(), uid=request["uid"][:64],
-        user=str((request.get("userInfo") or {}).get("username", ""))[:253],
-        namespace=str(request.get("namespace") or meta.get("namespace") or "")[:253],
-        name=str(meta.get("name") or meta.get("generateName") or "")[:253], kind=str(obj.get("kind", ""))[:64],
+        AdmissionDecision, at=timezone.now(), uid=storable(request["uid"], 64),
+        user=storable((request.get("userInfo") or {}).get("username", ""), 253),
+        namespace=storable(request.get("namespace") or meta.get("namespace") or "", 253),
+        name=storable(meta.get("name") or meta.get("generateName") or "", 253), kind=storable(obj.get("kind", ""), 64),
         team_id=outcome.team.pk if outcome.team else None, allowed=outcome.allowed, patched=bool(outcome.patch),
-        scheduler=outcome.scheduler, pool=outcome.pool, message=outcome.message[:500], reasons=list(outcome.reasons),
-        bypassed=False,
+        scheduler=outcome.scheduler, pool=outcome.pool, message=storable(outcome.message, 500),
+        reasons=[storable(reason, 1000) for reason in outcome.reasons], bypassed=False,
     )
     return outcome
+
+
+def prune_decisions(now) -> int:
+    """Decisions are kept for a bounded time: a pass-through (no team, no GPUs, nothing patched) for
+    ``GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS``, every other answer and bypass finding for
+    ``GPUPORTAL_ADMISSION_RETENTION_DAYS``. Before, a row per pod created, non-GPU pods included, forever."""
+    passthrough = now - timedelta(hours=settings.GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS)
+    kept_until = now - timedelta(days=settings.GPUPORTAL_ADMISSION_RETENTION_DAYS)
+    plain = AdmissionDecision.objects.filter(at__lt=passthrough, allowed=True, patched=False, bypassed=False)
+    deleted, _ = plain.delete()
+    old, _ = AdmissionDecision.objects.filter(at__lt=kept_until).delete()
+    return deleted + old
 
 
 def decide(request: dict) -> Outcome:
@@ -123,13 +134,16 @@ def decide(request: dict) -> Outcome:
         return Outcome(True, reasons=(f"{kind or 'an object without a kind'} is not routed",))
     meta = obj.get("metadata") or {}
     namespace = request.get("namespace") or meta.get("namespace") or ""
-    slug = (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
     known = directory()
+    # A namespace mapped to a team is the team's: a pod there cannot claim another team by its label.
+    slug = known.namespaces.get(namespace) or (meta.get("labels") or {}).get(TEAM_LABEL) or namespace
     team = known.teams.get(slug)
     if team is None:
         return Outcome(True, reasons=(f"namespace {namespace!r} maps to no team: allowed unchanged",))
     try:
-        description = describe_object(obj if kind != "PodGroup" else {**obj, "kind": "Pod", "spec": {}})
+        # The object's kind may come from the request alone; a PodGroup is described as one pod without a spec.
+        shown = {**obj, "kind": kind} if kind != "PodGroup" else {**obj, "kind": "Pod", "spec": {}}
+        description = describe_object(shown)
     except ValueError as error:
         # Annotated all the same: a team's pod without the decision annotation reads as "admission bypassed".
         reasons = (f"not routed: {error}",)
@@ -143,8 +157,19 @@ def decide(request: dict) -> Outcome:
                        f"{team.slug} in the portal (Quota requests → New) before submitting GPU work",
                        pool=default, reasons=("no GPU quota",), team=team)
     scheduler, reasons = _scheduler_for(description, meta.get("annotations") or {})
+    if scheduler == DEFAULT and description.kind not in known.serving.get(team.pk, ()):
+        beyond = (f"serving priority is not granted to team {team.slug} for {description.kind} work "
+                  f"(an admin allows it per team and kind)")
+        if settings.GPUPORTAL_ADMISSION_ESCALATION == "deny":
+            return Outcome(False, f"{beyond}: denied; submit it as batch work (no scheduler annotation) or ask an "
+                           "admin for the entitlement", scheduler=scheduler, reasons=(*reasons, beyond), team=team)
+        scheduler, reasons = VOLCANO, (*reasons, f"{beyond}: lowered to {VOLCANO} with {PRIORITY_CLASSES[VOLCANO]}")
     pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
     reasons = (*reasons, *pool_reasons)
+    if pool and pool not in known.labelled:
+        # A selector no schedulable node carries would leave the pod pending forever: route it, unpinned.
+        reasons = (*reasons, f"no schedulable node carries {POOL_LABEL}={pool} yet: no pool selector set")
+        pool = ""
     return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,
                    patch=_patch(kind, obj, scheduler, pool, reasons))
 

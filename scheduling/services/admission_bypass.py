@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from django.db import transaction
+
+from scheduling.collectors.errors import CollectorError
+from scheduling.collectors.k8s_admission import BypassActions
 from scheduling.collectors.snapshot import AdmissionGap, ObservedWorkload, Snapshot
 from scheduling.models import AdmissionDecision, Orchestrator
+
+from . import orchestrators as orchestrator_access
 
 BYPASS_MESSAGE = "admission bypassed: created without the portal's decision while the webhook was registered"
 
@@ -28,7 +34,36 @@ def record_bypasses(orchestrator: Orchestrator, snapshot: Snapshot, team_ids: di
     rows = [_finding(orchestrator, workload, gap, team_ids[workload.team]) for workload, gap in found
             if gap.uid not in known]
     AdmissionDecision.objects.bulk_create(rows, ignore_conflicts=True)  # a concurrent round found it too
+    if rows and bypass_action(orchestrator) != "report":
+        uids = [row.uid for row in rows]
+        transaction.on_commit(lambda: act_on_bypasses(orchestrator.pk, uids))  # no cluster call inside the ingest
     return len(rows)
+
+
+def bypass_action(orchestrator: Orchestrator) -> str:
+    """The admin's per-cluster choice (option ``admission_bypass``): report only (the default), label, or evict."""
+    return str((orchestrator.options or {}).get("admission_bypass", "report"))
+
+
+def act_on_bypasses(orchestrator_id: int, uids: list[str], actions: BypassActions | None = None) -> int:
+    """Label or evict the newly found bypassed pods as the cluster's option says; each finding records what was
+    done (or why it could not be). How many pods were acted on."""
+    orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
+    action = bypass_action(orchestrator)
+    if action == "report":
+        return 0
+    actions = actions or BypassActions(orchestrator_access.kubernetes_api(orchestrator))
+    done = 0
+    for finding in AdmissionDecision.objects.filter(bypassed=True, uid__in=uids):
+        message = f"gpuportal: {BYPASS_MESSAGE} ({orchestrator.name} is set to {action} such pods)"
+        try:
+            outcome = getattr(actions, action)(finding.namespace, finding.name, message)
+            done += 1
+        except CollectorError as error:
+            outcome = f"{action} failed: {orchestrator_access.masked(str(error), orchestrator)}"
+        finding.reasons = [*finding.reasons, f"{orchestrator.name}: {outcome}"]
+        finding.save(update_fields=["reasons"])
+    return done
 
 
 def _finding(orchestrator: Orchestrator, workload: ObservedWorkload, gap: AdmissionGap, team_id: int):

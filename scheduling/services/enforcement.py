@@ -41,9 +41,7 @@ from scheduling.engine.governance_state import (
     GovernanceDiff,
     GovernanceInput,
     GovernanceInputError,
-    GovGrant,
     GovOrchestrator,
-    GovQueue,
     GovTeam,
     InputProblem,
     desired_state,
@@ -52,6 +50,7 @@ from scheduling.engine.governance_state import (
 )
 from scheduling.engine.governance_types import (
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -75,6 +74,7 @@ from scheduling.models import (
     QuotaGrant,
     Team,
 )
+from scheduling.selectors import entitlements as entitlement_reads
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
@@ -97,6 +97,7 @@ NATIVE_TYPES: dict[str, type] = {
         VolcanoQueue,
         KueueClusterQueue,
         KueueLocalQueue,
+        K8sPriorityClass,
         RayPoolBounds,
     )
 }
@@ -160,9 +161,6 @@ def _epoch(moment: datetime) -> float:
     return moment.timestamp()
 
 
-ENDED = (QuotaGrant.State.REVOKED, QuotaGrant.State.EXPIRED)
-
-
 def governance_input(at: datetime) -> GovernanceInput:
     """The portal's intent at ``at``: the team tree with members, queues, grants not yet over, pool bounds."""
     members: dict[int, list[str]] = {}
@@ -173,20 +171,8 @@ def governance_input(at: datetime) -> GovernanceInput:
         GovTeam(slug, slugs.get(parent_id) if parent_id else None, tuple(members.get(pk, ())))
         for pk, slug, parent_id in Team.objects.values_list("pk", "slug", "parent_id").order_by("slug")
     )
-    queues = tuple(
-        GovQueue(slugs[team_id], float(weight), guaranteed, burst, model)
-        for team_id, model, weight, guaranteed, burst in Queue.objects.values_list(
-            "team_id", "gpu_model", "weight", "guaranteed", "burst_limit"
-        )
-    )
-    grant_rows = QuotaGrant.objects.filter(ends_at__gt=at).values_list(
-        "team_id", "gpus", "starts_at", "ends_at", "gpu_model", "orchestrator__name", "state"
-    )
-    grants = tuple(
-        GovGrant(slugs[t], gpus, _epoch(s), _epoch(e), model, orch or "", state in ENDED)
-        for t, gpus, s, e, model, orch, state in grant_rows
-    )
-    return GovernanceInput(teams, queues, grants, bounds_now(at))
+    # The same queues and grants every other reader of entitlements sees (selectors/entitlements.py).
+    return GovernanceInput(teams, entitlement_reads.queues(slugs), entitlement_reads.grants(slugs, at), bounds_now(at))
 
 
 def governed_orchestrators() -> list[Orchestrator]:
@@ -275,7 +261,9 @@ class KubernetesCluster:
 
     def read(self, desired: DesiredState) -> list[NativeObject]:
         missing_namespaces(self.mapped, self.gov.namespace_names())
-        found: list[NativeObject] = [*self.gov.read_namespaces(), *self.gov.read_quotas()]
+        found: list[NativeObject] = [
+            *self.gov.read_namespaces(), *self.gov.read_quotas(), *self.gov.read_priority_classes()
+        ]
         if self.volcano:
             found += self.gov.read_volcano_queues()
         if self.kueue:

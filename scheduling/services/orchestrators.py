@@ -150,7 +150,23 @@ def team_mapping(options: dict) -> TeamMapping:
         slurm_field=options.get("team_field", "account"),
         k8s_label=options.get("team_label", ""),
         aliases=dict(options.get("team_aliases", {})),
+        namespace_teams=namespace_teams(options),
     )
+
+
+def namespace_teams(options: dict) -> dict[str, str]:
+    """namespace -> team of a Kubernetes orchestrator's governance mapping (``governance.namespaces``: team ->
+    namespaces): the namespaces governance caps for a team are the team's for attribution and admission too."""
+    mapping = (options.get("governance") or {}).get("namespaces") or {}
+    return {namespace: team for team, namespaces in sorted(mapping.items()) for namespace in namespaces}
+
+
+def mapped_namespaces() -> dict[str, str]:
+    """Every enabled Kubernetes orchestrator's namespace -> team mapping, together (the admission webhook's)."""
+    found: dict[str, str] = {}
+    for orchestrator in Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES):
+        found.update(namespace_teams(_options(orchestrator)))
+    return found
 
 
 def teams_of(orchestrator: Orchestrator) -> TeamMapping:

@@ -425,7 +425,9 @@ def check_fits(core: k8s.CoreV1Api) -> None:
 WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    # Admission bypasses an admin chose to evict (option admission_bypass).
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [VOLCANO_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
     # Governance: the portal writes each team's namespaces, GPU quotas and Volcano Queue (and Kueue's
     # queues where those CRDs exist), and reads the CRD list to detect which of them the cluster has.
@@ -433,6 +435,8 @@ PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": [VOLCANO_GROUP], "resources": ["queues"], "verbs": [*WRITE_VERBS]},
+    # Governance: the priority classes the admission webhook sets.
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": [*WRITE_VERBS]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list"]},
     # Collector: when the portal's admission webhook was registered ("admission bypassed" findings).

@@ -71,6 +71,28 @@ KWOK_TOKEN=$(token)
 } >"$PKI/tokens.csv"
 chmod 600 "$PKI/tokens.csv"
 
+# --- what the API server presents to admission webhooks: the portal's webhook answers only the bearer of
+# GPUPORTAL_ADMISSION_TOKEN (docs/routing.md). "*" matches any webhook host this fixture registers.
+WEBHOOK_TOKEN=$(token)
+cat >"$PKI/admission-kubeconfig.yaml" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+users:
+  - name: "*"
+    user: {token: "$WEBHOOK_TOKEN"}
+KUBECONFIG
+cat >"$PKI/admission-config.yaml" <<ADMISSION
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: "$PKI/admission-kubeconfig.yaml"
+ADMISSION
+chmod 600 "$PKI/admission-kubeconfig.yaml"
+
 URL="https://127.0.0.1:$API_PORT"
 kubeconfig() {  # name token -> path
     local path="$STATE/$1.kubeconfig"
@@ -140,6 +162,7 @@ nohup "$BIN/kube-apiserver" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --token-auth-file "$PKI/tokens.csv" --anonymous-auth=false \
+    --admission-control-config-file "$PKI/admission-config.yaml" \
     --authorization-mode RBAC \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
@@ -216,4 +239,5 @@ kill -0 "$(cat "$STATE/run/kwok.pid")" 2>/dev/null || die "kwok exited at start;
     echo "K8S_PORTAL_KUBECONFIG=$PORTAL_KUBECONFIG"
     echo "K8S_SCHEDULER_KUBECONFIG=$SCHEDULER_KUBECONFIG"
     echo "K8S_VERSION=$("$BIN/kube-apiserver" --version | cut -d' ' -f2)"
+    echo "K8S_WEBHOOK_TOKEN=$WEBHOOK_TOKEN"
 } | tee "$STATE/env"

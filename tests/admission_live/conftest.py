@@ -46,6 +46,7 @@ class Cluster:
     core: k8s.CoreV1Api
     certs: Path  # the webhook's CA and serving certificate (scripts/k8s/admission-certs.sh)
     kubeconfig: str  # the admin's, for the portal's own collector
+    webhook_token: str  # what the API server presents to webhooks (its AdmissionConfiguration)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def cluster() -> Iterator[Cluster]:
     admin = k8s_config.new_client_from_config(config_file=values["K8S_ADMIN_KUBECONFIG"])
     try:
         register_webhook(admin, ca_bundle)
-        yield Cluster(admin, k8s.CoreV1Api(admin), certs, values["K8S_ADMIN_KUBECONFIG"])
+        yield Cluster(admin, k8s.CoreV1Api(admin), certs, values["K8S_ADMIN_KUBECONFIG"], values["K8S_WEBHOOK_TOKEN"])
     finally:
         admin.close()
         subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True, timeout=60, check=False)
@@ -82,7 +83,9 @@ def register_webhook(admin: k8s.ApiClient, ca_bundle: str, failure_policy: str =
             "name": WEBHOOK_NAME, "admissionReviewVersions": ["v1"], "sideEffects": "None",
             "failurePolicy": failure_policy, "timeoutSeconds": 2, "reinvocationPolicy": "Never",
             "clientConfig": {"url": f"https://127.0.0.1:{WEBHOOK_PORT}/admission/v1/mutate", "caBundle": ca_bundle},
+            # As documented (deploy/k8s/admission.yaml): only the team namespaces governance labels.
             "namespaceSelector": {"matchExpressions": [
+                {"key": "gpuportal.io/team", "operator": "Exists"},
                 {"key": "gpuportal.io/admission", "operator": "NotIn", "values": ["disabled"]}]},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}],
         }],
@@ -135,7 +138,9 @@ def webhook(cluster, transactional_db) -> Iterator[TLSLiveServerThread]:
         connection.inc_thread_sharing()
     thread = TLSLiveServerThread(cluster.certs, connections_override=shared)
     thread.daemon = True
-    with override_settings(ALLOWED_HOSTS=["127.0.0.1"]):
+    # The admission process's URLs, answering only the API server's bearer token (as deployed).
+    with override_settings(ALLOWED_HOSTS=["127.0.0.1"], ROOT_URLCONF="gpuportal.urls_admission",
+                           GPUPORTAL_ADMISSION_TOKEN=cluster.webhook_token):
         thread.start()
         thread.is_ready.wait()
         if thread.error:

@@ -1,12 +1,19 @@
 """Pods created through a real kube-apiserver pass through the portal's mutating webhook (over TLS)."""
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.test.utils import override_settings
+from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from scheduling.models import AdmissionDecision, Orchestrator, Team
+from scheduling.collectors.governance_apply import apply_kubernetes
+from scheduling.collectors.k8s_governance import KubernetesGovernance
+from scheduling.engine.governance_state import GovernanceInput, GovOrchestrator, GovTeam, desired_state, diff
+from scheduling.engine.types import OrchestratorKind
+from scheduling.models import AdmissionDecision, Node, Orchestrator, QuotaGrant, QuotaRequest, Team, Workload
 from scheduling.services.collection import scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -14,13 +21,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DECISION = "scheduler.gpuportal.io/decision"
 
 
+# The team namespaces as governance makes them (labelled gpuportal.io/team), with the priority classes it keeps.
+GOVERNED_TEAMS = (GovTeam("nlp", namespaces=("nlp", "nlp-train")), GovTeam("broke"), GovTeam("granted"))
+
+
 @pytest.fixture(scope="module")
 def namespaces(cluster):
-    for name in ("nlp", "broke", "nowhere"):
-        cluster.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    scheduling = k8s.SchedulingV1Api(cluster.admin)
-    for name, value in (("gpuportal-batch", 1000), ("gpuportal-serving", 2000)):
-        scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value))
+    """Governance's first round on a fresh cluster: the team namespaces and the webhook's priority classes (before,
+    this fixture made the classes by hand: nothing in the portal did, and every routed pod was refused)."""
+    cluster.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="nowhere")))
+    gov = KubernetesGovernance(cluster.admin)
+    orchestrator = GovOrchestrator("k8s-a", OrchestratorKind.KUBERNETES, volcano=False)
+    desired = desired_state(GovernanceInput(GOVERNED_TEAMS, ()), [orchestrator], 0.0)["k8s-a"]
+    observed = [*gov.read_namespaces(), *gov.read_priority_classes()]
+    assert [r.error for r in apply_kubernetes(diff(desired, observed).changes, gov) if r.error] == []
     return cluster
 
 
@@ -38,10 +52,12 @@ def gpu_pod(name: str, gpus: int = 2) -> k8s.V1Pod:
 
 
 def test_a_pod_in_a_team_namespace_comes_back_routed_to_volcano_on_the_pool(namespaces, webhook, governed):
+    Node.objects.create(orchestrator=governed, name="n0", gpu_model="H100", gpu_total=8,
+                        labels={"gpuportal.io/pool": "k8s-a"})
     pod = namespaces.core.create_namespaced_pod("nlp", gpu_pod("train-1"))
     assert pod.spec.scheduler_name == "volcano"
     assert pod.spec.node_selector == {"gpuportal.io/pool": "k8s-a"}
-    assert pod.spec.priority_class_name == "gpuportal-batch"
+    assert pod.spec.priority_class_name == "gpuportal-batch" and pod.spec.priority == 1000
     assert any(t.key == "nvidia.com/gpu" and t.effect == "NoSchedule" for t in pod.spec.tolerations)
     assert pod.metadata.annotations[DECISION] == "volcano on k8s-a"
     assert json.loads(pod.metadata.annotations["scheduler.gpuportal.io/reasons"])
@@ -59,13 +75,59 @@ def test_a_team_without_gpu_quota_is_denied_with_what_to_request(namespaces, web
     assert namespaces.core.list_namespaced_pod("broke").items == []
 
 
-def test_an_unknown_namespace_is_allowed_unchanged_with_the_reason_recorded(namespaces, webhook, governed):
+def test_a_pod_outside_the_team_namespaces_is_never_sent_to_the_webhook(namespaces, webhook, governed):
     pod = namespaces.core.create_namespaced_pod("nowhere", gpu_pod("stray"))
     assert pod.spec.scheduler_name == "default-scheduler" and not pod.spec.node_selector
     assert DECISION not in (pod.metadata.annotations or {})
-    decision = AdmissionDecision.objects.get(name="stray")
-    assert decision.allowed and not decision.patched
-    assert "maps to no team" in decision.reasons[0]
+    assert not AdmissionDecision.objects.filter(name="stray").exists()
+
+
+def test_on_a_fresh_cluster_a_routed_pod_gets_no_selector_no_node_carries(namespaces, webhook, governed):
+    """Issue 30, item 4: no node carries gpuportal.io/pool until a rebalance labels some."""
+    pod = namespaces.core.create_namespaced_pod("nlp", gpu_pod("fresh"))
+    assert pod.spec.scheduler_name == "volcano" and pod.spec.priority_class_name == "gpuportal-batch"
+    assert not pod.spec.node_selector
+    reasons = json.loads(pod.metadata.annotations["scheduler.gpuportal.io/reasons"])
+    assert any("no schedulable node carries gpuportal.io/pool=k8s-a" in r for r in reasons)
+
+
+def test_an_annotation_asking_for_the_serving_priority_is_lowered(namespaces, webhook, governed):
+    """Issue 30, item 1: live, research/hi-prio got gpuportal-serving by annotation and preempted serving pods."""
+    pod = gpu_pod("hi-prio", gpus=8)
+    pod.metadata.annotations = {"scheduler.gpuportal.io/scheduler": "default"}
+    created = namespaces.core.create_namespaced_pod("nlp", pod)
+    assert created.spec.priority_class_name == "gpuportal-batch" and created.spec.priority == 1000
+    assert created.spec.scheduler_name == "volcano"
+    assert "serving priority is not granted to team nlp" in created.metadata.annotations[
+        "scheduler.gpuportal.io/reasons"]
+
+
+def test_a_team_whose_quota_is_an_active_grant_is_admitted(namespaces, webhook, governed, cast):
+    """Issue 30, item 2: a grant-only team was denied and told to request quota, which it had done."""
+    team = Team.objects.create(slug="granted", name="Granted")
+    now = timezone.now()
+    request = QuotaRequest.objects.create(team=team, requester=cast["researcher"], gpus=8, starts_at=now,
+                                          ends_at=now + timedelta(days=1), justification="deadline",
+                                          state=QuotaRequest.State.ACTIVE)
+    QuotaGrant.objects.create(request=request, team=team, gpus=8, starts_at=now - timedelta(minutes=1),
+                              ends_at=now + timedelta(days=1), state=QuotaGrant.State.ACTIVE)
+    created = namespaces.core.create_namespaced_pod("granted", gpu_pod("granted-1"))
+    assert created.spec.scheduler_name == "volcano"
+    assert AdmissionDecision.objects.get(name="granted-1").allowed is True
+
+
+def test_a_pod_in_a_mapped_namespace_counts_for_its_team(namespaces, webhook, governed, client, cast):
+    """Issue 30, item 3: pods in the mapped nlp-train showed team None and the webhook said it maps to no team."""
+    governed.options = {**governed.options, "governance": {"namespaces": {"nlp": ["nlp", "nlp-train"]}}}
+    governed.save()
+    namespaces.core.create_namespaced_pod("nlp-train", gpu_pod("mapped-1", gpus=4))
+    assert AdmissionDecision.objects.get(name="mapped-1").team.slug == "nlp"
+    assert scrape(governed.pk).run.ok
+    assert Workload.objects.get(name="mapped-1").team.slug == "nlp"
+    client.force_login(cast["admin"])
+    with override_settings(ROOT_URLCONF="gpuportal.urls", ALLOWED_HOSTS=["testserver"]):  # the portal's own port
+        rows = client.get("/api/v1/workloads/", {"team": "nlp"}).json()["results"]
+    assert any(row["name"] == "mapped-1" and row["gpus"] == 4 for row in rows)
 
 
 def test_with_the_webhook_down_and_ignore_pods_are_still_created_without_a_decision(namespaces, webhook, governed):
@@ -89,6 +151,27 @@ def test_a_pod_created_while_the_webhook_is_down_is_found_bypassed_by_the_next_c
     assert AdmissionDecision.objects.filter(name="sneaked-in").count() == 1  # found once, not every round
 
 
+@pytest.mark.parametrize("action", ["label", "evict"])
+def test_a_bypassed_pod_is_labelled_or_evicted_as_the_admin_chose_for_the_cluster(
+        namespaces, webhook, governed, action):
+    """Issue 30, item 5: per cluster, report only (the default), label for the next round, or evict with a message."""
+    governed.options = {**governed.options, "admission_bypass": action}
+    governed.save()
+    webhook.terminate()
+    namespaces.core.create_namespaced_pod("nlp", gpu_pod(f"bypass-{action}"))
+    assert scrape(governed.pk).run.ok
+    finding = AdmissionDecision.objects.get(name=f"bypass-{action}", bypassed=True)
+    if action == "label":
+        pod = namespaces.core.read_namespaced_pod("bypass-label", "nlp")
+        assert pod.metadata.labels["gpuportal.io/admission-bypassed"] == "true"
+        assert "set to label such pods" in pod.metadata.annotations["scheduler.gpuportal.io/bypass-action"]
+        assert finding.reasons[-1] == "k8s-a: labelled gpuportal.io/admission-bypassed=true"
+    else:
+        assert not any(p.metadata.name == "bypass-evict" for p in namespaces.core.list_namespaced_pod("nlp").items
+                       if p.metadata.deletion_timestamp is None)
+        assert finding.reasons[-1] == "k8s-a: evicted"
+
+
 def test_a_pod_routed_by_the_webhook_is_no_bypass_finding(namespaces, webhook, governed):
     namespaces.core.create_namespaced_pod("nlp", gpu_pod("went-through"))
     assert scrape(governed.pk).run.ok
@@ -105,6 +188,22 @@ def test_with_failure_policy_fail_a_pod_is_refused_while_the_webhook_is_down(nam
             namespaces.core.create_namespaced_pod("nlp", gpu_pod("must-route"))
         assert "failed calling webhook" in json.loads(refused.value.body)["message"]
         assert not any(p.metadata.name == "must-route" for p in namespaces.core.list_namespaced_pod("nlp").items)
+    finally:
+        set_failure_policy(registrations, "Ignore")
+
+
+def test_with_the_documented_configuration_and_the_portal_down_other_pods_are_still_created(
+        namespaces, webhook, governed):
+    """failurePolicy Fail, as a site enforcing routing would set it: only the team namespaces wait for the portal."""
+    registrations = k8s.AdmissionregistrationV1Api(namespaces.admin)
+    webhook.terminate()
+    set_failure_policy(registrations, "Fail")
+    try:
+        plain = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="web"), spec=k8s.V1PodSpec(
+            containers=[k8s.V1Container(name="c", image="registry.invalid/web:1")]))
+        assert namespaces.core.create_namespaced_pod("nowhere", plain).metadata.uid
+        with pytest.raises(ApiException):
+            namespaces.core.create_namespaced_pod("nlp", gpu_pod("must-route-2"))
     finally:
         set_failure_policy(registrations, "Ignore")
 

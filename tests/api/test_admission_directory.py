@@ -4,7 +4,6 @@
 The reuse needs committed data (``transactional_db``): inside pytest-django's per-test transaction the
 directory is read for every admission, which the other admission tests exercise."""
 
-import json
 
 import pytest
 from django.db import connection
@@ -14,7 +13,9 @@ from scheduling.models import AdmissionDecision, Orchestrator, Queue, Team
 from scheduling.services import table_changes
 from tests.support import require_postgres
 
-from .test_admission import URL, patch_of, pod, post, review
+from .test_admission import patch_of, pod, pool_node, post, review
+
+pytestmark = pytest.mark.usefixtures("admission_process")
 
 TEAM_TABLE = Team._meta.db_table
 
@@ -26,7 +27,7 @@ def committed(transactional_db):
     team = Team.objects.create(slug="nlp", name="NLP")
     Queue.objects.create(team=team, weight=100, guaranteed=8, burst_limit=32)
     Team.objects.create(slug="vision", name="Vision")  # no quota yet
-    Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
+    pool_node(Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example"))
     yield
 
 
@@ -48,7 +49,7 @@ def test_a_second_admission_reuses_the_directory_and_a_new_grant_is_seen_at_once
 
 
 def test_a_disabled_pool_is_no_longer_chosen(client, committed):
-    Orchestrator.objects.create(name="k8s-0", kind="kubernetes", endpoint="https://k8s0.example")
+    pool_node(Orchestrator.objects.create(name="k8s-0", kind="kubernetes", endpoint="https://k8s0.example"), "n0")
     assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-0"}
     Orchestrator.objects.filter(name="k8s-0").update(enabled=False)
     assert patch_of(post(client, review(pod())))["/spec/nodeSelector"] == {"gpuportal.io/pool": "k8s-a"}
@@ -64,7 +65,7 @@ def test_the_admission_process_serves_the_webhook_and_health_and_no_page(client,
         "django_prometheus.middleware.PrometheusBeforeMiddleware", "django.middleware.security.SecurityMiddleware",
         "django_prometheus.middleware.PrometheusAfterMiddleware"]
     Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example")
-    response = client.post(URL, data=json.dumps(review(pod())), content_type="application/json")
+    response = post(client, review(pod()))
     assert response.status_code == 200 and patch_of(response)["/spec/schedulerName"] == "volcano"
     assert AdmissionDecision.objects.get().user == "alice"
     assert client.get("/health").status_code in (200, 503)

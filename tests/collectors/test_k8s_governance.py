@@ -12,14 +12,17 @@ from scheduling.collectors.k8s_governance import (
     parse_kueue_cluster_queue,
     parse_kueue_local_queue,
     parse_namespace,
+    parse_priority_class,
     parse_quota,
     parse_volcano_queue,
+    priority_class_body,
     quota_body,
     quota_usage,
     volcano_queue_body,
 )
 from scheduling.engine.governance_types import (
     K8sNamespace,
+    K8sPriorityClass,
     K8sResourceQuota,
     KueueClusterQueue,
     KueueLocalQueue,
@@ -38,6 +41,7 @@ ROUND_TRIPS = [
         parse_kueue_cluster_queue,
     ),
     (KueueLocalQueue("nlp", "research", "research"), kueue_local_queue_body, parse_kueue_local_queue),
+    (K8sPriorityClass("gpuportal-batch", 1000, "batch"), priority_class_body, parse_priority_class),
 ]
 
 

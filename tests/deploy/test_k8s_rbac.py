@@ -31,6 +31,8 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
         ("k8s.py", "self.core.list_pod_for_all_namespaces"),
         ("verbs.py", 'CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")'),
     ],
+    ("", "pods", "patch"): [("k8s_admission.py", "self.core.patch_namespaced_pod")],
+    ("", "pods/eviction", "create"): [("k8s_admission.py", "self.core.create_namespaced_pod_eviction")],
     ("", "namespaces", "list"): [
         ("k8s_governance.py", "self.core.list_namespace, label_selector=TEAM_LABEL"),
         ("k8s.py", 'self.list_all("namespaces", self.core.list_namespace'),
@@ -43,6 +45,15 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
     ("", "resourcequotas", "create"): [("k8s_governance.py", "self.core.create_namespaced_resource_quota")],
     ("", "resourcequotas", "patch"): [("k8s_governance.py", "self.core.patch_namespaced_resource_quota")],
     ("", "resourcequotas", "delete"): [("k8s_governance.py", "self.core.delete_namespaced_resource_quota")],
+    ("scheduling.k8s.io", "priorityclasses", "list"): [("k8s_governance.py", "self.scheduling.list_priority_class")],
+    ("scheduling.k8s.io", "priorityclasses", "get"): [("k8s_governance.py", "self.scheduling.read_priority_class")],
+    ("scheduling.k8s.io", "priorityclasses", "create"): [
+        ("k8s_governance.py", "self.scheduling.create_priority_class")
+    ],
+    ("scheduling.k8s.io", "priorityclasses", "patch"): [("k8s_governance.py", "self.scheduling.patch_priority_class")],
+    ("scheduling.k8s.io", "priorityclasses", "delete"): [
+        ("k8s_governance.py", "self.scheduling.delete_priority_class")
+    ],
     ("scheduling.volcano.sh", "queues", "list"): [
         ("k8s.py", 'self.list_all("queues", custom, *VOLCANO, "queues"'),
         ("k8s_governance.py", "self.custom.list_cluster_custom_object, *VOLCANO"),

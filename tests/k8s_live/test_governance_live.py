@@ -36,7 +36,7 @@ def governance(grants: tuple[GovGrant, ...] = ()) -> GovernanceInput:
 
 
 def observed(gov: KubernetesGovernance) -> list:
-    return [*gov.read_namespaces(), *gov.read_quotas(), *gov.read_volcano_queues()]
+    return [*gov.read_namespaces(), *gov.read_quotas(), *gov.read_volcano_queues(), *gov.read_priority_classes()]
 
 
 def apply(gov: KubernetesGovernance, data: GovernanceInput, orch: GovOrchestrator = K8S):
@@ -105,6 +105,12 @@ def test_volcano_queues_carry_the_weights_capability_and_guarantee(cluster, gov)
     # The fixture's hand-made queue is neither desired nor ever applied: unmanaged, and left as it was.
     assert queues["research"]["capability"] == {"cpu": "800", "nvidia.com/gpu": 32}
     assert "volcano_queue:research" in diff(desired_state(governance(), [K8S], 0.0)["k8s"], observed(gov)).unmanaged
+
+
+def test_governance_creates_the_priority_classes_the_webhook_sets_with_the_portals_role(cluster, gov):
+    apply(gov, governance())
+    classes = {p.metadata.name: p.value for p in k8s.SchedulingV1Api(cluster.admin).list_priority_class().items}
+    assert classes["gpuportal-batch"] == 1000 and classes["gpuportal-serving"] == 2000
 
 
 def test_applying_the_same_state_again_writes_nothing(gov):
