@@ -13,6 +13,7 @@ from django.db.models.signals import post_delete, post_save
 from simple_history.models import HistoricalRecords
 
 from scheduling.validators import validate_serving_kinds
+
 from .versioned import Versioned
 
 
