@@ -12,6 +12,7 @@ from .owners import IdentityOverride
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
+from .reclaim import ReclaimPlan
 from .reports import CapacityReport, ReportSubscription
 from .teams import ExternalIdentity, GroupMapping, Membership, Queue, Team, TeamTree
 
@@ -45,6 +46,7 @@ __all__ = [
     "QuotaGrant",
     "QuotaRequest",
     "RebalancePlan",
+    "ReclaimPlan",
     "ReportSubscription",
     "SourceView",
     "TableChange",
