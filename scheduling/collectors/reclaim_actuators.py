@@ -92,7 +92,6 @@ class KubernetesEviction:
     def __init__(self, api_client: k8s.ApiClient, *, dry_run: bool = True, grace_period_s: int | None = None) -> None:
         if grace_period_s is not None and grace_period_s < 0:
             raise ValueError(f"grace_period_s must be >= 0, got {grace_period_s}")
-        self.api_client = api_client
         self.core = k8s.CoreV1Api(api_client)
         self.dry_run = dry_run
         self.grace_period_s = grace_period_s
@@ -138,10 +137,8 @@ class KubernetesEviction:
                                 "metadata": {"name": pod, "namespace": namespace}}
         if self.grace_period_s is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": self.grace_period_s}
-        self.api_client.call_api(
-            f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", "POST", body=body,
-            header_params={"Content-Type": "application/json", "Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+        # A plain dict body: the client's V1Eviction would say policy/v1, which a 1.20-1.21 apiserver refuses.
+        self.core.create_namespaced_pod_eviction(pod, namespace, body, _preload_content=False).release_conn()
 
     def _gone(self, namespace: str, pod: str) -> bool:
         try:

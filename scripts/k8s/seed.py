@@ -399,6 +399,7 @@ WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # reclaim of borrowed GPUs
     {"apiGroups": [VOLCANO_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
     # Governance: the portal writes each team's namespaces, GPU quotas and Volcano Queue (and Kueue's
     # queues where those CRDs exist), and reads the CRD list to detect which of them the cluster has.

@@ -30,6 +30,11 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
     ("", "pods", "list"): [
         ("k8s.py", "self.core.list_pod_for_all_namespaces"),
         ("verbs.py", 'CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")'),
+        ("reclaim_actuators.py", "self.core.list_namespaced_pod(namespace)"),
+    ],
+    ("", "pods", "get"): [("reclaim_actuators.py", "self.core.read_namespaced_pod(pod, namespace)")],
+    ("", "pods/eviction", "create"): [
+        ("reclaim_actuators.py", "self.core.create_namespaced_pod_eviction(pod, namespace, body")
     ],
     ("", "namespaces", "list"): [
         ("k8s_governance.py", "self.core.list_namespace, label_selector=TEAM_LABEL"),
