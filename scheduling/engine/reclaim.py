@@ -190,3 +190,74 @@ def _reclaim(request: Request, guarantee: float, holds: float, waited: float, pl
     )
     return Reclaim(request.team, guarantee, holds, request.id, float(request.gpus), waited, plan.victims,
                    plan.placement, why)
+
+
+# ------------------------------------------------------------------------------------- a pool's ceiling
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """One job's GPUs on a pool with no per-team quota (Ray): its owner, when it started, whether it can be
+    stopped (a Ray driver started by hand has no submission id the Jobs API could stop)."""
+
+    id: str
+    team: str
+    gpus: float
+    started_at: float
+    stoppable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CeilingDecision:
+    ceiling: float
+    held: float
+    stops: tuple[Victim, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def held_after(self) -> float:
+        return self.held - sum(stop.gpus for stop in self.stops)
+
+    @property
+    def exceeded(self) -> bool:
+        return self.held > self.ceiling + EPSILON
+
+
+def plan_ceiling(
+    holdings: Sequence[Holding],
+    ceiling: float,
+    guarantees: Mapping[str, float],
+    *,
+    now: float,
+    min_runtime_s: float,
+) -> CeilingDecision:
+    """Which whole jobs to stop so a pool holds at most ``ceiling`` GPUs: borrowed ones only (a job's team keeps
+    at least its guarantee), never one inside its minimum runtime, newest first (least work lost), and none
+    once the pool is back under its ceiling. When that is not enough, the decision says why."""
+    held = sum(h.gpus for h in holdings)
+    if held <= ceiling + EPSILON:
+        return CeilingDecision(ceiling, held, (), (f"holds {held:g} of its {ceiling:g}-GPU ceiling",))
+    by_team: dict[str, float] = {}
+    for holding in holdings:
+        by_team[holding.team] = by_team.get(holding.team, 0.0) + holding.gpus
+    stops: list[Victim] = []
+    over = held - ceiling
+    for job in sorted(holdings, key=lambda h: (-h.started_at, -h.gpus, h.id)):
+        if over <= EPSILON:
+            break
+        floor = guarantees.get(job.team, 0.0)
+        if not job.stoppable or job.gpus <= 0 or now - job.started_at < min_runtime_s:
+            continue
+        if by_team[job.team] - job.gpus < floor - EPSILON:
+            continue
+        by_team[job.team] -= job.gpus
+        over -= job.gpus
+        lost = job.gpus * max(0.0, now - job.started_at)
+        reason = (f"the pool holds {held:g} GPUs over its {ceiling:g}-GPU ceiling; team {job.team or '(none)'} "
+                  f"borrows above its guarantee of {floor:g}; ran {now - job.started_at:.0f}s ({lost:.0f} GPU-s lost)")
+        stops.append(Victim(job.id, job.team, job.gpus, 0, job.id, lost, reason))
+    reasons = [f"holds {held:g} GPUs, ceiling {ceiling:g}: stops {len(stops)} borrowed job(s)"]
+    if over > EPSILON:
+        reasons.append(f"still {over:g} GPUs over: the rest is within guarantees, inside its minimum runtime "
+                       f"or cannot be stopped")
+    return CeilingDecision(ceiling, held, tuple(stops), tuple(reasons))

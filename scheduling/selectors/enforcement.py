@@ -21,7 +21,10 @@ from scheduling.models import (
     Team,
 )
 
-RAY_NOTE = "Ray: pool-level only (Ray has no per-team quota; the pool's autoscaler bounds are enforced)"
+RAY_NOTE = (
+    "Ray: pool-level only (Ray has no per-team quota: team caps there are observed, not enforced; the pool "
+    "ceiling is read back from what its jobs hold and kept by stopping borrowed jobs)"
+)
 WAITING = (EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED)
 HIDDEN = {"kind", "name", "namespace", "user", "account", "orchestrator"}  # identity, shown in the object id
 

@@ -8,6 +8,8 @@ its guarantee, what waited) and each action's result; its history rows say who d
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -17,12 +19,23 @@ from django.utils import timezone
 
 from scheduling.collectors.actuators import ActionResult
 from scheduling.collectors.errors import CollectorError
+from scheduling.collectors.governance_apply import ApplyResult
+from scheduling.collectors.ray import RayCollector
 from scheduling.collectors.reclaim_actuators import KubernetesEviction, RayJobStop, SlurmRequeue
-from scheduling.engine.reclaim import ReclaimDecision, ReclaimPolicy, plan_reclaims
+from scheduling.engine.governance_types import RayPoolBounds
+from scheduling.engine.reclaim import (
+    CeilingDecision,
+    Holding,
+    ReclaimDecision,
+    ReclaimPolicy,
+    plan_ceiling,
+    plan_reclaims,
+)
 from scheduling.models import Orchestrator, ReclaimPlan, Workload
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
 from scheduling.services.audit import require_reason, stamp_author
 from scheduling.services.orchestrators import endpoint_of, kubernetes_api
+from scheduling.services.orchestrators import teams_of as orchestrator_teams
 
 MODES = ("off", "native", "review", "auto")
 DEFAULT_MODE = "review"
@@ -190,3 +203,75 @@ def victim_stopper(orchestrator: Orchestrator, dry_run: bool):
         stopper = RayJobStop(endpoint_of(orchestrator), dry_run=dry_run)
         return lambda submission: [stopper.stop(submission)]
     raise ValidationError({"kind": f"no reclaim lever for {orchestrator.kind} orchestrators"})
+
+
+# ------------------------------------------------------------------------------------------- Ray's ceiling
+
+
+@dataclass
+class RayPool:
+    """Governance of a Ray pool (services/enforcement.py's ``Cluster``). Ray has no per-team quota, so team caps
+    there are observed, not enforced; the pool ceiling (``RayPoolBounds.max_gpus``) is read back from what the
+    jobs really hold (the dashboard's Jobs and state APIs) and held by stopping borrowed jobs (the Jobs API), chosen
+    by ``engine.reclaim.plan_ceiling``. Each stop is audited as a ``ReclaimPlan`` with its cause."""
+
+    orchestrator: Orchestrator
+    kueue: bool = False
+    dry_run: bool = False
+
+    def _collector(self):
+        return RayCollector(endpoint_of(self.orchestrator), name=self.orchestrator.name,
+                            teams=orchestrator_teams(self.orchestrator))
+
+    def read(self, desired) -> list:
+        """The desired bounds, with ``max_gpus`` raised to what the pool really holds when that is more: the
+        diff then reads "update" (exceeded), never "unchanged" while a job holds more than the ceiling."""
+        with self._collector() as collector:
+            held = sum(job.gpus for job in collector.job_holdings())
+        return [
+            dataclasses.replace(o, max_gpus=math.ceil(held)) if isinstance(o, RayPoolBounds) and held > o.max_gpus
+            else o
+            for o in desired.objects
+        ]
+
+    def apply(self, changes) -> list[ApplyResult]:
+        return [self._hold(change) for change in changes if isinstance(change.desired, RayPoolBounds)]
+
+    def _hold(self, change) -> ApplyResult:
+        now = timezone.now()
+        with self._collector() as collector:
+            jobs = collector.job_holdings()
+        guarantees = guarantees_by_orchestrator([self.orchestrator], now)[self.orchestrator.pk]
+        holdings = [Holding(job.submission_id or f"job:{job.job_id}", job.team, job.gpus, job.started_at,
+                            stoppable=bool(job.submission_id) and job.status == "RUNNING")
+                    for job in jobs if job.gpus > 0]
+        decision = plan_ceiling(holdings, change.desired.max_gpus, guarantees, now=now.timestamp(),
+                                min_runtime_s=reclaim_settings(self.orchestrator).policy.min_runtime_s)
+        stopper = RayJobStop(endpoint_of(self.orchestrator), dry_run=self.dry_run)
+        try:
+            actions = [_action(stop.workload_id, stopper.stop(stop.workload_id)) for stop in decision.stops]
+        except CollectorError as error:
+            return ApplyResult(change.id, change.action, False, f"stopping a Ray job: {error}")
+        finally:
+            stopper.close()
+        _record_ceiling(self.orchestrator, decision, actions, now, self.dry_run)
+        held_after = decision.held_after
+        if held_after > change.desired.max_gpus:
+            return ApplyResult(change.id, change.action, bool(actions),
+                               f"exceeded: holds {held_after:g} of its {change.desired.max_gpus}-GPU ceiling after "
+                               f"{len(actions)} stop(s); {decision.reasons[-1]}")
+        return ApplyResult(change.id, change.action, True)
+
+
+def _record_ceiling(orchestrator: Orchestrator, decision: CeilingDecision, actions: list[dict], now: datetime,
+                    dry_run: bool) -> None:
+    if not decision.stops:
+        return
+    cause = f"Ray pool {orchestrator.name} held {decision.held:g} GPUs over its {decision.ceiling:g}-GPU ceiling"
+    plan = ReclaimPlan(orchestrator=orchestrator, created_at=now, mode="ceiling", dry_run=dry_run,
+                       state=ReclaimPlan.State.APPLIED, cause=cause, actions=actions, decided_at=now,
+                       reclaims=[{"owner": "", "owner_guarantee": 0, "owner_held": 0, "request_id": "",
+                                  "request_gpus": 0, "waited_s": 0, "cause": cause, "reasons": list(decision.reasons),
+                                  "victims": [asdict(stop) for stop in decision.stops]}])
+    stamp_author(plan, by=None, reason=cause)
+    plan.save()

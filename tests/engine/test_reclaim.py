@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine.placement import ClusterState
-from scheduling.engine.reclaim import ReclaimPolicy, plan_reclaims
+from scheduling.engine.reclaim import Holding, ReclaimPolicy, plan_ceiling, plan_reclaims
 from scheduling.engine.types import MemberAssignment, Placement, Request, RunningWorkload
 
 from .fleets import dgx
@@ -167,3 +167,47 @@ def test_reclaim_invariants(fleet: tuple[ClusterState, list[RunningWorkload]], p
         assert {w.id for w in running if (w.gang_id or w.id) == victim.gang_id} <= stopped
         assert NOW - by_id[victim.workload_id].started_at >= POLICY.min_runtime_s
     assert len(stopped) == len(victims)  # no workload stopped twice
+
+
+# ---------------------------------------------------------------------------------------------- a pool's ceiling
+
+
+def test_a_pool_over_its_ceiling_stops_the_newest_borrowed_job_only() -> None:
+    jobs = [Holding("old", "llm", 8, OLD), Holding("new", "llm", 8, OLD + 60), Holding("own", "nlp", 8, OLD + 120)]
+    decision = plan_ceiling(jobs, 16, {"nlp": 8}, now=NOW, min_runtime_s=600)
+    assert decision.exceeded and [s.workload_id for s in decision.stops] == ["new"]
+    assert decision.held_after == 16 and "over its 16-GPU ceiling" in decision.stops[0].reason
+
+
+def test_a_pool_within_its_ceiling_stops_nothing() -> None:
+    decision = plan_ceiling([Holding("a", "llm", 8, OLD)], 8, {}, now=NOW, min_runtime_s=0)
+    assert not decision.exceeded and decision.stops == ()
+
+
+def test_guarantees_and_young_or_unstoppable_jobs_are_kept_and_the_decision_says_so() -> None:
+    jobs = [Holding("g", "nlp", 16, OLD), Holding("young", "llm", 4, NOW - 10), Holding("hand", "llm", 4, OLD,
+                                                                                          stoppable=False)]
+    decision = plan_ceiling(jobs, 8, {"nlp": 16}, now=NOW, min_runtime_s=600)
+    assert decision.stops == () and "still 16 GPUs over" in decision.reasons[-1]
+
+
+holdings = st.lists(st.builds(Holding, st.text("abcdef", min_size=1, max_size=3), st.sampled_from(TEAMS),
+                              st.sampled_from((1.0, 2.0, 4.0, 8.0, 16.0)), st.sampled_from((OLD, NOW - 100.0)),
+                              st.booleans()), max_size=8, unique_by=lambda h: h.id)
+
+
+@settings(max_examples=200, deadline=None)
+@given(holdings, st.integers(0, 40), st.dictionaries(st.sampled_from(TEAMS), st.integers(0, 16)))
+def test_ceiling_invariants(jobs: list[Holding], ceiling: int, guarantees: dict[str, int]) -> None:
+    decision = plan_ceiling(jobs, ceiling, {t: float(g) for t, g in guarantees.items()}, now=NOW, min_runtime_s=600)
+    by_id = {job.id: job for job in jobs}
+    held = {t: sum(j.gpus for j in jobs if j.team == t) for t in TEAMS}
+    taken = {t: sum(s.gpus for s in decision.stops if s.team == t) for t in TEAMS}
+    for team in TEAMS:  # never a team below its guarantee
+        assert taken[team] == 0 or held[team] - taken[team] >= guarantees.get(team, 0)
+    running = decision.held
+    for stop in decision.stops:  # each stop was needed when made, and allowed
+        assert running > ceiling
+        running -= stop.gpus
+        job = by_id[stop.workload_id]
+        assert job.stoppable and NOW - job.started_at >= 600
