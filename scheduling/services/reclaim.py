@@ -62,8 +62,12 @@ def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
     )
 
 
+# Ray has no per-team guarantee to keep: its lever (the Jobs API's stop) holds the pool ceiling (``RayPool``).
+RECLAIM_KINDS = (Orchestrator.Kind.SLURM, Orchestrator.Kind.KUBERNETES)
+
+
 def reclaiming_orchestrators() -> list[Orchestrator]:
-    candidates = Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS)
+    candidates = Orchestrator.objects.filter(enabled=True, kind__in=RECLAIM_KINDS)
     return [o for o in candidates if not o.endpoint.startswith("demo://") and reclaim_settings(o).mode != "off"]
 
 
@@ -73,7 +77,7 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
     now = now or timezone.now()
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
     settings = reclaim_settings(orchestrator)
-    if settings.mode == "off":
+    if settings.mode == "off" or orchestrator.kind not in RECLAIM_KINDS:
         return None
     inputs = reclaim_inputs(orchestrator)
     guarantees = guarantees_by_orchestrator([orchestrator], now)[orchestrator.pk]
@@ -199,9 +203,6 @@ def victim_stopper(orchestrator: Orchestrator, dry_run: bool):
         eviction = KubernetesEviction(kubernetes_api(orchestrator), dry_run=dry_run,
                                       grace_period_s=reclaim_settings(orchestrator).eviction_grace_s)
         return eviction.evict_workload
-    if orchestrator.kind == Orchestrator.Kind.RAY:
-        stopper = RayJobStop(endpoint_of(orchestrator), dry_run=dry_run)
-        return lambda submission: [stopper.stop(submission)]
     raise ValidationError({"kind": f"no reclaim lever for {orchestrator.kind} orchestrators"})
 
 

@@ -119,3 +119,10 @@ def test_the_reclaim_options_are_checked_on_save(db) -> None:
     bad.options = {"reclaim": {"grace_s": -1}}
     with pytest.raises(ValidationError, match=r"options\.reclaim\.grace_s"):
         bad.full_clean()
+
+
+def test_ray_has_no_per_team_reclaim_round_its_lever_holds_the_pool_ceiling(db) -> None:
+    ray = Orchestrator.objects.create(name="ray", kind="ray", endpoint="http://ray.example:8265",
+                                      options={"reclaim": {"mode": "auto"}})
+    assert ray not in reclaim.reclaiming_orchestrators()
+    assert reclaim.reclaim_round(ray.pk) is None

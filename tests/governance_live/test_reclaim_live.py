@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 
+from scheduling.collectors.reclaim_actuators import SlurmRequeue
 from scheduling.models import Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.services.collection import scrape
 from scheduling.services.reclaim import apply_reclaim_plan, approve_reclaim_plan, reclaim_round
@@ -87,6 +88,8 @@ def test_a_team_below_its_guarantee_starts_after_a_borrowers_job_is_requeued(bor
     wait_for(lambda: fleet.squeue().get(owner, ("",))[0] == "RUNNING", timeout=60, what="nlp's job to start")
     assert fleet.squeue()[victim["workload_id"]][0] == "PENDING"  # requeued, not cancelled
     assert plan.history.filter(history_change_reason__contains="nlp held 0").exists()
+    again = SlurmRequeue(dry_run=False, env={"SLURM_CONF": fleet.env["SLURM_CONF"]}).requeue(victim["workload_id"])
+    assert not again.changed and "already PENDING" in again.message  # a retried task never requeues twice
 
 
 def test_in_review_mode_nothing_is_stopped_until_an_admin_approves(borrowed, fleet) -> None:
