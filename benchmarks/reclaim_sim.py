@@ -7,8 +7,8 @@ Figures per policy, one JSON line each: GPU-hours during which a team below its 
 teams held GPUs above theirs (all of it, and the part beyond the grace), utilisation, p95 wait per team,
 preemptions and GPU-hours of work lost, CPU seconds.
 
-    .venv/bin/python benchmarks/reclaim_sim.py                  # Philly, first 14 days
-    .venv/bin/python benchmarks/reclaim_sim.py --days 0         # the whole trace (long)
+    .venv/bin/python benchmarks/reclaim_sim.py                  # Philly, whole trace, a round every 10 min
+    .venv/bin/python benchmarks/reclaim_sim.py --days 14 --round-s 3600
     .venv/bin/python benchmarks/reclaim_sim.py --trace philly-demo
 """
 
@@ -49,10 +49,14 @@ class Starvation:
         demand, held = replay.team_demand()
         guarantee = {team: replay.scenario.guarantee(team) for team in demand}
         borrowed = sum(max(0.0, gpus - replay.scenario.guarantee(team)) for team, gpus in held.items())
+        queued = [run for pool in replay.pools.values() for run in pool.pending]
         for team in demand:
             holds = held.get(team, 0.0)
-            waiting = replay.queued_by_team.get(team, 0.0)
-            lack = min(guarantee[team] - holds, waiting, borrowed - max(0.0, holds - guarantee[team]))
+            deficit = guarantee[team] - holds
+            # pending work that would fit within the guarantee (Kueue's reclaimWithinCohort rule): a job bigger
+            # than what the team lacks is fair share's to order, not reclaim's
+            waiting = sum(run.gpus for run in queued if run.team == team and run.gpus <= deficit + 1e-9)
+            lack = min(deficit, waiting, borrowed)
             if lack <= 1e-9:
                 self.since.pop(team, None)
                 continue
@@ -103,7 +107,7 @@ class SplitReclaim(Copies):
                 replay.started(owner, pool)
 
 
-def run(trace_name: str, days: float, federation: Copies) -> dict[str, object]:
+def run(trace_name: str, days: float, federation: Copies, round_s: float = 600.0) -> dict[str, object]:
     trace = load_trace(trace_name)
     horizon = days * 86400 if days else None
     jobs = trace.jobs
@@ -113,11 +117,12 @@ def run(trace_name: str, days: float, federation: Copies) -> dict[str, object]:
     pools = pools_for("federated", nodes, scenario, jobs)
     started = time.process_time()
     result = Replay(jobs, pools, scenario, policy="federated", seed=0, federation=federation,
-                    horizon_s=horizon).run()
+                    horizon_s=horizon, sample_interval_s=round_s).run()
     figures = result.figures
     return {
         "benchmark": "reclaim_sim", "trace": trace.name, "days": days or "all", "policy": type(federation).__name__,
-        "capacity_gpus": capacity,
+        "capacity_gpus": capacity, "round_s": round_s, "grace_s": POLICY.grace_s,
+        "min_runtime_s": POLICY.min_runtime_s,
         "starved_gpu_h": round(federation.starvation.gpu_s / 3600, 1),
         "starved_beyond_grace_gpu_h": round(federation.starvation.beyond_grace_gpu_s / 3600, 1),
         "utilisation": _round(figures["utilisation"], 4), "allocation": _round(figures["allocation"], 4),
@@ -135,10 +140,11 @@ def _round(value: object, digits: int = 2) -> object:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", default="philly")
-    parser.add_argument("--days", type=float, default=14.0, help="replay this many days (0: the whole trace)")
+    parser.add_argument("--days", type=float, default=0.0, help="replay this many days (0: the whole trace)")
+    parser.add_argument("--round-s", type=float, default=600.0, help="seconds between rounds (reclaim and measure)")
     args = parser.parse_args()
     for federation in (Copies(), SplitReclaim()):
-        print(json.dumps(run(args.trace, args.days, federation)), flush=True)
+        print(json.dumps(run(args.trace, args.days, federation, args.round_s)), flush=True)
 
 
 if __name__ == "__main__":
