@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q, Sum
 
@@ -102,3 +102,165 @@ def _pending(row: Workload) -> Request:
 def open_plans(orchestrator: Orchestrator | None = None):
     plans = ReclaimPlan.objects.filter(state__in=(ReclaimPlan.State.PENDING, ReclaimPlan.State.APPROVED))
     return plans.filter(orchestrator=orchestrator) if orchestrator is not None else plans
+
+
+# ------------------------------------------------------------------------------------------- the reclaim page
+
+OTHER_TEAM = "another team"
+
+
+@dataclass(frozen=True)
+class VictimRow:
+    workload_id: str  # "" when the victim's team is hidden from the reader
+    team: str
+    gpus: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One owner's claim in a plan, as the reader may see it: an owner of a team hidden from the reader is named
+    "another team", without its request or cause; a victim of a hidden team without its job or reason."""
+
+    owner: str
+    owner_visible: bool
+    guarantee: float
+    held: float
+    request_id: str
+    request_gpus: float
+    waited_since: datetime | None
+    waited_s: float  # at the round that planned it
+    cause: str
+    victims: tuple[VictimRow, ...]
+    still_waits: bool | None  # None: not asked (a decided plan); False: the owner's request no longer waits
+
+    @property
+    def gpus(self) -> float:
+        return sum(victim.gpus for victim in self.victims)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    plan: ReclaimPlan
+    claims: tuple[ClaimRow, ...]
+    teams: frozenset[str]  # owners and victims' teams, as stored
+
+    @property
+    def gpus(self) -> float:
+        return sum(claim.gpus for claim in self.claims)
+
+    @property
+    def owners(self) -> str:
+        return ", ".join(dict.fromkeys(claim.owner for claim in self.claims if claim.owner)) or "—"
+
+    @property
+    def stale(self) -> bool:
+        """Every owner's request has started or ended since the round: approving would stop nothing."""
+        return bool(self.claims) and all(claim.still_waits is False for claim in self.claims)
+
+    @property
+    def partly_stale(self) -> bool:
+        return not self.stale and any(claim.still_waits is False for claim in self.claims)
+
+
+@dataclass(frozen=True)
+class ReclaimPage:
+    pending: tuple[PlanRow, ...]
+    past: tuple[PlanRow, ...]
+
+
+def plan_teams(plan: ReclaimPlan) -> frozenset[str]:
+    return frozenset(
+        [claim.get("owner", "") for claim in plan.reclaims]
+        + [victim.get("team", "") for claim in plan.reclaims for victim in claim.get("victims", ())]
+    ) - {""}
+
+
+def reclaim_page(user, past_limit: int = 50) -> ReclaimPage:
+    """Pending plans (oldest first, each owner's request checked: does it still wait?) and the latest decided or
+    applied ones, narrowed to the plans touching a team ``user`` may see (``access.team_ids_visible_to``); what
+    such a plan says of teams the reader may not see is redacted (``ClaimRow``)."""
+    from scheduling.models import Team
+    from scheduling.selectors import access
+
+    ids = access.team_ids_visible_to(user)
+    visible = None if ids is None else frozenset(Team.objects.filter(pk__in=ids).values_list("slug", flat=True))
+    plans = ReclaimPlan.objects.select_related("orchestrator", "decided_by").defer(
+        "orchestrator__options", "orchestrator__breaker_state")
+    pending = [p for p in plans.filter(state=ReclaimPlan.State.PENDING).order_by("created_at")
+               if _touches(p, visible)]
+    waiting = _still_waiting(pending)
+    past_plans = [p for p in plans.exclude(state=ReclaimPlan.State.PENDING)[: past_limit * 4] if _touches(p, visible)]
+    return ReclaimPage(
+        pending=tuple(_plan_row(p, visible, waiting) for p in pending),
+        past=tuple(_plan_row(p, visible, None) for p in past_plans[:past_limit]),
+    )
+
+
+def visible_plan(user, pk: int) -> ReclaimPlan | None:
+    """The plan ``pk`` when ``user`` may see it (it touches one of their teams), else None."""
+    from scheduling.models import Team
+    from scheduling.selectors import access
+
+    plan = ReclaimPlan.objects.select_related("orchestrator").filter(pk=pk).first()
+    ids = access.team_ids_visible_to(user)
+    if plan is None or ids is None:
+        return plan
+    visible = frozenset(Team.objects.filter(pk__in=ids).values_list("slug", flat=True))
+    return plan if _touches(plan, visible) else None
+
+
+def _touches(plan: ReclaimPlan, visible: frozenset[str] | None) -> bool:
+    return visible is None or bool(plan_teams(plan) & visible)
+
+
+def _still_waiting(plans: list[ReclaimPlan]) -> set[tuple[int, str]]:
+    """(orchestrator pk, external id) of the plans' owner requests that still wait, in one query."""
+    wanted = Q(pk__in=[])
+    for plan in plans:
+        ids = [claim.get("request_id") for claim in plan.reclaims if claim.get("request_id")]
+        if ids:
+            wanted |= Q(orchestrator_id=plan.orchestrator_id, external_id__in=ids)
+    rows = Workload.objects.filter(wanted, state=Workload.State.PENDING).values_list("orchestrator_id", "external_id")
+    return set(rows)
+
+
+def _plan_row(plan: ReclaimPlan, visible: frozenset[str] | None,
+              waiting: set[tuple[int, str]] | None) -> PlanRow:
+    return PlanRow(plan, tuple(_claim_row(plan, claim, visible, waiting) for claim in plan.reclaims), plan_teams(plan))
+
+
+def _claim_row(plan: ReclaimPlan, claim: dict, visible: frozenset[str] | None,
+               waiting: set[tuple[int, str]] | None) -> ClaimRow:
+    owner = claim.get("owner", "")
+    shown = visible is None or owner in visible
+    waited = float(claim.get("waited_s") or 0)
+    request_id = claim.get("request_id", "")
+    still = None if waiting is None or not request_id else (plan.orchestrator_id, request_id) in waiting
+    return ClaimRow(
+        owner=owner if shown else (OTHER_TEAM if owner else ""),
+        owner_visible=shown,
+        guarantee=float(claim.get("owner_guarantee") or 0) if shown else 0.0,
+        held=float(claim.get("owner_held") or 0) if shown else 0.0,
+        request_id=request_id if shown else "",
+        request_gpus=float(claim.get("request_gpus") or 0) if shown else 0.0,
+        waited_since=plan.created_at - timedelta(seconds=waited) if shown and waited else None,
+        waited_s=waited if shown else 0.0,
+        cause=claim.get("cause", "") if shown else "",
+        victims=tuple(_victim_row(victim, visible, shown) for victim in claim.get("victims", ())),
+        still_waits=still,
+    )
+
+
+def _victim_row(victim: dict, visible: frozenset[str] | None, owner_shown: bool) -> VictimRow:
+    """The engine's reason names the owner it was taken for: a reader who may not see the owner reads a plain one."""
+    team = victim.get("team", "")
+    if visible is None or team in visible:
+        reason = victim.get("reason", "") if owner_shown else f"taken back for {OTHER_TEAM} below its guarantee"
+        return VictimRow(str(victim.get("workload_id", "")), team, float(victim.get("gpus") or 0), reason)
+    return VictimRow("", OTHER_TEAM, float(victim.get("gpus") or 0), "")
+
+
+def pending_plan_count() -> int:
+    """Reclaim plans waiting for an admin (the governance page links them)."""
+    return ReclaimPlan.objects.filter(state=ReclaimPlan.State.PENDING).count()
