@@ -294,7 +294,8 @@ class ReclaimPlanTable(tables.Table):
 
     def render_state(self, value, record):
         tone = {"applied": "ok", "approved": "ok", "rejected": "bad", "failed": "bad"}.get(value, "info")
-        return format_html('<span class="badge {}">{}</span>', tone, record.plan.get_state_display())
+        badge = format_html('<span class="badge {}">{}</span>', tone, record.plan.get_state_display())
+        return format_html("{}<br><span class=\"small muted\">{}</span>", badge, _what_was_done(record.plan.actions))
 
     def render_decided(self, record):
         plan = record.plan
@@ -302,3 +303,10 @@ class ReclaimPlanTable(tables.Table):
         when = date_filter(plan.decided_at, "Y-m-d H:i") if plan.decided_at else ""
         return format_html('{} <span class="muted small">{}</span><br><span class="small">{}</span>', who, when,
                            plan.reason or plan.error)
+
+
+def _what_was_done(actions: list[dict]) -> str:
+    """"requeue 4101 (dry run)", "skip": the levers a plan pulled, as its actions recorded them."""
+    done = [f"{a.get('verb', '')} {a.get('victim', '')}".strip() + (" (dry run)" if a.get("dry_run") else "")
+            for a in actions or ()]
+    return "; ".join(done)

@@ -28,6 +28,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.selectors import fleet
+from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
 from scheduling.services import collection, governance, idempotency, quota, reclaim
 from scheduling.services import health as health_checks
@@ -304,6 +305,10 @@ class ReclaimPlanViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = ReclaimPlan.objects.select_related("orchestrator", "decided_by").defer(*ORCHESTRATOR_JSON)
     serializer_class = serializers.ReclaimPlanSerializer
     filterset_fields = ["state", "mode"]
+
+    def get_queryset(self):
+        """The plans touching a team the caller may see (the reclaim page's rule); an outsider's list is empty."""
+        return reclaim_reads.plans_visible_to(self.request.user, super().get_queryset())
 
     @extend_schema(request=serializers.ReasonSerializer, responses=serializers.ReclaimPlanSerializer)
     @action(detail=True, methods=["post"])

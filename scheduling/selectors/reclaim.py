@@ -170,10 +170,18 @@ class ReclaimPage:
 
 
 def plan_teams(plan: ReclaimPlan) -> frozenset[str]:
+    return _claim_teams(plan.reclaims)
+
+
+def _claim_teams(reclaims: list[dict]) -> frozenset[str]:
     return frozenset(
-        [claim.get("owner", "") for claim in plan.reclaims]
-        + [victim.get("team", "") for claim in plan.reclaims for victim in claim.get("victims", ())]
+        [claim.get("owner", "") for claim in reclaims]
+        + [victim.get("team", "") for claim in reclaims for victim in claim.get("victims", ())]
     ) - {""}
+
+
+def _touches_claims(reclaims: list[dict], visible: frozenset[str]) -> bool:
+    return bool(_claim_teams(reclaims or []) & visible)
 
 
 def reclaim_page(user, past_limit: int = 50) -> ReclaimPage:
@@ -195,6 +203,21 @@ def reclaim_page(user, past_limit: int = 50) -> ReclaimPage:
         pending=tuple(_plan_row(p, visible, waiting) for p in pending),
         past=tuple(_plan_row(p, visible, None) for p in past_plans[:past_limit]),
     )
+
+
+def plans_visible_to(user, queryset=None):
+    """Reclaim plans touching a team ``user`` may see (all for admins): the API's list follows the page's rule."""
+    from scheduling.models import Team
+    from scheduling.selectors import access
+
+    queryset = ReclaimPlan.objects.all() if queryset is None else queryset
+    ids = access.team_ids_visible_to(user)
+    if ids is None:
+        return queryset
+    visible = frozenset(Team.objects.filter(pk__in=ids).values_list("slug", flat=True))
+    touching = [pk for pk, reclaims in ReclaimPlan.objects.values_list("pk", "reclaims")
+                if _touches_claims(reclaims, visible)]
+    return queryset.filter(pk__in=touching)
 
 
 def visible_plan(user, pk: int) -> ReclaimPlan | None:

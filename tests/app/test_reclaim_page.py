@@ -166,3 +166,14 @@ def test_the_decided_plans_download_as_csv(client, cast, plan):
     lines = response.content.decode().splitlines()
     assert lines[0].startswith("Planned (UTC),Orchestrator,For (below guarantee),GPUs taken back")
     assert "hpc,nlp,8,review,Rejected" in lines[1] and "recsys demo today" in lines[1]
+
+
+def test_the_api_lists_the_plans_by_the_same_rule(client, cast, plan):
+    """The REST list followed no rule before the page: an outsider read every team's reclaims."""
+    for role, listed in (("admin", [plan.pk]), ("researcher", [plan.pk]), ("lead", [plan.pk]), ("outsider", [])):
+        client.force_login(cast[role])
+        rows = client.get("/api/v1/reclaim-plans/").json()
+        rows = rows["results"] if isinstance(rows, dict) else rows
+        assert [row["id"] for row in rows] == listed, role
+    client.force_login(cast["outsider"])
+    assert client.get(f"/api/v1/reclaim-plans/{plan.pk}/").status_code == 404

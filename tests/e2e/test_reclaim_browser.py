@@ -91,7 +91,7 @@ def test_an_admin_finds_the_plan_from_governance_and_approves_it_by_clicking(ses
     assert f"Reclaim plan #{reclaim_site.pk} approved" in page.locator("[role=status]").inner_text()
     assert "No reclaim plan is waiting." in page.locator("#pending").inner_text()
     past = page.locator("#past").inner_text()
-    assert "Applied" in past and "nlp's guarantee; recsys agreed" in past
+    assert "Applied" in past and "requeue 4101 (dry run)" in past and "nlp's guarantee; recsys agreed" in past
     _shot(page, "admin-1440-decided")
     applied = ReclaimPlan.objects.get(pk=reclaim_site.pk)
     assert applied.state == ReclaimPlan.State.APPLIED and applied.decided_by.username == "admin"
