@@ -59,7 +59,9 @@ def reclaim_decide(request: HttpRequest, pk: int) -> HttpResponse:
         from scheduling.tasks import apply_reclaim_plan
 
         apply_reclaim_plan.delay(plan.pk)
-        messages.success(request, f"Reclaim plan #{pk} approved: its victims are being stopped ({plan.reason}).")
+        then = ("dry run: the commands it would send are recorded" if plan.dry_run
+                else "its jobs are being stopped")
+        messages.success(request, f"Reclaim plan #{pk} approved, {then} ({plan.reason}).")
     else:
         messages.success(request, f"Reclaim plan #{pk} rejected: nothing is stopped ({plan.reason}).")
     return redirect("reclaim")

@@ -88,7 +88,7 @@ def test_an_admin_finds_the_plan_from_governance_and_approves_it_by_clicking(ses
     plan.get_by_label(f"Reason for plan #{reclaim_site.pk}").fill("nlp's guarantee; recsys agreed")
     plan.get_by_role("button", name="Approve and stop these jobs").click()
     page.wait_for_load_state()
-    assert f"Reclaim plan #{reclaim_site.pk} approved" in page.locator("[role=status]").inner_text()
+    assert f"Reclaim plan #{reclaim_site.pk} approved, dry run" in page.locator("[role=status]").inner_text()
     assert "No reclaim plan is waiting." in page.locator("#pending").inner_text()
     past = page.locator("#past").inner_text()
     assert "Applied" in past and "requeue 4101 (dry run)" in past and "nlp's guarantee; recsys agreed" in past
