@@ -492,6 +492,8 @@ CELERY_BEAT_SCHEDULE = {
     "rebalance": {"task": "scheduling.tasks.propose_rebalance", "schedule": 300},
     # issue 18: governance read back, diffed and enforced (auto) or planned (review) every round
     "reconcile-governance": {"task": "scheduling.tasks.reconcile_governance", "schedule": GPUPORTAL_ROUND_SECONDS},
+    # issue 31: borrowed GPUs back for teams below their guarantee (review: a plan; auto: applied)
+    "reclaim": {"task": "scheduling.tasks.reclaim_round", "schedule": GPUPORTAL_ROUND_SECONDS},
     "expire-quota-grants": {"task": "scheduling.tasks.expire_grants", "schedule": crontab(minute="*/5")},
     "remind-expiring-grants": {"task": "scheduling.tasks.remind_expiring_grants", "schedule": crontab(minute=23)},
     "compact-table-changes": {"task": "scheduling.tasks.compact_table_changes", "schedule": 60},

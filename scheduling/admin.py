@@ -210,6 +210,13 @@ class RebalancePlanAdmin(HistoryAdmin):
     inlines = [NodeMoveInline]
 
 
+@admin.register(models.ReclaimPlan)
+class ReclaimPlanAdmin(HistoryAdmin):
+    list_display = ("pk", "orchestrator", "created_at", "mode", "state", "cause")
+    list_filter = ("state", "mode")
+    readonly_fields = ("reclaims", "passed", "actions")
+
+
 @admin.register(models.Workload)
 class WorkloadAdmin(ModelAdmin):
     list_display = (

@@ -50,6 +50,21 @@ GOVERNANCE = {
     },
     "ray": {},
 }
+# Reclaim of borrowed GPUs for teams below their guarantee (docs/governance.md, "Reclaim"): off, native (the
+# orchestrator's own reclaim acts; the portal records what it would do), review (a plan an admin approves, the
+# default) or auto; the engine's minimum victim runtime and the grace a claim waits; a dry run only describes the
+# requeue/eviction/stop; Kubernetes evictions may override the pods' own termination grace.
+RECLAIM = {
+    "type": "object",
+    "properties": {
+        "mode": {"enum": ["off", "native", "review", "auto"]},
+        "min_runtime_s": SECONDS_OR_ZERO,
+        "grace_s": SECONDS_OR_ZERO,
+        "dry_run": FLAG,
+        "eviction_grace_s": {"type": "integer", "minimum": 0, "maximum": 86_400},
+    },
+    "additionalProperties": False,
+}
 COLLECTOR_COMMON = {
     "timeout_s": SECONDS,
     "team_aliases": {"type": "object", "additionalProperties": STRING},
@@ -78,6 +93,7 @@ def _source(
             **properties,
             "rebalance": rebalance_object,
             "governance": governance_object,
+            "reclaim": RECLAIM,
         },
         "additionalProperties": False,
     }

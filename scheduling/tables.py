@@ -271,3 +271,42 @@ class JobInWindowTable(_DrillDownTable):
         attrs = {**ATTRS, "id": "user-jobs"}
         empty_text = "No jobs of this user in this window."
         order_by = ("-started_at",)
+
+
+class ReclaimPlanTable(tables.Table):
+    """Rows are ``selectors.reclaim.PlanRow`` (decided, applied, superseded or native plans), already narrowed
+    and redacted for the reader."""
+
+    created_at = DateTimeColumn(accessor="plan__created_at", format="Y-m-d H:i", verbose_name="Planned (UTC)")
+    orchestrator = tables.Column(accessor="plan__orchestrator__name", verbose_name="Orchestrator")
+    owners = tables.Column(verbose_name="For (below guarantee)", orderable=False)
+    gpus = tables.Column(verbose_name="GPUs taken back", orderable=False)
+    mode = tables.Column(accessor="plan__mode", verbose_name="Mode")
+    state = tables.Column(accessor="plan__state", verbose_name="Outcome")
+    decided = tables.Column(accessor="plan__reason", verbose_name="Decided", empty_values=(), orderable=False)
+
+    class Meta:
+        attrs = ATTRS
+        empty_text = "No reclaim plan has been decided yet."
+
+    def render_gpus(self, value):
+        return f"{value:g}"
+
+    def render_state(self, value, record):
+        tone = {"applied": "ok", "approved": "ok", "rejected": "bad", "failed": "bad"}.get(value, "info")
+        badge = format_html('<span class="badge {}">{}</span>', tone, record.plan.get_state_display())
+        return format_html("{}<br><span class=\"small muted\">{}</span>", badge, _what_was_done(record.plan.actions))
+
+    def render_decided(self, record):
+        plan = record.plan
+        who = plan.decided_by.get_username() if plan.decided_by else ("the round" if plan.decided_at else "—")
+        when = date_filter(plan.decided_at, "Y-m-d H:i") if plan.decided_at else ""
+        return format_html('{} <span class="muted small">{}</span><br><span class="small">{}</span>', who, when,
+                           plan.reason or plan.error)
+
+
+def _what_was_done(actions: list[dict]) -> str:
+    """"requeue 4101 (dry run)", "skip": the levers a plan pulled, as its actions recorded them."""
+    done = [f"{a.get('verb', '')} {a.get('victim', '')}".strip() + (" (dry run)" if a.get("dry_run") else "")
+            for a in actions or ()]
+    return "; ".join(done)

@@ -24,6 +24,7 @@ from scheduling.services import (
     quota,
     reaper,
     rebalance,
+    reclaim,
     report_delivery,
     simulation_runs,
     table_changes,
@@ -114,6 +115,31 @@ def collector_heartbeat() -> bool:
 def ping(value: int) -> int:
     """Round-trip probe used by health checks and the end-to-end worker test."""
     return value + 1
+
+
+# --- Reclaim: borrowed GPUs back for teams below their guarantee (services/reclaim.py). ---
+
+
+@shared_task(acks_late=True)
+def reclaim_round() -> dict[str, int]:
+    """One reclaim round per orchestrator whose ``options.reclaim.mode`` is not off."""
+    orchestrators = reclaim.reclaiming_orchestrators()
+    for orchestrator in orchestrators:
+        reclaim_orchestrator.delay(orchestrator.pk)
+    return {"orchestrators": len(orchestrators)}
+
+
+@shared_task(acks_late=True)
+def reclaim_orchestrator(orchestrator_id: int) -> dict[str, object]:
+    plan = reclaim.reclaim_round(orchestrator_id)
+    return {"plan": plan.pk if plan else None, "state": plan.state if plan else None}
+
+
+@shared_task(acks_late=True)
+def apply_reclaim_plan(plan_id: int) -> dict[str, object]:
+    """An approved plan's victims stopped (idempotent: a stopped victim answers unchanged)."""
+    plan = reclaim.apply_reclaim_plan(plan_id)
+    return {"plan": plan.pk, "state": plan.state}
 
 
 # --- Rebalancer: propose a plan each round; apply an approved one step by step until done. ---

@@ -23,6 +23,7 @@ READS = {
     "/api/v1/usage/rollups/": SIGNED_IN,
     "/api/v1/collector-runs/": SIGNED_IN,
     "/api/v1/rebalance-plans/": SIGNED_IN,
+    "/api/v1/reclaim-plans/": SIGNED_IN,
     "/api/v1/fragmentation/": SIGNED_IN,
     "/api/v1/reports/": SIGNED_IN,
     "/api/v1/reports/{report}/": SIGNED_IN,

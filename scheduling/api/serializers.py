@@ -14,6 +14,7 @@ from scheduling.models import (
     QuotaGrant,
     QuotaRequest,
     RebalancePlan,
+    ReclaimPlan,
     Team,
     UsageRollup,
     UsageSample,
@@ -356,6 +357,21 @@ class RebalancePlanSerializer(ModelSerializer):
             *("id", "created_at", "state", "dry_run", "reason", "expected_effect"),
             *("decided_at", "error", "moves", "version"),
         ]
+
+
+class ReclaimPlanSerializer(ModelSerializer):
+    """A reclaim of borrowed GPUs (docs/governance.md, "Reclaim"): each reclaim with its cause and victims, the
+    claims passed over with why, and what applying did."""
+
+    orchestrator = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    gpus = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = ReclaimPlan
+        fields = ["id", "orchestrator", "created_at", "mode", "state", "dry_run", "cause", "gpus", "reclaims",
+                  "passed", "actions", "decided_by", "decided_at", "reason", "error"]
+        read_only_fields = fields
 
 
 class FragmentationSerializer(serializers.Serializer):

@@ -39,6 +39,7 @@ router.register("usage/samples", views.UsageSampleViewSet, basename="usagesample
 router.register("usage/rollups", views.UsageRollupViewSet, basename="usagerollup")
 router.register("collector-runs", views.CollectorRunViewSet, basename="collectorrun")
 router.register("rebalance-plans", views.RebalancePlanViewSet, basename="rebalanceplan")
+router.register("reclaim-plans", views.ReclaimPlanViewSet, basename="reclaimplan")
 router.register("reports", CapacityReportViewSet, basename="capacityreport")
 router.register("whatif", WhatIfViewSet, basename="whatif")
 router.register("ledger/findings", ledger.LedgerFindingViewSet, basename="ledgerfinding")

@@ -20,14 +20,16 @@ from scheduling.models import (
     QuotaGrant,
     QuotaRequest,
     RebalancePlan,
+    ReclaimPlan,
     Team,
     UsageRollup,
     UsageSample,
     Workload,
 )
 from scheduling.selectors import access, fleet
+from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
-from scheduling.services import collection, freshness, governance, idempotency, quota, versions
+from scheduling.services import collection, freshness, governance, idempotency, quota, reclaim, versions
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
@@ -319,6 +321,39 @@ class RebalancePlanViewSet(VersionETagMixin, CachedListMixin, viewsets.ReadOnlyM
     queryset = RebalancePlan.objects.prefetch_related("moves__node", "moves__source", "moves__target")
     serializer_class = serializers.RebalancePlanSerializer
     filterset_fields = ["state"]
+
+
+class ReclaimPlanViewSet(viewsets.ReadOnlyModelViewSet):
+    """Reclaims of borrowed GPUs; an admin approves (then applied by a task) or rejects a pending one."""
+
+    queryset = ReclaimPlan.objects.select_related("orchestrator", "decided_by").defer(*ORCHESTRATOR_JSON)
+    serializer_class = serializers.ReclaimPlanSerializer
+    filterset_fields = ["state", "mode"]
+
+    def get_queryset(self):
+        """The plans touching a team the caller may see (the reclaim page's rule); an outsider's list is empty."""
+        return reclaim_reads.plans_visible_to(self.request.user, super().get_queryset())
+
+    @extend_schema(request=serializers.ReasonSerializer, responses=serializers.ReclaimPlanSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        plan = reclaim.approve_reclaim_plan(self.get_object().pk, by=request.user, reason=self._reason(request))
+        from scheduling.tasks import apply_reclaim_plan
+
+        apply_reclaim_plan.delay(plan.pk)
+        return Response(serializers.ReclaimPlanSerializer(plan).data)
+
+    @extend_schema(request=serializers.ReasonSerializer, responses=serializers.ReclaimPlanSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        plan = reclaim.reject_reclaim_plan(self.get_object().pk, by=request.user, reason=self._reason(request))
+        return Response(serializers.ReclaimPlanSerializer(plan).data)
+
+    @staticmethod
+    def _reason(request) -> str:
+        body = serializers.ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return body.validated_data["reason"]
 
 
 class FragmentationView(APIView):

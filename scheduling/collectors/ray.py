@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -276,6 +277,50 @@ def build_snapshot(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RayJobHold:
+    """What one Ray job holds now: the GPUs of its running placement groups, normal tasks outside groups and
+    actors outside groups (the collector's counting rule), with the owner its metadata names.
+    ``submission_id`` is empty for a driver started by hand: the Jobs API cannot stop it."""
+
+    job_id: str
+    submission_id: str
+    team: str
+    user: str
+    status: str
+    started_at: float
+    gpus: float
+
+
+def job_holdings(
+    *, jobs_doc: Any, placement_groups_doc: Any, tasks_doc: Any, actors_doc: Any, teams: TeamMapping = DEFAULT_TEAMS
+) -> list[RayJobHold]:
+    """GPUs held per Ray job, read from the real cluster (pure: parses the dashboard's documents)."""
+    index = _JobIndex(jobs_doc, teams)
+    context = {"orchestrator": "", "jobs": index, "node_names": {}}
+    held: dict[str, float] = {}
+    sources = (
+        (state_api_items(placement_groups_doc, "pgs"), parse_placement_group, "creator_job_id"),
+        (state_api_items(tasks_doc, "tasks"), parse_task, "job_id"),
+        (state_api_items(actors_doc, "actors"), parse_actor, "job_id"),
+    )
+    for rows, parse, job_key in sources:
+        for raw in rows:
+            workload = parse(raw, **context)
+            if workload is not None and workload.state is WorkloadState.RUNNING:
+                job = str(raw.get(job_key) or "")
+                held[job] = held.get(job, 0.0) + workload.gang_size * workload.gpus_per_member
+    found = []
+    for job in jobs_doc:
+        job_id = str(job.get("job_id") or (job.get("driver_info") or {}).get("id") or "")
+        owner = index.owner(job_id)
+        found.append(RayJobHold(job_id, str(job.get("submission_id") or ""), owner["team"], owner["user"],
+                                str(job.get("status") or ""), _ms(job.get("start_time")) or 0.0,
+                                held.pop(job_id, 0.0)))
+    found += [RayJobHold(job, "", index.owner(job)["team"], "", "", 0.0, gpus) for job, gpus in held.items()]
+    return found
+
+
 def _not_state(*states: str) -> list[tuple[str, str]]:
     """State API filters (ANDed): ``state != X`` for each X, so finished work is never listed."""
     params: list[tuple[str, str]] = []
@@ -348,6 +393,16 @@ class RayCollector:
     def _listing(self, what: str, *exclude: str) -> Any:
         params = [("detail", "true"), ("limit", str(self.limit)), *_not_state(*exclude)]
         return self.client.get_json(f"/api/v0/{what}", params)
+
+    def job_holdings(self) -> list[RayJobHold]:
+        """GPUs each job holds now, read from the dashboard (the pool ceiling's read-back)."""
+        return job_holdings(
+            jobs_doc=self.client.get_json("/api/jobs/"),
+            placement_groups_doc=self._listing("placement_groups", "REMOVED"),
+            tasks_doc=self._listing("tasks", "FINISHED", "FAILED"),
+            actors_doc=self._listing("actors", "DEAD"),
+            teams=self.teams,
+        )
 
     def _collect(self) -> Snapshot:
         taken_at = datetime.now(UTC)

@@ -11,6 +11,8 @@ decision is a function of its inputs (and a ``seed`` where chance is involved). 
 * ``fairshare``     ``entitlements`` (hierarchical weighted max-min with floors and caps),
                     ``decayed_usage``, ``order_pending``, ``jain_index``
 * ``preemption``    ``select_victims`` (+ ``RunningSet`` index, ``apply_victim_plan`` for simulations)
+* ``reclaim``       ``plan_reclaims``: borrowed GPUs back for teams below their guarantee (victims by
+                    ``preemption``'s rules, bounded by the owners' pending demand, min-runtime, grace)
 * ``backfill``      ``easy_backfill`` (+ ``EndingQueue`` for callers that backfill after every change)
 * ``routing``       ``route`` (rules) and ``route_by_start`` (the candidate predicted to start first)
 * ``startplan``     ``PoolSnapshot``, ``estimate_start``, ``StartPlans`` (a stream, one snapshot): start and position

@@ -183,8 +183,12 @@ def select_victims(
     *,
     now: float,
     min_runtime_s: float,
+    borrowers_only: bool = False,
 ) -> VictimPlan | Rejection:
     """The cheapest explainable set of whole gangs to stop so ``request`` can start (see module doc).
+
+    ``borrowers_only`` (the reclaim of a guarantee, ``reclaim.plan_reclaims``) takes victims from other
+    teams' borrowed capacity only, never from the requesting team's own lower-priority work.
 
     ``state_nodes`` must already account for ``running`` (their GPUs are not free). When the request
     already fits, the plan has no victims. Pass a ``ClusterState`` and a ``RunningSet`` kept up to
@@ -202,7 +206,7 @@ def select_victims(
         entitled={team: max(e.guaranteed, e.allocation) for team, e in by_team.items()},
     )
     reclaiming = ledger.held.get(request.team, 0.0) + request.gpus <= ledger.entitled.get(request.team, 0.0)
-    search = _Search(state, index, request, ledger, reclaiming, now, min_runtime_s)
+    search = _Search(state, index, request, ledger, reclaiming, now, min_runtime_s, borrowers_only)
     return search.run()
 
 
@@ -218,8 +222,9 @@ class _Search:
     """One victim search: walk gangs cheapest first until some node (or the gang) can host the request."""
 
     def __init__(self, state: ClusterState, index: RunningSet, request: Request, ledger: _Ledger,
-                 reclaiming: bool, now: float, min_runtime_s: float) -> None:
+                 reclaiming: bool, now: float, min_runtime_s: float, borrowers_only: bool = False) -> None:
         self.state = state
+        self.borrowers_only = borrowers_only
         self.index = index
         self.request = request
         self.ledger = ledger
@@ -275,6 +280,8 @@ class _Search:
         if self.now - gang.youngest_start < self.min_runtime_s:
             return self._skip("inside its minimum runtime")
         if gang.team == self.request.team:
+            if self.borrowers_only:
+                return self._skip("the requester's own work (reclaim takes from borrowers only)")
             if gang.priority >= self.request.priority:
                 return self._skip("same team, not lower priority")
             return SAME_TEAM

@@ -19,6 +19,7 @@ from .owners import IdentityOverride
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
+from .reclaim import ReclaimPlan
 from .reports import CapacityReport, ReportSubscription
 from .teams import ExternalIdentity, GroupMapping, Membership, Queue, Team, TeamTree
 
@@ -53,6 +54,7 @@ __all__ = [
     "QuotaGrant",
     "QuotaRequest",
     "RebalancePlan",
+    "ReclaimPlan",
     "ReportSubscription",
     "SourceView",
     "TableChange",

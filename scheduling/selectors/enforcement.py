@@ -22,8 +22,8 @@ from scheduling.models import (
 )
 
 RAY_NOTE = (
-    "Ray has no per-team quota: a team's GPUs on Ray are observed, not enforced; the pool's autoscaler bounds are "
-    "the rebalancer's to hold"
+    "Ray: pool-level only (Ray has no per-team quota: team caps there are observed, not enforced; the pool "
+    "ceiling is read back from what its jobs hold and kept by stopping borrowed jobs)"
 )
 WAITING = (EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED)
 HIDDEN = {"kind", "name", "namespace", "user", "account", "orchestrator"}  # identity, shown in the object id

@@ -10,8 +10,8 @@ or stores them as a plan an admin approves (*review*, the default). docs/governa
 - One orchestrator failing (unreachable, a refused write) keeps its changes pending, retried next round; the
   others proceed. The cluster I/O happens first, then one transaction per orchestrator records what happened,
   so nothing is half-recorded.
-- Ray has no per-team quota: its pool bounds are computed and shown ("Ray: pool-level only"), and written by
-  the rebalancer's autoscaler actuator, not here.
+- Ray has no per-team quota: team caps there are observed, not enforced. The pool ceiling is read back from
+  what its jobs really hold (services/reclaim.py ``RayPool``) and held by stopping borrowed jobs.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ from . import entitlement_split, governance_trigger, identity
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import lock_capacity
+from .reclaim import RayPool
 
 AUTO, REVIEW = "auto", "review"
 # What a cluster's reader or writer may raise when it is down: a collector's error, the OS's, the transport's.
@@ -288,19 +289,6 @@ def missing_namespaces(mapped: dict[str, list[str]], existing: set[str]) -> None
         raise GovernanceInputError(problems)
 
 
-@dataclass
-class RayPool:
-    """Pool-level only: the bounds are the rebalancer's to write (its autoscaler actuator); nothing here."""
-
-    kueue: bool = False
-
-    def read(self, desired: DesiredState) -> list[NativeObject]:
-        return list(desired.objects)
-
-    def apply(self, changes: Sequence[Change]) -> list[ApplyResult]:
-        return []
-
-
 def cluster_for(orchestrator: Orchestrator) -> Cluster:
     """The reader/writer of ``orchestrator``'s governance objects (tests replace it with a fake)."""
     options = orchestrator_access.governance_options(orchestrator)
@@ -312,7 +300,7 @@ def cluster_for(orchestrator: Orchestrator) -> Cluster:
         gov = KubernetesGovernance(orchestrator_access.kubernetes_api(orchestrator))
         mapped = dict(options.get("namespaces") or {})
         return KubernetesCluster(gov, bool(options.get("volcano", True)), gov.kueue_installed(), mapped)
-    return RayPool()
+    return RayPool(orchestrator)
 
 
 # -------------------------------------------------------------------------------------------- causes
@@ -608,8 +596,8 @@ def _record_writes(orchestrator: Orchestrator, plan: _Plan, results: list[ApplyR
     causes = _causes() if done else {}
     rows = {row.object_id: row for row in AppliedObject.objects.filter(orchestrator=orchestrator)}
     for change in plan.to_apply:
-        if change.id not in done:
-            continue
+        if change.id not in done or isinstance(change.desired, RayPoolBounds):
+            continue  # a Ray ceiling held by stopping jobs: audited as a ReclaimPlan, not an object written
         text, user = _cause_for(plan, change, causes, teams)
         row = rows.get(change.id)
         if change.action is Action.DELETE:

@@ -11,6 +11,7 @@ from .overview import overview
 from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
 from .quota import quota_detail, quota_list, quota_new
 from .rebalance import rebalance_overview, rebalance_plan, rebalance_policies
+from .reclaim import reclaim_decide, reclaim_plans
 from .reports import report_build, report_detail, report_download, report_list, report_subscription
 from .teams import team_detail, team_list
 from .workloads import my_workloads
@@ -33,6 +34,8 @@ __all__ = [
     "rebalance_overview",
     "rebalance_plan",
     "rebalance_policies",
+    "reclaim_decide",
+    "reclaim_plans",
     "report_build",
     "report_detail",
     "report_download",

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.models import DriftFinding, EnforcementPlan, Orchestrator
 from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.services import enforcement, orchestrators
 
 DECISIONS = {
@@ -27,7 +28,9 @@ def governance(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _set_mode(request) if request.POST.get("decision") == "mode" else _decide(request)
     modes = [(o, enforcement.mode_of(o)) for o in enforcement.governed_orchestrators()]
-    return render(request, "scheduling/governance.html", {"page": enforcement_reads.governance_page(), "modes": modes})
+    context = {"page": enforcement_reads.governance_page(), "modes": modes,
+               "reclaim_pending": reclaim_reads.pending_plan_count()}
+    return render(request, "scheduling/governance.html", context)
 
 
 def _set_mode(request: HttpRequest) -> HttpResponse:

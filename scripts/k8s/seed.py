@@ -426,7 +426,7 @@ WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
-    # Admission bypasses an admin chose to evict (option admission_bypass).
+    # Reclaim of borrowed GPUs and admission bypasses an admin chose to evict (option admission_bypass).
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [VOLCANO_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
     # Governance: the portal writes each team's namespaces, GPU quotas and Volcano Queue (and Kueue's

@@ -30,9 +30,14 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
     ("", "pods", "list"): [
         ("k8s.py", "self.core.list_pod_for_all_namespaces"),
         ("verbs.py", 'CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")'),
+        ("reclaim_actuators.py", "self.core.list_namespaced_pod(namespace)"),
+    ],
+    ("", "pods", "get"): [("reclaim_actuators.py", "self.core.read_namespaced_pod(pod, namespace)")],
+    ("", "pods/eviction", "create"): [
+        ("reclaim_actuators.py", "self.core.create_namespaced_pod_eviction(pod, namespace, body"),
+        ("k8s_admission.py", "self.core.create_namespaced_pod_eviction"),
     ],
     ("", "pods", "patch"): [("k8s_admission.py", "self.core.patch_namespaced_pod")],
-    ("", "pods/eviction", "create"): [("k8s_admission.py", "self.core.create_namespaced_pod_eviction")],
     ("", "namespaces", "list"): [
         ("k8s_governance.py", "self.core.list_namespace, label_selector=TEAM_LABEL"),
         ("k8s.py", 'self.list_all("namespaces", self.core.list_namespace'),

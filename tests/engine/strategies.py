@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from scheduling.engine.types import Node, Request, TopologyLevel
+from scheduling.engine.placement import ClusterState
+from scheduling.engine.types import MemberAssignment, Node, Placement, Request, RunningWorkload, TopologyLevel
 
 MODELS = ("A100", "H100")
 
@@ -43,3 +44,30 @@ def requests(draw: st.DrawFn, index: int = 0) -> Request:
         topology_required=draw(st.booleans()),
         priority=draw(st.integers(0, 3)),
     )
+
+
+@st.composite
+def busy_fleets(
+    draw: st.DrawFn, teams: tuple[str, ...], starts: tuple[float, ...], priorities: int = 4
+) -> tuple[ClusterState, list[RunningWorkload]]:
+    """3 DGX nodes filled by random 1/2/4-GPU jobs of random ``teams``, some in two-member gangs spanning
+    nodes, each started at one of ``starts`` (so some sit inside a minimum runtime)."""
+    state = ClusterState([Node(f"n{i}", 8, "H100", nvlink_domain=f"n{i}", leaf_switch="leaf-0", spine="spine-0")
+                          for i in range(3)])
+    running: list[RunningWorkload] = []
+    for i in range(draw(st.integers(1, 14))):
+        size = draw(st.sampled_from((1, 2, 4)))
+        members = draw(st.sampled_from((1, 1, 2)))
+        request = Request(f"w{i}", members=members, gpus_per_member=size)
+        placement = state.place(request, "first-fit")
+        if not isinstance(placement, Placement):
+            continue
+        state.commit(placement, request)
+        team = draw(st.sampled_from(teams))
+        priority = draw(st.integers(0, priorities))
+        started = draw(st.sampled_from(starts))
+        for member in placement.assignments:
+            running.append(RunningWorkload(f"w{i}.{member.member}", team, float(size),
+                                           (MemberAssignment(0, member.node, member.gpu_indices),),
+                                           priority=priority, started_at=started, gang_id=f"w{i}"))
+    return state, running

@@ -7,44 +7,19 @@ from scheduling.engine.placement import ClusterState
 from scheduling.engine.preemption import RunningSet, apply_victim_plan, select_victims
 from scheduling.engine.types import (
     Entitlement,
-    MemberAssignment,
-    Placement,
     Request,
     RunningWorkload,
     VictimPlan,
 )
 
-from .fleets import dgx
+from .strategies import busy_fleets
 
 TEAMS = ("a", "b", "c")
 NOW = 10_000.0
 
 
-@st.composite
-def busy_fleets(draw: st.DrawFn) -> tuple[ClusterState, list[RunningWorkload]]:
-    """3 nodes filled by random 1/2/4-GPU jobs, some in two-member gangs spanning nodes."""
-    state = ClusterState([dgx(f"n{i}") for i in range(3)])
-    running: list[RunningWorkload] = []
-    for i in range(draw(st.integers(1, 14))):
-        size = draw(st.sampled_from((1, 2, 4)))
-        members = draw(st.sampled_from((1, 1, 2)))
-        request = Request(f"w{i}", members=members, gpus_per_member=size)
-        placement = state.place(request, "first-fit")
-        if not isinstance(placement, Placement):
-            continue
-        state.commit(placement, request)
-        team = draw(st.sampled_from(TEAMS))
-        priority = draw(st.integers(0, 4))
-        started = draw(st.sampled_from((0.0, 9_900.0)))
-        for member in placement.assignments:
-            running.append(RunningWorkload(f"w{i}.{member.member}", team, float(size),
-                                           (MemberAssignment(0, member.node, member.gpu_indices),),
-                                           priority=priority, started_at=started, gang_id=f"w{i}"))
-    return state, running
-
-
 @settings(max_examples=150, deadline=None)
-@given(busy_fleets(), st.dictionaries(st.sampled_from(TEAMS), st.integers(0, 12)),
+@given(busy_fleets(TEAMS, (0.0, 9_900.0)), st.dictionaries(st.sampled_from(TEAMS), st.integers(0, 12)),
        st.sampled_from(TEAMS), st.integers(1, 8), st.integers(0, 5))
 def test_victims_are_whole_gangs_and_never_breach_a_floor(
     fleet: tuple[ClusterState, list[RunningWorkload]], floors: dict[str, int], team: str, gpus: int,

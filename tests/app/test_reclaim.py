@@ -1,0 +1,128 @@
+"""Reclaim rounds from the database (issue 31, item 3): the engine's inputs from the last collect round, plans in
+review mode, an admin's decision through the API, what applying records. The levers themselves run live
+(tests/governance_live/test_reclaim_live.py, tests/k8s_live/test_reclaim_live.py); here they are dry runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from scheduling import tasks
+from scheduling.models import Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
+from scheduling.selectors.reclaim import guarantees_by_orchestrator, reclaim_inputs
+from scheduling.services import reclaim
+
+HOUR_AGO = timedelta(hours=1)
+
+
+@pytest.fixture
+def borrowed(db, cast):
+    """hpc (2 x 8 GPUs): recsys runs two 8-GPU jobs, nlp (8 guaranteed) waits 10 minutes for 8."""
+    now = timezone.now()
+    hpc = Orchestrator.objects.create(
+        name="hpc", kind="slurm", endpoint="https://hpc.example:6820",
+        options={"reclaim": {"mode": "review", "dry_run": True, "grace_s": 300, "min_runtime_s": 600}},
+    )
+    for name in ("n1", "n2"):
+        Node.objects.create(orchestrator=hpc, name=name, gpu_model="H100", gpu_total=8, gpu_allocated=8)
+    recsys = Team.objects.create(slug="recsys", name="Recsys")
+    Queue.objects.create(team=recsys, weight=Decimal(10), guaranteed=0, burst_limit=16)
+    nlp = Team.objects.get(slug="nlp")
+    Queue.objects.create(team=nlp, weight=Decimal(100), guaranteed=8, burst_limit=16)
+    for job, node in (("101", "n1"), ("102", "n2")):
+        Workload.objects.create(orchestrator=hpc, external_id=job, team=recsys, gang_size=1, gpus_per_member=8,
+                                state=Workload.State.RUNNING, submitted_at=now - HOUR_AGO,
+                                started_at=now - HOUR_AGO + timedelta(seconds=int(job)), nodes=[{"node": node}])
+    Workload.objects.create(orchestrator=hpc, external_id="200", team=nlp, gang_size=1, gpus_per_member=8,
+                            state=Workload.State.PENDING, submitted_at=now - timedelta(minutes=10))
+    return hpc
+
+
+def test_the_engine_reads_the_last_round_with_one_gpu_per_index(borrowed) -> None:
+    inputs = reclaim_inputs(borrowed)
+    assert [(w.id, w.team, w.assignments[0].gpu_indices) for w in inputs.running] == [
+        ("101", "recsys", tuple(range(8))), ("102", "recsys", tuple(range(8)))]
+    assert [(r.id, r.team, r.gpus) for r in inputs.pending] == [("200", "nlp", 8.0)]
+    assert all(node.gpu_free_whole == 0 for node in inputs.nodes)
+
+
+def test_guarantees_are_todays_fleet_copy_with_grants_in_force(borrowed) -> None:
+    assert guarantees_by_orchestrator([borrowed], timezone.now())[borrowed.pk] == {"nlp": 8.0}
+
+
+def test_a_review_round_stores_a_plan_with_its_cause_and_the_newer_one_supersedes_it(borrowed) -> None:
+    first = reclaim.reclaim_round(borrowed.pk)
+    assert first is not None and first.state == ReclaimPlan.State.PENDING
+    [claim] = first.reclaims
+    assert claim["cause"].startswith("nlp held 0 of its 8 guaranteed GPUs; 200 (8 GPUs) waited 6")
+    assert [v["workload_id"] for v in claim["victims"]] == ["102"]  # the newest: least work lost
+    second = reclaim.reclaim_round(borrowed.pk)
+    first.refresh_from_db()
+    assert first.state == ReclaimPlan.State.SUPERSEDED and second.state == ReclaimPlan.State.PENDING
+
+
+def test_nothing_is_planned_inside_the_grace_or_when_reclaim_is_off(borrowed) -> None:
+    assert reclaim.reclaim_round(borrowed.pk, now=timezone.now() - timedelta(minutes=6)) is None
+    borrowed.options = {"reclaim": {"mode": "off"}}
+    borrowed.save()
+    assert reclaim.reclaim_round(borrowed.pk) is None
+    assert not ReclaimPlan.objects.exists()
+
+
+def test_an_admin_approves_through_the_api_and_the_apply_task_records_the_requeue(borrowed, cast, client,
+                                                                                  monkeypatch) -> None:
+    plan = reclaim.reclaim_round(borrowed.pk)
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.apply_reclaim_plan, "delay", queued.append)
+    client.force_login(cast["researcher"])
+    refused = client.post(f"/api/v1/reclaim-plans/{plan.pk}/approve/", {"reason": "mine"},
+                          content_type="application/json")
+    assert refused.status_code == 403 and queued == []
+    client.force_login(cast["admin"])
+    answer = client.post(f"/api/v1/reclaim-plans/{plan.pk}/approve/", {"reason": "nlp's guarantee"},
+                         content_type="application/json")
+    assert answer.status_code == 200 and answer.json()["state"] == "approved" and queued == [plan.pk]
+    tasks.apply_reclaim_plan(plan.pk)
+    plan.refresh_from_db()
+    assert plan.state == ReclaimPlan.State.APPLIED
+    assert [(a["victim"], a["verb"], a["dry_run"], a["request"]) for a in plan.actions] == [
+        ("102", "requeue", True, "scontrol requeue 102")]
+    assert plan.history.filter(history_user=cast["admin"], history_change_reason="nlp's guarantee").exists()
+
+
+def test_applying_skips_an_owner_that_no_longer_waits(borrowed) -> None:
+    plan = reclaim.reclaim_round(borrowed.pk)
+    plan.state = ReclaimPlan.State.APPROVED
+    plan.save()
+    Workload.objects.filter(external_id="200").update(state=Workload.State.RUNNING)
+    plan = reclaim.apply_reclaim_plan(plan.pk)
+    assert [a["verb"] for a in plan.actions] == ["skip"] and "no longer waits" in plan.actions[0]["message"]
+
+
+def test_a_pending_plan_needs_a_reason_and_is_decided_once(borrowed, cast) -> None:
+    plan = reclaim.reclaim_round(borrowed.pk)
+    with pytest.raises(ValidationError, match="reason"):
+        reclaim.reject_reclaim_plan(plan.pk, by=cast["admin"], reason=" ")
+    reclaim.reject_reclaim_plan(plan.pk, by=cast["admin"], reason="recsys demo today")
+    with pytest.raises(ValidationError, match="only a pending plan"):
+        reclaim.approve_reclaim_plan(plan.pk, by=cast["admin"], reason="changed my mind")
+
+
+def test_the_reclaim_options_are_checked_on_save(db) -> None:
+    bad = Orchestrator(name="x", kind="slurm", endpoint="https://x.example", options={"reclaim": {"mode": "now"}})
+    with pytest.raises(ValidationError, match=r"options\.reclaim\.mode"):
+        bad.full_clean()
+    bad.options = {"reclaim": {"grace_s": -1}}
+    with pytest.raises(ValidationError, match=r"options\.reclaim\.grace_s"):
+        bad.full_clean()
+
+
+def test_ray_has_no_per_team_reclaim_round_its_lever_holds_the_pool_ceiling(db) -> None:
+    ray = Orchestrator.objects.create(name="ray", kind="ray", endpoint="http://ray.example:8265",
+                                      options={"reclaim": {"mode": "auto"}})
+    assert ray not in reclaim.reclaiming_orchestrators()
+    assert reclaim.reclaim_round(ray.pk) is None
