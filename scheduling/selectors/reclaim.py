@@ -11,7 +11,7 @@ from django.db.models import Q, Sum
 
 from scheduling.engine.types import MemberAssignment, Request, RunningWorkload
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, ReclaimPlan, Workload
+from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, QuotaGrant, ReclaimPlan, Workload
 from scheduling.selectors.fleet import engine_node, node_rows
 
 
@@ -23,14 +23,43 @@ class ReclaimInputs:
 
 
 def guarantees_by_orchestrator(orchestrators: list[Orchestrator], now: datetime) -> dict[int, dict[str, float]]:
-    """Per orchestrator pk, each team's guaranteed GPUs there (team slug -> GPUs).
+    """Per orchestrator pk, each team's guaranteed GPUs there (team slug -> GPUs): its share of its fleet
+    guarantee as the last governance round split it (``EntitlementShare``, docs/governance.md "The split"), over
+    every GPU model of that orchestrator, less what its sub-teams are guaranteed there (they claim their own).
 
-    TODAY'S COPY, to be replaced by the entitlement split (issue #31, item 1) when it lands: every orchestrator
-    is given each team's whole fleet guarantee (its queues' ``guaranteed`` over all GPU models) plus its grants
-    in force, fleet-wide or naming that orchestrator. Reclaim only ever acts where a team is below this figure
-    *and* others hold GPUs above theirs on the same orchestrator, so a copied guarantee over-asks, never steals
-    from a team within its own.
-    """
+    An orchestrator no round has split yet (none governed, or before the first round) falls back to the copy
+    the portal had before the split: each team's whole fleet guarantee plus its grants in force there. Reclaim
+    acts only where a team is below this figure *and* others hold GPUs above theirs on the same orchestrator,
+    so that copy over-asks, never steals from a team within its own."""
+    split = _split_guarantees(orchestrators)
+    copies = _fleet_copies([o for o in orchestrators if o.pk not in split], now)
+    return {o.pk: split.get(o.pk) or copies.get(o.pk, {}) for o in orchestrators}
+
+
+def _split_guarantees(orchestrators: list[Orchestrator]) -> dict[int, dict[str, float]]:
+    rows = EntitlementShare.objects.filter(orchestrator__in=orchestrators).values_list(
+        "orchestrator_id", "gpu_model", "team__slug", "team__parent__slug", "guarantee"
+    )
+    cells: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
+    parents: dict[str, str | None] = {}
+    for orchestrator_id, model, slug, parent, guarantee in rows:
+        cells[(orchestrator_id, model)][slug] = guarantee
+        parents[slug] = parent
+    result: dict[int, dict[str, float]] = {}
+    for (orchestrator_id, _model), guarantees in cells.items():
+        own = dict(guarantees)
+        for slug, guarantee in guarantees.items():
+            parent = parents[slug]
+            if parent in own:
+                own[parent] -= guarantee
+        here = result.setdefault(orchestrator_id, {})
+        for slug, gpus in own.items():
+            if gpus > 0:
+                here[slug] = here.get(slug, 0.0) + float(gpus)
+    return result
+
+
+def _fleet_copies(orchestrators: list[Orchestrator], now: datetime) -> dict[int, dict[str, float]]:
     fleet = {
         slug: float(gpus or 0)
         for slug, gpus in Queue.objects.values_list("team__slug").annotate(gpus=Sum("guaranteed"))

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduling import tasks
-from scheduling.models import Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
+from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, reclaim_inputs
 from scheduling.services import reclaim
 
@@ -50,8 +50,23 @@ def test_the_engine_reads_the_last_round_with_one_gpu_per_index(borrowed) -> Non
     assert all(node.gpu_free_whole == 0 for node in inputs.nodes)
 
 
-def test_guarantees_are_todays_fleet_copy_with_grants_in_force(borrowed) -> None:
+def test_before_any_split_guarantees_are_the_fleet_copy_with_grants_in_force(borrowed) -> None:
     assert guarantees_by_orchestrator([borrowed], timezone.now())[borrowed.pk] == {"nlp": 8.0}
+
+
+def test_once_split_each_team_keeps_its_own_share_there_less_its_sub_teams(borrowed) -> None:
+    """research holds 12 on hpc of which its sub-team nlp's 5 are nlp's own: research claims 7, nlp 5, and a
+    second orchestrator keeps its own split (another model there adds to the same team)."""
+    now = timezone.now()
+    other = Orchestrator.objects.create(name="k8s", kind="kubernetes", endpoint="https://k8s.example:6443")
+    research, nlp = Team.objects.get(slug="research"), Team.objects.get(slug="nlp")
+    share = {"computed_at": now, "cap": 16}
+    EntitlementShare.objects.create(team=research, orchestrator=borrowed, gpu_model="H100", guarantee=12, **share)
+    EntitlementShare.objects.create(team=nlp, orchestrator=borrowed, gpu_model="H100", guarantee=5, **share)
+    EntitlementShare.objects.create(team=nlp, orchestrator=other, gpu_model="A100", guarantee=2, **share)
+    EntitlementShare.objects.create(team=nlp, orchestrator=other, gpu_model="L4", guarantee=1, **share)
+    split = guarantees_by_orchestrator([borrowed, other], now)
+    assert split == {borrowed.pk: {"research": 7.0, "nlp": 5.0}, other.pk: {"nlp": 3.0}}
 
 
 def test_a_review_round_stores_a_plan_with_its_cause_and_the_newer_one_supersedes_it(borrowed) -> None:
