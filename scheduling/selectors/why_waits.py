@@ -3,19 +3,22 @@ researcher cannot see from one orchestrator, each with its next step (``engine.w
 guarantee while others borrow GPUs in the pool (reclaim expected by HH:MM), free on another orchestrator now (the
 route), or fragmented where another shape of the same GPUs fits now.
 
-``reclaim_expected_at`` is the hook the reclaim work (issue 31 item 3) fills: until a governance round has
-scheduled a reclaim of the borrowed GPUs it answers None, and the page says "no reclaim is scheduled yet"."""
+``reclaim_expected_at`` reads the reclaim plans (issue 31 item 3): until a decided plan claims the borrowed GPUs
+for the workload it answers None, and the page says "no reclaim is scheduled yet"."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
 
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot
 from scheduling.engine.wait_advice import Borrower, WaitAdvice, fitting_shapes, free_elsewhere, guarantee_advice
-from scheduling.models import Orchestrator, Queue, Team, TeamTree, Workload
+from scheduling.models import Orchestrator, Queue, ReclaimPlan, Team, TeamTree, Workload
 
 from .workloads import WorkloadRow, cached_pool_snapshots, engine_request
 
@@ -23,8 +26,21 @@ NO_ROOM = ("capacity", "fragmented", "topology", "priority")  # waits for GPUs o
 
 
 def reclaim_expected_at(workload: Workload, borrowers: list[Borrower]) -> datetime | None:
-    """When the GPUs ``borrowers`` hold in ``workload``'s pool are expected back for its team: the round that
-    reclaims them plus the grace. The reclaim work fills this in; None: nothing reclaims them yet."""
+    """When the GPUs ``borrowers`` hold in ``workload``'s pool are expected back for it: a reclaim plan that
+    claims them for this very workload was approved (or applied, in auto mode) within the last hour, so the
+    round after its decision frees them. None: no decided reclaim names it (none planned yet, or a plan still
+    waits for an admin: the reclaim page shows those)."""
+    if not borrowers:
+        return None
+    since = timezone.now() - timedelta(hours=1)
+    decided = ReclaimPlan.objects.filter(
+        orchestrator_id=workload.orchestrator_id,
+        state__in=(ReclaimPlan.State.APPROVED, ReclaimPlan.State.APPLIED),
+        created_at__gte=since,
+    ).order_by("-created_at")
+    for plan in decided.only("reclaims", "created_at", "decided_at"):
+        if any(claim.get("request_id") == workload.external_id for claim in plan.reclaims):
+            return (plan.decided_at or plan.created_at) + timedelta(seconds=settings.GPUPORTAL_ROUND_SECONDS)
     return None
 
 

@@ -1,6 +1,6 @@
-"""Why it waits across the fleet (issue 31 item 5): under the guarantee while others borrow GPUs here (with the
-hook the reclaim work fills), free on another orchestrator now, or fragmented where another shape fits now; on
-the workload page and on "my workloads"."""
+"""Why it waits across the fleet (issue 31 item 5): under the guarantee while others borrow GPUs here (with
+the time a decided reclaim plan frees them), free on another orchestrator now, or fragmented where another
+shape fits now; on the workload page and on "my workloads"."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -8,8 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduling.models import Node, Orchestrator, Workload
-from scheduling.selectors import why_waits
+from scheduling.models import Node, Orchestrator, ReclaimPlan, Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -49,16 +48,26 @@ def test_a_job_under_its_guarantee_names_the_borrower_and_that_no_reclaim_is_sch
     assert "no reclaim is scheduled yet" in advice
 
 
-def test_the_reclaim_hook_s_time_is_shown_as_reclaim_expected_by(monkeypatch, client, cast, production_fills_the_pool):
-    seen = []
+def test_an_approved_reclaim_plan_for_the_job_shows_when_its_gpus_come_back(
+    client, cast, production_fills_the_pool, settings
+):
+    """The time is the round after the admin's approval; a plan for another job, or one still waiting for an
+    admin, schedules nothing for this one."""
+    job = production_fills_the_pool
+    decided = datetime(2026, 12, 6, 14, 4, 30, tzinfo=UTC)
 
-    def due(workload, borrowers):
-        seen.append((workload.external_id, [b.team for b in borrowers]))
-        return datetime(2026, 12, 6, 14, 5, tzinfo=UTC)
+    def plan(state, request_id, decided_at=None):
+        return ReclaimPlan.objects.create(
+            orchestrator=job.orchestrator, created_at=timezone.now(), mode="review", state=state,
+            decided_at=decided_at, reclaims=[{"owner": "nlp", "request_id": request_id, "victims": []}],
+        )  # fmt: skip
 
-    monkeypatch.setattr(why_waits, "reclaim_expected_at", due)
-    body = _detail(client, cast["researcher"], production_fills_the_pool)
-    assert "reclaim expected by 14:05 UTC" in body and seen == [("r1", ["production"])]
+    plan(ReclaimPlan.State.PENDING, job.external_id)
+    plan(ReclaimPlan.State.APPROVED, "someone-else", decided)
+    assert "no reclaim is scheduled yet" in _detail(client, cast["researcher"], job)
+    plan(ReclaimPlan.State.APPROVED, job.external_id, decided)
+    settings.GPUPORTAL_ROUND_SECONDS = 30
+    assert "reclaim expected by 14:05 UTC" in _detail(client, cast["researcher"], job)
 
 
 def test_a_job_that_another_orchestrator_could_start_now_names_it(client, cast, production_fills_the_pool):
