@@ -52,7 +52,10 @@ if TYPE_CHECKING:  # entitlement_split builds on this module's input types
 FAIRSHARE_PER_PERCENT = 100
 # Volcano queues are flat and compared cluster-wide: a team's share of the whole cluster, in basis points.
 VOLCANO_WEIGHT_SCALE = 10_000
-RAY_POOL_ONLY = "Ray: pool-level only (Ray has no per-team quota; the pool's autoscaler bounds are enforced)"
+RAY_POOL_ONLY = (
+    "Ray: pool-level only (Ray has no per-team quota: team caps there are observed, not enforced; the pool "
+    "ceiling is read back from what its jobs hold and kept by stopping borrowed jobs)"
+)
 QUOTA_NAME = "gpuportal-gpu"
 # RFC 1123 labels (namespace names) and what sacctmgr accepts as an account or user name.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

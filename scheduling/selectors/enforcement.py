@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import Max
 
+from scheduling.engine.governance_state import RAY_POOL_ONLY
 from scheduling.models import (
     AdmissionDecision,
     AppliedObject,
@@ -21,10 +22,7 @@ from scheduling.models import (
     Team,
 )
 
-RAY_NOTE = (
-    "Ray: pool-level only (Ray has no per-team quota: team caps there are observed, not enforced; the pool "
-    "ceiling is read back from what its jobs hold and kept by stopping borrowed jobs)"
-)
+RAY_NOTE = RAY_POOL_ONLY  # the engine's note on every Ray desired state, shown as it is
 WAITING = (EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED)
 HIDDEN = {"kind", "name", "namespace", "user", "account", "orchestrator"}  # identity, shown in the object id
 # What a page may say of an object, worst first when a team has several (share_enforcement). Only "enforced"
