@@ -11,12 +11,14 @@ admins only (as the Governance page: ``scheduling.enforce_governance``).
 Decisions go through services/enforcement.py, audited with who and why, as on the page."""
 
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduling.api.serializers import ReasonSerializer
 from scheduling.models import DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
 from scheduling.selectors import governance_ops
 from scheduling.services import enforcement
@@ -27,10 +29,6 @@ class GovernanceAdmins(permissions.IsAuthenticated):
 
     def has_permission(self, request, view):
         return super().has_permission(request, view) and request.user.has_perm("scheduling.enforce_governance")
-
-
-class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, help_text="why (required; recorded in the history)")
 
 
 class OutcomeSerializer(serializers.ModelSerializer):
@@ -144,7 +142,7 @@ class GovernanceStatusView(APIView):
 
     permission_classes = [GovernanceAdmins]
 
-    @extend_schema(responses=serializers.DictField())
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
         now = timezone.now()
         status = governance_ops.rounds_status()

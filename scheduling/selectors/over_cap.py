@@ -1,8 +1,9 @@
-""""In use" above a team's burst limit never stands unexplained (issue 31 item 5). The GPUs above the limit are
-accounted for, in this order: live quota grants (they raise the cap); work that started before the limit was
-lowered (a cap stops new work, it does not stop running work); work on orchestrators where no team cap is
-enforced (Ray: observed, not enforced; the demo's and disabled ones: not governed); and what remains, held under
-each orchestrator's own cap (until the entitlement split, the limit is written whole to every orchestrator)."""
+""""In use" above a team's cap never stands unexplained (issue 31 item 5). The cap is the entitlement rule's:
+its burst limit plus its grants in force (``TeamNow.fleet_cap``). The GPUs above it are accounted for, in this
+order: work that started before the limit was lowered (a cap stops new work, it does not stop running work);
+work on orchestrators where no team cap is enforced (Ray: observed, not enforced; the demo's and disabled ones:
+not governed); and what remains, held above the team's share where it runs because that much was already running
+when the split was made, which reclaim takes back where others wait for their guarantee."""
 
 from __future__ import annotations
 
@@ -10,33 +11,27 @@ from collections import defaultdict
 from datetime import datetime
 
 from django.db.models import F, Sum
-from django.utils import timezone
 
-from scheduling.models import Orchestrator, Queue, QuotaGrant, Team, Workload
+from scheduling.models import Orchestrator, Queue, Team, Workload
 
 from .teams import TeamNow
 
 
-def with_notes(rows: list[TeamNow], now: datetime | None = None) -> list[tuple[TeamNow, str]]:
-    """Each row with the sentence that explains its in-use above its burst limit ("" when within it)."""
-    over = [r for r in rows if r.burst_limit and r.allocated > r.burst_limit]
+def with_notes(rows: list[TeamNow]) -> list[tuple[TeamNow, str]]:
+    """Each row with the sentence that explains its in-use above its cap ("" when within it)."""
+    over = [r for r in rows if r.over_cap]
     if not over:
         return [(r, "") for r in rows]
-    now = now or timezone.now()
-    notes = {r.slug: _note(r, now) for r in over}
+    notes = {r.slug: _note(r) for r in over}
     return [(r, notes.get(r.slug, "")) for r in rows]
 
 
-def _note(row: TeamNow, now: datetime) -> str:
+def _note(row: TeamNow) -> str:
     tree = Team.objects.tree()
     team = next(t for t in tree.teams.values() if t.slug == row.slug)
     members = tree.subtree(team.pk)
-    excess = row.allocated - row.burst_limit
+    excess = row.over_cap
     parts: list[str] = []
-    granted = _granted(members, now)
-    if granted:
-        parts.append(f"{min(granted, excess)} granted (live quota grants raise the cap)")
-        excess -= min(granted, excess)
     running = Workload.objects.filter(state=Workload.State.RUNNING, team_id__in=members)
     lowered = _lowered_at(team.pk)
     if excess > 0 and lowered is not None:
@@ -52,20 +47,15 @@ def _note(row: TeamNow, now: datetime) -> str:
             parts.append(f"{min(gpus, excess)} on {name}")
             excess -= min(gpus, excess)
     if excess > 0:
-        parts.append(f"{excess} under each orchestrator's own cap (the limit is written whole to every orchestrator)")
-    above = row.allocated - row.burst_limit
-    return f"{row.allocated} in use, {above} above the burst limit of {row.burst_limit}: " + "; ".join(parts)
+        parts.append(f"{excess} held above its share where they run, only because they were running already; "
+                     "reclaim takes them back")
+    granted = f" (burst limit {row.queue_burst} + {row.granted} granted)" if row.granted else ""
+    cap = f"its cap of {row.fleet_cap}{granted}"
+    return f"{row.allocated} in use, {row.over_cap} above {cap}: " + "; ".join(parts)
 
 
 def _gpus(workloads) -> int:
     return workloads.aggregate(g=Sum(F("gang_size") * F("gpus_per_member")))["g"] or 0
-
-
-def _granted(team_ids: list[int], now: datetime) -> int:
-    live = QuotaGrant.objects.filter(
-        team_id__in=team_ids, state=QuotaGrant.State.ACTIVE, starts_at__lte=now, ends_at__gt=now
-    )
-    return live.aggregate(g=Sum("gpus"))["g"] or 0
 
 
 def _lowered_at(team_id: int) -> datetime | None:

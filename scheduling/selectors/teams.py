@@ -21,19 +21,19 @@ class TeamNow:
     burst_limit: int
     allocated: int
     pending: int
-    fleet_cap: int | None = None  # burst limit + grants in force, as the last governance round split it
+    granted: int = 0  # its grants in force (in ``guaranteed`` and ``burst_limit`` already: the entitlement rule)
+    fleet_cap: int | None = None  # burst limit + grants in force (the split's figure once a round split it)
     split_caps: int | None = None  # its caps summed over the orchestrators (None: no round split it yet)
-    held_over: int = 0  # GPUs it holds above its share, only because that many run (reclaim takes them back)
-
-    @property
-    def granted(self) -> int:
-        """GPUs its fleet cap holds beyond its burst limit: grants in force (its sub-teams' included)."""
-        return max(0, self.fleet_cap - self.burst_limit) if self.fleet_cap is not None else 0
 
     @property
     def over_cap(self) -> int:
-        """GPUs in use above its fleet cap (0 when within it or when no round has split it yet)."""
-        return max(0, self.allocated - self.fleet_cap) if self.fleet_cap is not None else 0
+        """GPUs in use above its fleet cap (0 within it, or with no cap of its own: its parent's applies)."""
+        return max(0, self.allocated - self.fleet_cap) if self.fleet_cap else 0
+
+    @property
+    def queue_burst(self) -> int:
+        """Its queues' own burst limit, without the grants."""
+        return max(0, self.burst_limit - self.granted)
 
 
 def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
@@ -69,14 +69,17 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
                 (mine.cap or 0) if mine else 0,
                 sum(a for a, _p in held),
                 sum(p for _a, p in held),
-                *_split_of(split.get(team.pk)),
+                mine.granted if mine else 0,
+                *_split_of(split.get(team.pk), mine.cap if mine else None),
             )
         )
     return rows
 
 
-def _split_of(totals: tuple[int, int | None, int] | None) -> tuple[int | None, int | None, int]:
+def _split_of(totals: tuple[int, int | None, int] | None, rule_cap: int | None) -> tuple[int | None, int | None]:
+    """(fleet cap, caps summed over the orchestrators): before any governance round split the team (the demo, a
+    fleet with no governed orchestrator) its fleet cap is the entitlement rule's."""
     if totals is None:
-        return None, None, 0
-    caps, fleet_cap, over = totals
-    return fleet_cap, caps, over
+        return rule_cap, None
+    caps, fleet_cap, _over = totals
+    return fleet_cap, caps

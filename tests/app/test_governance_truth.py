@@ -222,7 +222,8 @@ def test_ray_team_caps_read_observed_not_enforced(client, queues, cast, teams, c
     enforcement.reconcile()
     client.force_login(cast["lead"])
     page = client.get(reverse("team-detail", args=["research"])).content.decode()
-    ray = page.split("ray-pool", 1)[1].split("</p>", 2)[1]
+    enforced = page.split('id="enforcement"', 1)[1].split("</section>", 1)[0]
+    ray = enforced.split("ray-pool", 1)[1].split("</p>", 1)[0]
     assert "observed, not enforced" in ray and "bounds are enforced" not in page
 
 

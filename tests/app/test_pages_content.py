@@ -89,7 +89,7 @@ def test_fragmentation_counts_requests_that_could_start_now(client, site, cast):
 def test_utilisation_reports_gpu_hours_and_queue_wait_percentiles(client, site, cast):
     body = _body(client, cast["admin"], reverse("utilisation"), range="7d")
     assert "GPU-hours by orchestrator" in body and "Queue wait by request size" in body
-    waits = re.search(r'<table class="grid compact" id="waits">.*?</table>', body, re.S).group(0)
+    waits = re.search(r'<table class="grid compact" id="waits"[^>]*>.*?</table>', body, re.S).group(0)
     assert "8 GPU" in waits  # run-1: 8 GPUs, waited one hour
     assert "<td>1 h</td>" in waits  # 3600 s, as people read it
 

@@ -107,7 +107,7 @@ def test_a_bad_amendment_on_the_page_names_the_field_and_changes_nothing(client,
     assert submitted.gpus == 8 and 'id="amended"' not in body
 
 
-def test_the_request_form_shows_each_team_s_guarantee_burst_and_use_now(client, cast, teams, queues, orchestrator):
+def test_the_request_form_shows_each_team_s_guarantee_burst_cap_and_use_now(client, cast, teams, queues, orchestrator):
     Workload.objects.create(
         orchestrator=orchestrator, team=teams["nlp"], user="rita", external_id="7", gang_size=2, gpus_per_member=8,
         state=Workload.State.RUNNING, submitted_at=timezone.now(),
@@ -116,5 +116,5 @@ def test_the_request_form_shows_each_team_s_guarantee_burst_and_use_now(client, 
     body = client.get(reverse("quota-new")).content.decode()
     row = body[body.index('<tr data-team="nlp">') :].split("</tr>")[0]
     cells = [cell.split(">")[-1] for cell in row.split("</td>")[:-1]]
-    assert cells == ["NLP", "8", "32", "16", "0"]
+    assert cells == ["NLP", "8", "32", "32", "16", "0"]  # guaranteed, burst limit, cap now (no grant), in use, waiting
     assert 'data-team="production"' not in body  # only the teams one may ask for
