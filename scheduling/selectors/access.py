@@ -34,9 +34,20 @@ def team_ids_visible_to(user) -> set[int] | None:
         return None
     if not user.is_authenticated:
         return set()
+    return _my_teams(user)[0]
+
+
+def _my_teams(user) -> tuple[set[int], set[int]]:
+    """The teams a signed-in user sees (theirs and below) and leads (theirs and below): one read of the tree with
+    two flags on it."""
     member = Membership.objects.filter(user=user, team=OuterRef("pk"))
-    tree = Team.objects.only("pk", "parent_id", "slug").annotate(mine=Exists(member)).tree()
-    return tree.subtrees(tid for tid, team in tree.teams.items() if team.mine)
+    tree = (
+        Team.objects.only("pk", "parent_id", "slug")
+        .annotate(mine=Exists(member), leads=Exists(member.filter(role=Membership.Role.LEAD)))
+        .tree()
+    )
+    teams = tree.teams.items()
+    return tree.subtrees(tid for tid, t in teams if t.mine), tree.subtrees(tid for tid, t in teams if t.leads)
 
 
 def team_or_404(user, slug: str, queryset: QuerySet | None = None) -> Team:
@@ -143,8 +154,9 @@ def identity_overrides_visible_to(user, queryset: QuerySet) -> QuerySet:
 
 
 def in_no_team(user) -> bool:
-    """Signed in, not an admin, and a member of no team: sees no team's figures."""
-    return team_ids_visible_to(user) == set()
+    """Signed in, not an admin, and a member of no team: sees no team's figures (one membership query; the tree
+    is not needed for a yes or no)."""
+    return not sees_everything(user) and not Membership.objects.filter(user_id=user.pk).exists()
 
 
 def workloads_visible_to(user, queryset: QuerySet | None = None) -> QuerySet:
@@ -152,8 +164,11 @@ def workloads_visible_to(user, queryset: QuerySet | None = None) -> QuerySet:
     drill-down's rule for whose: admins and the leads of a team (or one above it) see all of its workloads;
     another member sees their own, and the others' only while active (pending or running: the queue the team
     page shows, who waits before them), never a teammate's history."""
-    rows = only_visible(Workload.objects.all() if queryset is None else queryset, user)
+    rows = Workload.objects.all() if queryset is None else queryset
     if sees_everything(user):
         return rows
-    own = Q(user=user.get_username()) if user.is_authenticated else Q(pk__in=[])
-    return rows.filter(Q(team_id__in=lead_team_ids(user)) | own | Q(state__in=Workload.ACTIVE_STATES))
+    if not user.is_authenticated:
+        return rows.none()
+    visible, led = _my_teams(user)
+    own = Q(user=user.get_username())
+    return rows.filter(team_id__in=visible).filter(Q(team_id__in=led) | own | Q(state__in=Workload.ACTIVE_STATES))

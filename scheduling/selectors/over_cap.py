@@ -8,9 +8,8 @@ when the split was made, which reclaim takes back where others wait for their gu
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
-
-from django.db.models import F, Sum
 
 from scheduling.models import Orchestrator, Queue, Team, Workload
 
@@ -18,30 +17,65 @@ from .teams import TeamNow
 
 
 def with_notes(rows: list[TeamNow]) -> list[tuple[TeamNow, str]]:
-    """Each row with the sentence that explains its in-use above its cap ("" when within it)."""
+    """Each row with the sentence that explains its in-use above its cap ("" when within it). A fixed number of
+    queries however many teams are over: the tree, their running work, their queues' history, the governed
+    orchestrators."""
     over = [r for r in rows if r.over_cap]
     if not over:
         return [(r, "") for r in rows]
-    notes = {r.slug: _note(r) for r in over}
+    facts = _Facts.read([r.slug for r in over])
+    notes = {r.slug: _note(r, facts) for r in over}
     return [(r, notes.get(r.slug, "")) for r in rows]
 
 
-def _note(row: TeamNow) -> str:
-    tree = Team.objects.tree()
-    team = next(t for t in tree.teams.values() if t.slug == row.slug)
-    members = tree.subtree(team.pk)
+@dataclass(frozen=True)
+class _Running:
+    team_id: int
+    orchestrator: str
+    kind: str
+    governed: bool
+    started_at: datetime | None
+    gpus: int
+
+
+@dataclass(frozen=True)
+class _Facts:
+    members: dict[str, list[int]]  # team slug -> its subtree's team ids
+    ids: dict[str, int]
+    running: list[_Running]
+    lowered: dict[int, datetime]  # team id -> when its any-model burst limit was last lowered
+
+    @classmethod
+    def read(cls, slugs: list[str]) -> _Facts:
+        tree = Team.objects.tree()
+        ids = {t.slug: t.pk for t in tree.teams.values() if t.slug in slugs}
+        members = {slug: tree.subtree(pk) for slug, pk in ids.items()}
+        every = {tid for team_ids in members.values() for tid in team_ids}
+        governed = set(Orchestrator.objects.governed().filter(enabled=True).values_list("pk", flat=True))
+        rows = Workload.objects.filter(state=Workload.State.RUNNING, team_id__in=every).values_list(
+            "team_id", "orchestrator_id", "orchestrator__name", "orchestrator__kind", "started_at",
+            "gang_size", "gpus_per_member",
+        )
+        running = [
+            _Running(team, name, kind, orch in governed, started, gang * per)
+            for team, orch, name, kind, started, gang, per in rows
+        ]
+        return cls(members, ids, running, _lowered_at(list(ids.values())))
+
+
+def _note(row: TeamNow, facts: _Facts) -> str:
+    members = set(facts.members[row.slug])
+    running = [r for r in facts.running if r.team_id in members]
     excess = row.over_cap
     parts: list[str] = []
-    running = Workload.objects.filter(state=Workload.State.RUNNING, team_id__in=members)
-    lowered = _lowered_at(team.pk)
+    lowered = facts.lowered.get(facts.ids[row.slug])
     if excess > 0 and lowered is not None:
-        before = _gpus(running.filter(started_at__lt=lowered))
+        before = sum(r.gpus for r in running if r.started_at is not None and r.started_at < lowered)
         if before:
             parts.append(f"{min(before, excess)} started before the limit was lowered on {lowered:%Y-%m-%d %H:%M} UTC")
             excess -= min(before, excess)
     if excess > 0:
-        ungoverned = _ungoverned(running)
-        for name, gpus in sorted(ungoverned.items()):
+        for name, gpus in sorted(_ungoverned(running).items()):
             if excess <= 0:
                 break
             parts.append(f"{min(gpus, excess)} on {name}")
@@ -54,33 +88,28 @@ def _note(row: TeamNow) -> str:
     return f"{row.allocated} in use, {row.over_cap} above {cap}: " + "; ".join(parts)
 
 
-def _gpus(workloads) -> int:
-    return workloads.aggregate(g=Sum(F("gang_size") * F("gpus_per_member")))["g"] or 0
-
-
-def _lowered_at(team_id: int) -> datetime | None:
-    """When the team's any-model burst limit was last lowered (its history, oldest first)."""
-    queue = Queue.objects.filter(team_id=team_id, gpu_model="").first()
-    if queue is None:
-        return None
-    lowered, previous = None, None
-    for limit, at in queue.history.order_by("history_date", "history_id").values_list("burst_limit", "history_date"):
-        if previous is not None and limit < previous:
-            lowered = at
-        previous = limit
+def _lowered_at(team_ids: list[int]) -> dict[int, datetime]:
+    """When each team's any-model burst limit was last lowered (its queue's history, oldest first)."""
+    history = (
+        Queue.history.filter(team_id__in=team_ids, gpu_model="")
+        .order_by("team_id", "history_date", "history_id")
+        .values_list("team_id", "burst_limit", "history_date")
+    )
+    lowered: dict[int, datetime] = {}
+    previous: dict[int, int] = {}
+    for team_id, limit, at in history:
+        if team_id in previous and limit < previous[team_id]:
+            lowered[team_id] = at
+        previous[team_id] = limit
     return lowered
 
 
-def _ungoverned(running) -> dict[str, int]:
+def _ungoverned(running: list[_Running]) -> dict[str, int]:
     """GPUs per label of orchestrators where no team cap holds: Ray's, and those governance does not reach."""
-    governed = set(Orchestrator.objects.governed().filter(enabled=True).values_list("pk", flat=True))
     found: dict[str, int] = defaultdict(int)
-    rows = running.values("orchestrator_id", "orchestrator__name", "orchestrator__kind").annotate(
-        g=Sum(F("gang_size") * F("gpus_per_member"))
-    )
-    for row in rows:
-        if row["orchestrator__kind"] == Orchestrator.Kind.RAY:
-            found[f"Ray {row['orchestrator__name']} (team caps observed, not enforced)"] += row["g"] or 0
-        elif row["orchestrator_id"] not in governed:
-            found[f"{row['orchestrator__name']} (not governed: no team cap written there)"] += row["g"] or 0
+    for r in running:
+        if r.kind == Orchestrator.Kind.RAY:
+            found[f"Ray {r.orchestrator} (team caps observed, not enforced)"] += r.gpus
+        elif not r.governed:
+            found[f"{r.orchestrator} (not governed: no team cap written there)"] += r.gpus
     return dict(found)

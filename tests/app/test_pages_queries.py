@@ -18,7 +18,10 @@ from scheduling.models import FragmentationSample, QuotaRequest, Workload
 
 pytestmark = pytest.mark.django_db
 
-BUDGET = 34  # the team page as a lead: 34 since the team tree is read once per request (the budget was 40)
+OVER_CAP_READS = 3
+# The team page as a lead: 34 once the team tree was read once per request (the budget was 40); 42 since it shows
+# its share on each orchestrator (the entitlement split) and enforcement read back per object (issue 31).
+BUDGET = 42
 
 
 def _generate(prefix: str, nodes: int, teams: int) -> None:
@@ -39,7 +42,9 @@ def _generate(prefix: str, nodes: int, teams: int) -> None:
 
 def _pages(prefix: str) -> list[tuple[str, str]]:
     request = QuotaRequest.objects.filter(team__slug__startswith=prefix).order_by("pk").first()
-    job = Workload.objects.filter(team__slug=f"{prefix}team001").exclude(user="").order_by("pk").first()
+    # A job every role may open: a researcher sees a teammate's job while it runs or waits, not its history.
+    jobs = Workload.objects.filter(team__slug=f"{prefix}team001", state__in=Workload.ACTIVE_STATES).exclude(user="")
+    job = jobs.order_by("pk").first()
     return [
         ("overview", reverse("overview")),
         ("overview 30d", reverse("overview") + "?range=30d"),
@@ -88,8 +93,12 @@ def test_no_page_issues_more_queries_when_teams_and_nodes_triple(client, role, d
     client.force_login(user)
     after = {name: _count(client, url) for name, url in pages}
     print(role, before)
-    assert after == before
+    # The quota form explains each team in use above its cap with a fixed number of reads (over_cap.with_notes:
+    # running work, queue history, governed orchestrators), made only when some team is over: the grown fleet
+    # has one, the small one none.
+    grown = {"quota new": after["quota new"] - before["quota new"]}
+    assert grown["quota new"] in (0, OVER_CAP_READS)
+    assert {k: v for k, v in after.items() if k != "quota new"} == {k: v for k, v in before.items() if k != "quota new"}
     assert FragmentationSample.objects.exists()  # the trend read stored samples, not a replay
-    for _name, url in pages:
-        with django_assert_max_num_queries(BUDGET):
-            client.get(url)
+    over = {name: count for name, count in after.items() if count > BUDGET}
+    assert over == {}
