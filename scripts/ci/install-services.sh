@@ -6,21 +6,6 @@
 # (policy-rc.d); scripts/services/start.sh starts each on 127.0.0.1 only. Idempotent: installs what is missing.
 set -euo pipefail
 
-PACKAGES=(postgresql postgresql-contrib redis-server mariadb-server mariadb-client)
-
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-    echo "database servers already installed"
-    exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "install.sh must run as root to apt-get install: ${missing[*]}" >&2
-    exit 1
-fi
 # shellcheck source=../lib/apt-no-start.sh
 . "$(dirname "$0")/../lib/apt-no-start.sh"
-apt_install_without_starting "${missing[@]}"
-echo "installed: ${missing[*]}"
+install_missing "database servers" postgresql postgresql-contrib redis-server mariadb-server mariadb-client

@@ -14,3 +14,23 @@ apt_install_without_starting() {
     [ "$created" -eq 1 ] && rm -f "$policy"
     return "$status"
 }
+
+# install_missing WHAT PACKAGE...: apt_install_without_starting the PACKAGEs not installed yet (root is needed
+# only then); WHAT names them in the messages.
+install_missing() {
+    local what=$1 pkg missing=()
+    shift
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        echo "$what already installed"
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "must run as root to apt-get install: ${missing[*]}" >&2
+        return 1
+    fi
+    apt_install_without_starting "${missing[@]}"
+    echo "installed: ${missing[*]}"
+}

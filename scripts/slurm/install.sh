@@ -8,27 +8,9 @@ set -euo pipefail
 
 PACKAGES=(slurm-wlm slurmrestd munge slurm-wlm-jwt-plugin slurmdbd mariadb-server mariadb-client debootstrap)
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-        missing+=("$pkg")
-    fi
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-    echo "slurm packages already installed"
-    exit 0
-fi
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "install.sh must run as root to apt-get install: ${missing[*]}" >&2
-    exit 1
-fi
-
 # --no-install-recommends keeps the emulator and docs out; the helper's policy-rc.d stops the Debian
 # postinst from starting system-wide slurmctld/slurmd/slurmdbd/munge services we never use (MariaDB is
-# started by .ci/run when this machine has not already started it).
+# started by scripts/services/start.sh).
 # shellcheck source=../lib/apt-no-start.sh
 . "$(dirname "$0")/../lib/apt-no-start.sh"
-apt_install_without_starting "${missing[@]}"
-echo "installed: ${missing[*]}"
+install_missing "slurm packages" "${PACKAGES[@]}"
