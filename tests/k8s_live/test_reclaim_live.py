@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from kubernetes.client import PolicyV1Api
 from kubernetes.client.exceptions import ApiException
 
 from scheduling.models import Orchestrator, Queue, ReclaimPlan, Team, Workload
@@ -107,15 +108,9 @@ def test_a_pod_disruption_budget_stops_the_eviction_and_the_plan_says_so(borrowe
     k8s_orch, _wanted = borrowed
     budget = {"metadata": {"name": "keep-recsys", "namespace": "recsys"},
               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"user": "rex"}}}}
-    # policy/v1beta1 on this 1.20 apiserver (the client only has policy/v1). The apiserver refuses an eviction
-    # (429) while the budget allows no disruption, or while no controller has observed it yet.
-    request = cluster.admin.param_serialize(
-        "POST", "/apis/policy/v1beta1/namespaces/recsys/poddisruptionbudgets", body=budget,
-        header_params={"Content-Type": "application/json", "Accept": "application/json"},
-        auth_settings=["BearerToken"])
-    created = cluster.admin.call_api(*request)
-    created.read()
-    assert created.status == 201, created.data
+    # The apiserver refuses an eviction (429) while the budget allows no disruption, or while no controller has
+    # observed it yet.
+    PolicyV1Api(cluster.admin).create_namespaced_pod_disruption_budget("recsys", budget)
     # A Pending pod is evicted whatever its budget (the apiserver's rule since 1.19): with no kubelet here, say
     # what a kubelet would, that recsys's pods run.
     for pod in cluster.core.list_namespaced_pod("recsys").items:
