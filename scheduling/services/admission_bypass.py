@@ -42,7 +42,7 @@ def record_bypasses(orchestrator: Orchestrator, snapshot: Snapshot, team_ids: di
 
 def bypass_action(orchestrator: Orchestrator) -> str:
     """The admin's per-cluster choice (option ``admission_bypass``): report only (the default), label, or evict."""
-    return str((orchestrator.options or {}).get("admission_bypass", "report"))
+    return str(orchestrator_access.option(orchestrator, "admission_bypass", "report"))
 
 
 def act_on_bypasses(orchestrator_id: int, uids: list[str], actions: BypassActions | None = None) -> int:

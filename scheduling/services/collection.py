@@ -28,7 +28,7 @@ from .fragmentation import prune_fragmentation_samples, record_fragmentation_sam
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
 from .metrics import prune_samples
-from .orchestrators import build_collector, configure, masked, secret_of
+from .orchestrators import build_collector, configure, masked, option, secret_of
 
 
 def lease_length() -> timedelta:
@@ -130,7 +130,7 @@ def register_orchestrator(
     orchestrator = Orchestrator.objects.filter(name=name).first() or Orchestrator(name=name)
     created = orchestrator.pk is None
     if governance:
-        stored = (orchestrator.options or {}).get("governance")
+        stored = option(orchestrator, "governance")
         options = {**(options or {}), "governance": {**(stored if isinstance(stored, dict) else {}), **governance}}
     configure(orchestrator, kind=kind, url=url, credentials_ref=credentials_ref, options=options)
     if enabled is not None:

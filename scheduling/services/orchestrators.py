@@ -142,6 +142,12 @@ def _options(orchestrator: Orchestrator) -> dict:
     return orchestrator.options or {}
 
 
+def option(orchestrator: Orchestrator, name: str, default=None):
+    """One top-level entry of ``options`` (``reclaim``, ``admission_bypass``, ``governance``, ...): the services
+    that act on a section read it here, so options have one reader."""
+    return _options(orchestrator).get(name, default)
+
+
 # ------------------------------------------------------------------------------------------ collectors
 
 

@@ -32,9 +32,10 @@ from scheduling.engine.reclaim import (
     plan_reclaims,
 )
 from scheduling.models import Orchestrator, ReclaimPlan, Workload
+from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
 from scheduling.services.audit import require_reason, stamp_author
-from scheduling.services.orchestrators import endpoint_of, kubernetes_api
+from scheduling.services.orchestrators import endpoint_of, kubernetes_api, option
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
 
 MODES = ("off", "native", "review", "auto")
@@ -51,7 +52,7 @@ class ReclaimSettings:
 
 def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
     """``options.reclaim`` (shape checked on save, scheduling/orchestrator_options.py)."""
-    options = dict((orchestrator.options or {}).get("reclaim") or {})
+    options = dict(option(orchestrator, "reclaim") or {})
     defaults = ReclaimPolicy()
     return ReclaimSettings(
         mode=str(options.get("mode", DEFAULT_MODE)),
@@ -127,7 +128,7 @@ def _reclaim_document(reclaim) -> dict:
 
 
 def _require_admin(by) -> None:
-    if not (by and by.is_staff):
+    if not (by and is_portal_admin(by)):
         raise PermissionDenied("Only administrators decide reclaim plans.")
 
 
@@ -194,10 +195,9 @@ def _action(victim: str, result: ActionResult) -> dict:
 
 def victim_stopper(orchestrator: Orchestrator, dry_run: bool):
     """``stop(workload external id) -> [ActionResult]`` with the orchestrator's lever."""
-    options = orchestrator.options or {}
     if orchestrator.kind == Orchestrator.Kind.SLURM:
-        requeue = SlurmRequeue(dry_run=dry_run,
-                               env={"SLURM_CONF": options["slurm_conf"]} if options.get("slurm_conf") else None)
+        slurm_conf = option(orchestrator, "slurm_conf")
+        requeue = SlurmRequeue(dry_run=dry_run, env={"SLURM_CONF": slurm_conf} if slurm_conf else None)
         return lambda job: [requeue.requeue(job)]
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
         eviction = KubernetesEviction(kubernetes_api(orchestrator), dry_run=dry_run,
