@@ -2,7 +2,8 @@
 parsers v0.0.40 and v0.0.41 refuse epoch seconds in ``start_time``/``end_time`` with 422 ("Parsing of <epoch> for
 timestamp failed"), v0.0.42 takes them; ``read_finished_jobs_rest`` must find the same finished job on all three.
 
-Own ports (33000-33300) and accounting database, so it runs beside the other live fleets."""
+Own ports (31527-31607, below Linux's ephemeral range 32768-60999 as every fleet's: there an outgoing
+connection can hold a daemon's port; a full run errored starting it at 33027) and accounting database."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ pytestmark = [pytest.mark.live]
 PORTS = {
     "SLURM_STATE_DIR": "/tmp/gpuportal-slurm-trixie-slurmdb-times",
     "SLURM_ACCT_DB": "slurmdb_times_acct_2411",
-    "SLURMCTLD_PORT": "33027",
-    "SLURMDBD_PORT": "33029",
-    "SLURMRESTD_PORT": "33030",
-    "SLURMD_PORT_BASE": "33200",
+    "SLURMCTLD_PORT": "31527",
+    "SLURMDBD_PORT": "31529",
+    "SLURMRESTD_PORT": "31530",
+    "SLURMD_PORT_BASE": "31600",
 }
 
 
