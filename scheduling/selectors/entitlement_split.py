@@ -81,13 +81,12 @@ def _why(share: EntitlementShare) -> str:
     return "" if share.enforced else "observed only: Ray has no team quota"
 
 
-def split_totals(teams: list[Team]) -> dict[int, tuple[int, int | None, int]]:
-    """Per team id: caps summed over the orchestrators, its fleet cap, and GPUs held above its share."""
-    totals: dict[int, list] = {}
-    for team_id, cap, fleet_cap, over in EntitlementShare.objects.filter(team__in=teams).values_list(
-        "team_id", "cap", "fleet_cap", "over"
+def split_totals(teams: list[Team]) -> dict[int, tuple[int, int | None]]:
+    """Per team id: caps summed over the orchestrators, and its fleet cap."""
+    totals: dict[int, tuple[int, int | None]] = {}
+    for team_id, cap, fleet_cap in EntitlementShare.objects.filter(team__in=teams).values_list(
+        "team_id", "cap", "fleet_cap"
     ):
-        entry = totals.setdefault(team_id, [0, fleet_cap, 0])
-        entry[0] += cap or 0
-        entry[2] += over
-    return {k: (v[0], v[1], v[2]) for k, v in totals.items()}
+        caps, _ = totals.get(team_id, (0, fleet_cap))
+        totals[team_id] = (caps + (cap or 0), fleet_cap)
+    return totals

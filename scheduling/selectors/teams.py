@@ -76,10 +76,10 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
     return rows
 
 
-def _split_of(totals: tuple[int, int | None, int] | None, rule_cap: int | None) -> tuple[int | None, int | None]:
+def _split_of(totals: tuple[int, int | None] | None, rule_cap: int | None) -> tuple[int | None, int | None]:
     """(fleet cap, caps summed over the orchestrators): before any governance round split the team (the demo, a
     fleet with no governed orchestrator) its fleet cap is the entitlement rule's."""
     if totals is None:
         return rule_cap, None
-    caps, fleet_cap, _over = totals
+    caps, fleet_cap = totals
     return fleet_cap, caps
