@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint bench install install-ldap install-dev clean services-up
+.PHONY: demo test lint bench install install-ldap install-dev clean services-up protos
 
 # The hashed lock (uv pip compile, docs/deployment.md) is what CI and the image install: the same versions everywhere.
 $(VENV)/.installed: pyproject.toml requirements-dev.lock
@@ -43,3 +43,9 @@ bench: install
 
 clean:
 	rm -rf var/ .pytest_cache .mypy_cache .ruff_cache
+
+# The gpu-priority-expander's protobuf modules (committed; tests/rebalance/test_expander_server.py checks they match).
+protos: $(VENV)/.installed
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. \
+	    scheduling/expander_protocol/k8s_subset.proto scheduling/expander_protocol/expander.proto
+	rm -f scheduling/expander_protocol/k8s_subset_pb2_grpc.py

@@ -351,6 +351,8 @@ GPUPORTAL_ADMISSION_CLIENT_CA = env.str("GPUPORTAL_ADMISSION_CLIENT_CA", default
 # Admission decisions kept: pass-throughs (nothing patched, allowed) this many hours, the rest this many days.
 GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS = env.int("GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS", default=24)
 GPUPORTAL_ADMISSION_RETENTION_DAYS = env.int("GPUPORTAL_ADMISSION_RETENTION_DAYS", default=90)
+# Answers of the gpu-priority-expander to cluster-autoscaler (serve_expander), kept this long.
+GPUPORTAL_EXPANDER_RETENTION_DAYS = env.int("GPUPORTAL_EXPANDER_RETENTION_DAYS", default=30)
 # A GPU pod asking (by annotation) for the serving scheduler and priority its team is not granted: "lower" it to
 # batch with the reason in its annotations, or "deny" it.
 GPUPORTAL_ADMISSION_ESCALATION = env.str("GPUPORTAL_ADMISSION_ESCALATION", default="lower")
@@ -502,6 +504,7 @@ CELERY_BEAT_SCHEDULE = {
     "resync-identities": {"task": "scheduling.tasks.resync_identities", "schedule": crontab(minute="*/15")},
     "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
     "prune-admission-decisions": {"task": "scheduling.tasks.prune_admission_decisions", "schedule": crontab(minute=41)},
+    "prune-expander-decisions": {"task": "scheduling.tasks.prune_expander_decisions", "schedule": crontab(minute=43)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

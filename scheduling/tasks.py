@@ -20,6 +20,7 @@ from scheduling.services import (
     collection,
     directory,
     enforcement,
+    expander,
     idempotency,
     quota,
     reaper,
@@ -91,6 +92,12 @@ def purge_idempotency_keys() -> int:
 def prune_admission_decisions() -> int:
     """Admission decisions are kept for a bounded time (services/admission.prune_decisions)."""
     return admission.prune_decisions(timezone.now())
+
+
+@shared_task(acks_late=True)
+def prune_expander_decisions() -> int:
+    """The gpu-priority-expander's answers are kept GPUPORTAL_EXPANDER_RETENTION_DAYS (services/expander.prune)."""
+    return expander.prune(timezone.now())
 
 
 @shared_task(acks_late=True)

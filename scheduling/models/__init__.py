@@ -9,6 +9,7 @@ from .enforcement import (
     EnforcementRun,
     EntitlementShare,
 )
+from .expander import ExpanderDecision
 from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
 from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
@@ -35,6 +36,7 @@ __all__ = [
     "EnforcementPlan",
     "EnforcementRun",
     "EntitlementShare",
+    "ExpanderDecision",
     "ExternalIdentity",
     "FleetHost",
     "FragmentationSample",

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.forms import PoolPolicyForm
-from scheduling.models import PoolPolicy, RebalancePlan
+from scheduling.models import ExpanderDecision, PoolPolicy, RebalancePlan
 from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
 
@@ -48,6 +48,7 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
                                                                                           "moves__target")),
         "open": list(plans.filter(state__in=(RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING))),
         "history": list(plans.exclude(state=RebalancePlan.State.PROPOSED)[:30]),
+        "expander_decisions": list(ExpanderDecision.objects.all()[:10]),
         "can_decide": request.user.has_perm("scheduling.edit_pool_policies"),
     }
     return render(request, "scheduling/rebalance.html", context)

@@ -102,6 +102,9 @@ def test_ingest_stores_a_node_unschedulable_exactly_when_its_collector_says_it_t
 
 
 ALLOWED_READERS = {"services/orchestrators.py"}
+# cluster-autoscaler's protobuf request has its own ``options`` (node groups); import-linter keeps that package
+# from importing Django, so it cannot reach an Orchestrator row.
+OTHER_OPTIONS = ("expander_protocol/",)
 
 
 def test_no_module_but_services_orchestrators_reads_options_or_the_credentials_reference():
@@ -110,7 +113,7 @@ def test_no_module_but_services_orchestrators_reads_options_or_the_credentials_r
     fields, by name, which is representing the row rather than reading what it means)."""
     readers = []
     for relative, tree in _sources("models/"):
-        if relative in ALLOWED_READERS:
+        if relative in ALLOWED_READERS or relative.startswith(OTHER_OPTIONS):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in ("options", "credentials_ref"):
