@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from scheduling.expander_protocol import codec, expander_pb2, expander_pb2_grpc
 from scheduling.services import expander
@@ -43,7 +43,8 @@ class GpuPriorityExpander(expander_pb2_grpc.ExpanderServicer):
             log.warning("expander: database unavailable (%s); cluster-autoscaler keeps all its options", err)
             context.abort(grpc.StatusCode.UNAVAILABLE, "the portal's database is unavailable")
         finally:
-            close_old_connections()
+            # This thread's own connection: scale-ups come seconds apart, and a kept one would outlive the server
+            connections.close_all()
         raise AssertionError("unreachable: context.abort raises")
 
 
