@@ -10,11 +10,16 @@ preemptions and GPU-hours of work lost, CPU seconds.
     .venv/bin/python benchmarks/reclaim_sim.py                  # Philly, whole trace, a round every 10 min
     .venv/bin/python benchmarks/reclaim_sim.py --days 14 --round-s 3600
     .venv/bin/python benchmarks/reclaim_sim.py --trace philly-demo
+    .venv/bin/python benchmarks/reclaim_sim.py --trace openb-default   # Alibaba openb; teams = QoS classes
+
+The public traces live in ../shared/traces (or $GPUPORTAL_TRACES_DIR); without them the run prints one line
+saying it was skipped and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
 import sys
@@ -29,6 +34,8 @@ from scheduling.simulation.federation import Federation
 from scheduling.simulation.replay import JobRun, Replay
 from scheduling.simulation.runner import build_fleet, build_scenario, default_capacity, pools_for
 from scheduling.traces import load_trace
+from scheduling.traces.records import TraceJob
+from scheduling.traces.registry import OPENB_DIR, UnknownTrace, shared_traces_dir
 
 POLICY = ReclaimPolicy(min_runtime_s=600.0, grace_s=300.0)
 
@@ -203,10 +210,21 @@ def _why(text: str) -> str:
     return "no set of borrowed gangs frees room for it in one place (placement / gang)"
 
 
+def openb_teams(jobs: list[TraceJob], trace_name: str) -> list[TraceJob]:
+    """The openb pod lists name no tenant: each pod's team is its QoS class (LS latency-sensitive serving, BE
+    best-effort batch, Burstable, Guaranteed), read from the same public CSV by pod name, the way a site gives
+    serving and batch their own guarantees."""
+    path = shared_traces_dir() / OPENB_DIR / f"openb_pod_list_{trace_name.removeprefix('openb-')}.csv"
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        qos = {row["name"]: row["qos"] or "none" for row in csv.DictReader(handle)}
+    return [dataclasses.replace(job, request=dataclasses.replace(job.request, team=qos.get(job.request.id, "none")))
+            for job in jobs]
+
+
 def run(trace_name: str, days: float, federation: Copies, round_s: float = 600.0) -> dict[str, object]:
     trace = load_trace(trace_name)
     horizon = days * 86400 if days else None
-    jobs = trace.jobs
+    jobs = openb_teams(list(trace.jobs), trace_name) if trace_name.startswith("openb-") else trace.jobs
     capacity = default_capacity(jobs)
     nodes = build_fleet(capacity)
     scenario = build_scenario(jobs, sum(node.gpu_total for node in nodes))
@@ -253,6 +271,11 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=0.0, help="replay this many days (0: the whole trace)")
     parser.add_argument("--round-s", type=float, default=600.0, help="seconds between rounds (reclaim and measure)")
     args = parser.parse_args()
+    try:
+        load_trace(args.trace)
+    except (FileNotFoundError, UnknownTrace) as absent:  # the public traces live beside the project, not in it
+        print(json.dumps({"benchmark": "reclaim_sim", "trace": args.trace, "skipped": str(absent)}), flush=True)
+        return
     for federation in (Copies(), SplitReclaim()):
         print(json.dumps(run(args.trace, args.days, federation, args.round_s)), flush=True)
 
