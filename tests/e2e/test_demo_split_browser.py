@@ -6,25 +6,12 @@ it is set."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from scheduling.models import EntitlementShare
+from tests.browser import shot, sideways
 
 pytestmark = pytest.mark.browser
-
-
-def _shot(page, name: str) -> None:
-    folder = os.environ.get("GPUPORTAL_SHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
-
-
-def _sideways(page) -> int:
-    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
 
 
 @pytest.mark.parametrize("width", [1440, 390])
@@ -45,15 +32,15 @@ def test_alice_reads_nlps_share_per_orchestrator_and_model_on_the_demo(session, 
     assert seen == {(s.orchestrator.name, s.gpu_model, str(s.guarantee), str(s.cap)) for s in shares}
     assert "fleet cap 192" in split.inner_text()
     assert split.locator("#split-simulated").is_visible()
-    _shot(page, f"team-nlp-{width}")
-    assert _sideways(page) <= 1, f"the team page scrolls sideways by {_sideways(page)}px at {width}"
+    shot(page, f"team-nlp-{width}")
+    assert sideways(page) <= 1, f"the team page scrolls sideways by {sideways(page)}px at {width}"
 
     page = person.go("/quota/new/")
     row = page.locator('tr[data-team="nlp"]').first
     listed = row.locator("ul.split-shares li").all_inner_texts()
-    _shot(page, f"quota-{width}")
+    shot(page, f"quota-{width}")
     assert sorted(listed) == sorted(
         f"{s.orchestrator.name} {s.gpu_model}: guarantee {s.guarantee}, cap {s.cap}" for s in shares
     )
-    assert _sideways(page) <= 1, f"the quota page scrolls sideways by {_sideways(page)}px at {width}"
+    assert sideways(page) <= 1, f"the quota page scrolls sideways by {sideways(page)}px at {width}"
     assert person.errors == []
