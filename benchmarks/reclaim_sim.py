@@ -48,24 +48,22 @@ class Starvation:
     earlier reports gave; a team whose claims arrive continuously never leaves its episode, so a job queued a
     minute ago counts as "beyond the grace" there). The *per-claim* figures count, for each queued job that
     fits within what its team lacks, only the time that job itself has waited beyond the grace
-    (``overdue_gpu_s``) and beyond the grace plus one round (``overdue_round_gpu_s``: the issue's promise is
-    that borrowed GPUs come back "within one round plus a grace period"), never more than the team's lack.
+    (``overdue``) and beyond the grace plus one round (``overdue_round``: the issue's promise is that borrowed
+    GPUs come back "within one round plus a grace period"), never more than the team's lack.
 
-    Each overdue GPU-second is split by what the borrowed GPUs were: *reclaimable* (whole borrowed gangs past
-    their minimum runtime, each leaving its team at or above its own guarantee and none bigger than the owner's
-    pending demand within its guarantee: reclaim could take them) or *protected* (the only borrowers were
-    inside their minimum runtime, borrow less than any of their gangs holds, or hold only gangs bigger than the
-    owner's demand, which the issue's bound forbids taking: the wait is legitimate).
+    Each overdue GPU-second is put in one of three kinds by the engine's own reclaim decision on that claim at
+    that moment (``plan_reclaims``, run dry under the "copies" policy too, so both policies are judged alike):
+    *reclaimable* (a set of borrowed gangs within every rule frees room for it now), *protected* (no such set:
+    the borrowers there are inside their minimum runtime, at their own guarantee, or hold gangs bigger than the
+    owner's demand within its guarantee, which the issue's bound forbids taking; the wait is legitimate) or
+    *free* (it fits in free GPUs: the orchestrator's own queue order holds it, not a borrower).
     """
 
     round_s: float = 600.0
     gpu_s: float = 0.0
     beyond_grace_gpu_s: float = 0.0
-    overdue_gpu_s: float = 0.0
-    overdue_reclaimable_gpu_s: float = 0.0
-    overdue_protected_gpu_s: float = 0.0
-    overdue_round_gpu_s: float = 0.0
-    overdue_round_reclaimable_gpu_s: float = 0.0
+    overdue: dict[str, float] = field(default_factory=dict)  # kind -> GPU-seconds
+    overdue_round: dict[str, float] = field(default_factory=dict)
     since: dict[str, float] = field(default_factory=dict)
     last: float | None = None
 
@@ -76,7 +74,7 @@ class Starvation:
         demand, held = replay.team_demand()
         guarantee = {team: replay.scenario.guarantee(team) for team in demand}
         borrowed = sum(max(0.0, gpus - replay.scenario.guarantee(team)) for team, gpus in held.items())
-        borrowers: list[tuple[list[float], float]] | None = None
+        kinds: dict[str, str] | None = None
         queued = [run for pool in replay.pools.values() for run in pool.pending]
         for team in demand:
             holds = held.get(team, 0.0)
@@ -84,8 +82,7 @@ class Starvation:
             # pending work that would fit within the guarantee (Kueue's reclaimWithinCohort rule): a job bigger
             # than what the team lacks is fair share's to order, not reclaim's
             fitting = [run for run in queued if run.team == team and run.gpus <= deficit + 1e-9]
-            waiting = sum(run.gpus for run in fitting)
-            lack = min(deficit, waiting, borrowed)
+            lack = min(deficit, sum(run.gpus for run in fitting), borrowed)
             if lack <= 1e-9:
                 self.since.pop(team, None)
                 continue
@@ -93,56 +90,45 @@ class Starvation:
             self.gpu_s += lack * step
             if now - started >= POLICY.grace_s:
                 self.beyond_grace_gpu_s += lack * step
-            overdue = min(lack * step, _waited_beyond(fitting, now, POLICY.grace_s, step))
-            if overdue <= 1e-9:
+            overdue = _waited_beyond(fitting, now, POLICY.grace_s, step)
+            if not overdue:
                 continue
-            borrowers = borrowed_gangs(replay, now) if borrowers is None else borrowers
-            # the share of the lack reclaim could serve: borrowed gangs past their minimum runtime, none bigger
-            # than the team's pending demand within its guarantee (the issue's bound: never more than that)
-            share = min(lack, reclaimable_gpus(borrowers, largest=min(deficit, waiting))) / lack
-            self.overdue_gpu_s += overdue
-            self.overdue_reclaimable_gpu_s += overdue * share
-            self.overdue_protected_gpu_s += overdue * (1 - share)
-            overdue_round = min(lack * step, _waited_beyond(fitting, now, POLICY.grace_s + self.round_s, step))
-            self.overdue_round_gpu_s += overdue_round
-            self.overdue_round_reclaimable_gpu_s += overdue_round * share
+            kinds = claim_kinds(replay) if kinds is None else kinds
+            scale = min(1.0, lack * step / sum(overdue.values()))  # never more than the team's lack
+            beyond_round = _waited_beyond(fitting, now, POLICY.grace_s + self.round_s, step)
+            for run_id, gpu_s in overdue.items():
+                kind = kinds.get(run_id, "protected")
+                self.overdue[kind] = self.overdue.get(kind, 0.0) + gpu_s * scale
+                later = beyond_round.get(run_id, 0.0) * scale
+                self.overdue_round[kind] = self.overdue_round.get(kind, 0.0) + later
 
 
-def _waited_beyond(runs: list[JobRun], now: float, allowance: float, step: float) -> float:
-    """GPU-seconds of the last ``step`` that these queued jobs spent waiting beyond ``allowance``."""
-    return sum(run.gpus * min(step, max(0.0, now - run.job.submit_s - allowance)) for run in runs)
+def _waited_beyond(runs: list[JobRun], now: float, allowance: float, step: float) -> dict[str, float]:
+    """Per queued job (its request id), GPU-seconds of the last ``step`` it spent waiting beyond ``allowance``."""
+    found = {}
+    for run in runs:
+        beyond = min(step, max(0.0, now - run.job.submit_s - allowance))
+        if beyond > 0 and run.alloc is not None:
+            found[run.alloc.id] = run.gpus * beyond
+    return found
 
 
-def borrowed_gangs(replay: Replay, now: float) -> list[tuple[list[float], float]]:
-    """Per team above its guarantee: the sizes of its gangs past the minimum runtime (smallest first) and the
-    GPUs it holds above its guarantee (what reclaim may take from it at most)."""
-    result = []
+def claim_kinds(replay: Replay) -> dict[str, str]:
+    """The engine's reclaim decision now, run dry on every pool: per claim (request id), "reclaimable" when it
+    would be served, "free" when it fits in free GPUs, "protected" when no borrowed gangs within the rules do."""
+    kinds: dict[str, str] = {}
+    guarantees = {team.name: float(team.guaranteed) for team in replay.scenario.teams}
     for pool in replay.pools.values():
-        if pool.victim_index is None:
+        if pool.victim_index is None or not pool.pending:
             continue
-        held = pool.victim_index.gpus_by_team()
-        gangs: dict[str, list[float]] = {}
-        for gang in pool.victim_index.gangs_in_victim_order():
-            if gang.preemptible and now - gang.youngest_start >= POLICY.min_runtime_s:
-                gangs.setdefault(gang.team, []).append(gang.gpus)
-        for team, sizes in gangs.items():
-            spare = held.get(team, 0.0) - replay.scenario.guarantee(team)
-            if spare > 1e-9:
-                result.append((sorted(sizes), spare))
-    return result
-
-
-def reclaimable_gpus(borrowers: list[tuple[list[float], float]], largest: float = float("inf")) -> float:
-    """GPUs reclaim could take back now in gangs of at most ``largest`` GPUs: per borrowing team, its gangs past
-    the minimum runtime, smallest first, as long as the team stays at or above its guarantee."""
-    total = 0.0
-    for sizes, spare in borrowers:
-        for gpus in sizes:
-            if gpus > min(spare, largest) + 1e-9:
-                break
-            spare -= gpus
-            total += gpus
-    return total
+        claims = [dataclasses.replace(run.alloc, submitted_at=run.job.submit_s) for run in pool.pending
+                  if run.alloc is not None]
+        decision = plan_reclaims(pool.state, list(pool.victim_index), claims, guarantees, now=replay.now,
+                                 policy=POLICY)
+        kinds.update((reclaim.request_id, "reclaimable") for reclaim in decision.reclaims)
+        kinds.update((passed.request_id, "free" if "fits in free GPUs" in passed.why else "protected")
+                     for passed in decision.passed)
+    return kinds
 
 
 @dataclass
@@ -242,11 +228,11 @@ def run(trace_name: str, days: float, federation: Copies, round_s: float = 600.0
         "min_runtime_s": POLICY.min_runtime_s,
         "starved_gpu_h": round(federation.starvation.gpu_s / 3600, 1),
         "starved_beyond_grace_gpu_h": round(federation.starvation.beyond_grace_gpu_s / 3600, 1),
-        "overdue_gpu_h": _h(federation.starvation.overdue_gpu_s),
-        "overdue_while_reclaimable_gpu_h": _h(federation.starvation.overdue_reclaimable_gpu_s),
-        "overdue_only_protected_gpu_h": _h(federation.starvation.overdue_protected_gpu_s),
-        "overdue_beyond_round_gpu_h": _h(federation.starvation.overdue_round_gpu_s),
-        "overdue_beyond_round_while_reclaimable_gpu_h": _h(federation.starvation.overdue_round_reclaimable_gpu_s),
+        "overdue_gpu_h": _h(sum(federation.starvation.overdue.values())),
+        "overdue_gpu_h_by_kind": {kind: _h(gpu_s) for kind, gpu_s in sorted(federation.starvation.overdue.items())},
+        "overdue_beyond_round_gpu_h": _h(sum(federation.starvation.overdue_round.values())),
+        "overdue_beyond_round_gpu_h_by_kind": {
+            kind: _h(gpu_s) for kind, gpu_s in sorted(federation.starvation.overdue_round.items())},
         "utilisation": _round(figures["utilisation"], 4), "allocation": _round(figures["allocation"], 4),
         "p95_wait_h_by_team": {team: _round(t["wait_p95_hours_counting_unstarted"])
                                for team, t in figures["teams"].items()},

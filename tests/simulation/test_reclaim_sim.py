@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from benchmarks import reclaim_sim
 
 OPENB_HEADER = (
@@ -47,4 +49,8 @@ def test_on_the_shipped_philly_slice_reclaim_serves_claims_within_a_round_and_ke
     assert copies["overdue_beyond_round_gpu_h"] > 0  # nobody takes borrowed GPUs back: guarantees wait
     assert split["overdue_beyond_round_gpu_h"] == 0
     assert split["overdue_gpu_h"] < copies["overdue_gpu_h"]
+    # what waited is split by the engine's own decision on each claim: with nobody reclaiming, borrowed GPUs the
+    # rules would have given back were there
+    assert copies["overdue_gpu_h_by_kind"]["reclaimable"] > 0
+    assert sum(split["overdue_gpu_h_by_kind"].values()) == pytest.approx(split["overdue_gpu_h"], abs=0.2)
     assert abs(split["utilisation"] - copies["utilisation"]) <= 0.01
