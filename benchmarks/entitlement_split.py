@@ -3,10 +3,12 @@
 Goal (issue #31): <= 50 ms CPU for one split. Each team has an any-model queue, 200 grants are in force (a
 quarter of them naming one orchestrator), every team has demand (running + pending) on 3 of the 10
 orchestrators; the second figure is a round with the previous split (hysteresis) after 10 % of the demands
-moved. Prints one JSON line; CPU time is process time (the machine is shared), the median of 7 runs.
+moved. Prints one JSON line; CPU time is process time (the machine is shared), the median of 7 runs, with the
+machine's 1-minute load average (CPU time still grows with load on a shared 2-core box: caches, frequency).
 """
 
 import json
+import os
 import random
 import statistics
 import sys
@@ -69,6 +71,7 @@ def main() -> None:
                 "split_cpu_ms": round(statistics.median(cold) * 1000, 1),
                 "split_with_previous_cpu_ms": round(statistics.median(warm) * 1000, 1),
                 "goal_ms": 50,
+                "load_avg_1m": round(os.getloadavg()[0], 2),
             }
         )
     )

@@ -84,3 +84,16 @@ def session(browser, live_server):
     yield open_session
     for item in opened:
         item.close()
+
+
+def shot(page, name: str) -> None:
+    """A full-page screenshot into ``$GPUPORTAL_SHOTS`` when it is set (walking the pages), else nothing."""
+    folder = os.environ.get("GPUPORTAL_SHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def sideways(page) -> int:
+    """How many pixels the page scrolls sideways (0: it fits the viewport)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")

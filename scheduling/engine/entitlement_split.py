@@ -46,7 +46,7 @@ reclaim's job stop are Ray's levers).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .governance_state import GovernanceInput, GovGrant, GovQueue, GovTeam
 from .types import OrchestratorKind
@@ -179,12 +179,11 @@ class _Pot:
     cap: int
     cells: list[int]
     capped: bool  # a queue's pot caps; a grant to a team with no queue for the cells only guarantees
-    source: str
+    queue: bool  # a queue's pot (not a grant's)
 
 
-def _covered(queues: Sequence[GovQueue], cells: Sequence[Cell]) -> dict[str, list[int]]:
+def _covered(models: frozenset[str], cells: Sequence[Cell]) -> dict[str, list[int]]:
     """Queue model -> the cells it covers (a model's own queue wins over the any-model queue)."""
-    models = {q.gpu_model for q in queues}
     covered: dict[str, list[int]] = {}
     for i, (_, model) in enumerate(cells):
         chosen = model if model in models else ("" if "" in models else None)
@@ -193,27 +192,55 @@ def _covered(queues: Sequence[GovQueue], cells: Sequence[Cell]) -> dict[str, lis
     return covered
 
 
+class _Cells:
+    """The fleet's cells and, computed once per split (500 teams share a handful of queue-model sets and
+    grant scopes), the cells each queue model and each grant scope covers."""
+
+    def __init__(self, cells: Sequence[Cell]) -> None:
+        self.cells = cells
+        self._covered: dict[frozenset[str], tuple[dict[str, list[int]], frozenset[int]]] = {}
+        self._scope: dict[tuple[str, str], list[int]] = {}
+
+    def covered(self, queues: Sequence[GovQueue]) -> tuple[dict[str, list[int]], frozenset[int]]:
+        """Queue model -> cells it covers, and all the cells so covered (capped)."""
+        models = frozenset(q.gpu_model for q in queues)
+        found = self._covered.get(models)
+        if found is None:
+            covered = _covered(models, self.cells)
+            found = self._covered[models] = (covered, frozenset(i for idx in covered.values() for i in idx))
+        return found
+
+    def scope(self, grant: GovGrant) -> list[int]:
+        """The cells a grant may be placed on: its orchestrator's (or all) of its model (or any)."""
+        key = (grant.orchestrator, grant.gpu_model)
+        where = self._scope.get(key)
+        if where is None:
+            where = self._scope[key] = [
+                i
+                for i, (orch, model) in enumerate(self.cells)
+                if grant.orchestrator in ("", orch) and grant.gpu_model in ("", model)
+            ]
+        return where
+
+
 def _pots(
-    slug: str,
     queues: Sequence[GovQueue],
+    guaranteed: Sequence[int],
     grants: Sequence[GovGrant],
-    cells: Sequence[Cell],
-    covered: Mapping[str, list[int]],
+    cells: _Cells,
+    covered: tuple[dict[str, list[int]], frozenset[int]],
 ) -> list[_Pot]:
-    """The team's pots, the most constrained first (so they take the demand only they may serve)."""
-    capped_cells = {i for idx in covered.values() for i in idx}
+    """The team's pots (its queues with ``guaranteed`` as their guarantees, then its grants), the most
+    constrained first (so they take the demand only they may serve). ``covered``: ``cells.covered(queues)``."""
+    by_model, capped_cells = covered
     pots = [
-        _Pot(q.guaranteed, q.burst_limit, covered.get(q.gpu_model, []), True, f"queue {q.gpu_model or 'any model'}")
-        for q in queues
+        _Pot(g, q.burst_limit, by_model.get(q.gpu_model, []), True, True)
+        for q, g in zip(queues, guaranteed, strict=True)
     ]
     for g in grants:
-        where = [
-            i for i, (orch, model) in enumerate(cells) if g.orchestrator in ("", orch) and g.gpu_model in ("", model)
-        ]
+        where = cells.scope(g)
         capped = [i for i in where if i in capped_cells]
-        origin = "" if g.team == slug else f" to {g.team}"
-        on = f" on {g.orchestrator}" if g.orchestrator else ""
-        pots.append(_Pot(g.gpus, g.gpus, capped or where, bool(capped), f"grant of {g.gpus}{origin}{on}"))
+        pots.append(_Pot(g.gpus, g.gpus, capped or where, bool(capped), False))
     pots.sort(key=lambda p: len(p.cells))
     return pots
 
@@ -232,9 +259,10 @@ def _share_out(amount: int, room: Sequence[int]) -> list[int]:
     exact = [amount * r / total for r in room]
     given = [int(x) for x in exact]
     left = amount - sum(given)
-    by_remainder = sorted(range(len(room)), key=lambda i: given[i] - exact[i])
-    for i in by_remainder[:left]:
-        given[i] += 1
+    if left:
+        short = [g - x for g, x in zip(given, exact, strict=True)]
+        for i in sorted(range(len(room)), key=short.__getitem__)[:left]:
+            given[i] += 1
     return given
 
 
@@ -254,8 +282,8 @@ def _place(
     for target in targets:
         if amount <= 0:
             break
-        asked = [max(0, min(target[c] - base[c] - placed[k], room[c])) for k, c in enumerate(cells)]
-        if any(asked):
+        asked = _asked(cells, target, base, placed, room)
+        if asked is not None:
             amount -= _take(amount, cells, asked, placed, room)
     if rest and amount > 0:
         _take(amount, cells, [room[c] for c in cells], placed, room)
@@ -274,12 +302,43 @@ def divide_among(total: int, running: Sequence[int], pending: Sequence[int]) -> 
     return placed
 
 
-def _take(amount: int, cells: Sequence[int], asked: Sequence[int], placed: list[int], room: list[int]) -> int:
-    given = _share_out(amount, asked)
+def _asked(
+    cells: Sequence[int], target: Sequence[int], base: Sequence[int], placed: Sequence[int], room: Sequence[int]
+) -> list[int] | None:
+    """Per cell of ``cells``: what it still lacks of ``target`` (less ``base`` and what was ``placed``),
+    within ``room``; None when no cell lacks anything. (Plain comparisons, not min/max: the split calls this
+    tens of thousands of times a round.)"""
+    asked = [0] * len(cells)
+    wanted = False
     for k, c in enumerate(cells):
-        placed[k] += given[k]
-        room[c] -= given[k]
-    return sum(given)
+        lack = target[c] - base[c] - placed[k]
+        if lack > 0:
+            if lack > room[c]:
+                lack = room[c]
+            if lack > 0:
+                asked[k] = lack
+                wanted = True
+    return asked if wanted else None
+
+
+def _take(
+    amount: int,
+    cells: Sequence[int],
+    asked: Sequence[int],
+    placed: list[int],
+    room: list[int],
+    *,
+    by_cell: bool = False,
+) -> int:
+    """``amount`` given out as ``asked`` (in proportion when it cannot cover all), added to ``placed`` (per
+    position in ``cells``, or per cell with ``by_cell``) and taken from ``room``; returns what was given."""
+    total = sum(asked)
+    given = asked if amount >= total else _share_out(amount, asked)  # everything asked fits: no division
+    for k, c in enumerate(cells):
+        if given[k]:
+            placed[c if by_cell else k] += given[k]
+            room[c] -= given[k]
+    return total if given is asked else sum(given)
 
 
 # ------------------------------------------------------------------------------------------- split
@@ -320,6 +379,7 @@ def split_entitlements(
     for q in data.queues:
         queues.setdefault(q.team, []).append(q)
     grants = _subtree_grants(data, at)
+    cell_sets = _Cells(cells)
     n = len(cells)
     work: dict[str, _TeamCells] = {}
     order: list[_TeamCells] = []  # children before their parent
@@ -333,12 +393,12 @@ def split_entitlements(
                 pend[i] += kid.pending[i]
                 act[i] += kid.actual_running[i]
         mine = queues.get(team.slug, [])
-        covered = _covered(mine, cells)
         subtree_grants = grants.get(team.slug, [])
-        pots = _pots(team.slug, mine, subtree_grants, cells, covered)
+        covered = cell_sets.covered(mine)
+        pots = _pots(mine, [q.guaranteed for q in mine], subtree_grants, cell_sets, covered)
         kids_guaranteed = sum(q.guaranteed for k in children.get(team.slug, []) for q in queues.get(k.slug, []))
         own_grants = [g for g in subtree_grants if g.team == team.slug]
-        own = _pots(team.slug, _less(mine, kids_guaranteed), own_grants, cells, covered)
+        own = _pots(mine, _less(mine, kids_guaranteed), own_grants, cell_sets, covered)
         capped = [False] * n
         for pot in pots:
             if pot.capped:
@@ -362,13 +422,13 @@ def split_entitlements(
     return _result(data, supply, cells, work, own_run, own_pend, grants)
 
 
-def _less(queues: Sequence[GovQueue], guaranteed: int) -> list[GovQueue]:
-    """The queues with ``guaranteed`` GPUs taken off their guarantees (what the children hold of them)."""
+def _less(queues: Sequence[GovQueue], guaranteed: int) -> list[int]:
+    """The queues' guarantees with ``guaranteed`` GPUs taken off them (what the children hold of them)."""
     result = []
     for q in queues:
         taken = min(q.guaranteed, guaranteed)
         guaranteed -= taken
-        result.append(replace(q, guaranteed=q.guaranteed - taken))
+        result.append(q.guaranteed - taken)
     return result
 
 
@@ -420,10 +480,11 @@ def _place_guarantees(w: _TeamCells, phase: str, room: list[int], work: Mapping[
     children or itself), then its pending ones, then the rest: first where its ancestors run unguaranteed,
     then where supply is left. A guarantee placed counts for every ancestor too, so a parent's holds its
     children's."""
-    target = {"running": w.running, "pending": _plus(w.running, w.pending)}.get(phase)
-    for pot in w.own:
-        if pot.guarantee <= 0:
-            continue
+    pots = [pot for pot in w.own if pot.guarantee > 0]
+    if not pots:
+        return  # nothing (left) to place: most teams after the first phases
+    target = w.running if phase == "running" else _plus(w.running, w.pending) if phase == "pending" else None
+    for pot in pots:
         if target is not None:
             placed = _place(pot.guarantee, pot.cells, [target], w.guarantee, room, rest=False)
         else:  # the rest: where its ancestors run unguaranteed (so their caps need not cover both), then room
@@ -466,21 +527,23 @@ def _place_caps(w: _TeamCells, limit: Sequence[int], weights: Sequence[int]) -> 
     pots = [pot for pot in w.pots if pot.capped]
     left = [pot.cap for pot in pots]
     need_run = [max(g, r) for g, r in zip(w.guarantee, w.running, strict=True)]
+    nothing = [0] * len(room)  # placed so far, per position of a pot's cells: what the pot takes goes on w.cap
     for target in (w.guarantee, need_run, _plus(w.running, w.pending)):
         for p, pot in enumerate(pots):
             if left[p] > 0:
-                placed = _place(left[p], pot.cells, [target], w.cap, room, rest=False)
-                for k, c in enumerate(pot.cells):
-                    w.cap[c] += placed[k]
-                left[p] -= sum(placed)
+                asked = _asked(pot.cells, target, w.cap, nothing, room)
+                if asked is not None:  # what the pot takes lands on the cap directly (and leaves the room)
+                    left[p] -= _take(left[p], pot.cells, asked, w.cap, room, by_cell=True)
     for p, pot in enumerate(pots):
         if left[p] > 0:
             placed = _spread(left[p], pot.cells, weights, room)
             for k, c in enumerate(pot.cells):
                 w.cap[c] += placed[k]
-    for i in range(len(room)):
-        floor = max(w.actual_running[i], w.guarantee[i])
-        if w.capped[i] and w.cap[i] < floor:
+    for i, capped in enumerate(w.capped):
+        floor = w.actual_running[i]
+        if w.guarantee[i] > floor:
+            floor = w.guarantee[i]
+        if capped and w.cap[i] < floor:
             w.over[i] = floor - w.cap[i]
             w.cap[i] = floor
 
@@ -560,6 +623,6 @@ def _result(
 
 def _fleet(slug: str, pots: Sequence[_Pot], grants: Sequence[GovGrant]) -> FleetFigures:
     granted = sum(g.gpus for g in grants)
-    capped = any(p.capped and p.source.startswith("queue") for p in pots)
+    capped = any(p.capped and p.queue for p in pots)
     cap = sum(p.cap for p in pots if p.capped) if capped else None
     return FleetFigures(slug, sum(p.guarantee for p in pots), cap, granted)

@@ -184,11 +184,15 @@ def select_victims(
     now: float,
     min_runtime_s: float,
     borrowers_only: bool = False,
+    max_gpus: float | None = None,
 ) -> VictimPlan | Rejection:
     """The cheapest explainable set of whole gangs to stop so ``request`` can start (see module doc).
 
     ``borrowers_only`` (the reclaim of a guarantee, ``reclaim.plan_reclaims``) takes victims from other
-    teams' borrowed capacity only, never from the requesting team's own lower-priority work.
+    teams' borrowed capacity only, never from the requesting team's own lower-priority work. ``max_gpus``
+    (reclaim's budget: the owner's pending demand within its guarantee) bounds the GPUs the victims hold
+    together: the search looks past a cheaper gang too big for it to smaller ones, instead of choosing it and
+    having the plan refused afterwards.
 
     ``state_nodes`` must already account for ``running`` (their GPUs are not free). When the request
     already fits, the plan has no victims. Pass a ``ClusterState`` and a ``RunningSet`` kept up to
@@ -206,7 +210,7 @@ def select_victims(
         entitled={team: max(e.guaranteed, e.allocation) for team, e in by_team.items()},
     )
     reclaiming = ledger.held.get(request.team, 0.0) + request.gpus <= ledger.entitled.get(request.team, 0.0)
-    search = _Search(state, index, request, ledger, reclaiming, now, min_runtime_s, borrowers_only)
+    search = _Search(state, index, request, ledger, reclaiming, now, min_runtime_s, borrowers_only, max_gpus)
     return search.run()
 
 
@@ -222,8 +226,10 @@ class _Search:
     """One victim search: walk gangs cheapest first until some node (or the gang) can host the request."""
 
     def __init__(self, state: ClusterState, index: RunningSet, request: Request, ledger: _Ledger,
-                 reclaiming: bool, now: float, min_runtime_s: float, borrowers_only: bool = False) -> None:
+                 reclaiming: bool, now: float, min_runtime_s: float, borrowers_only: bool = False,
+                 max_gpus: float | None = None) -> None:
         self.state = state
+        self.max_gpus = max_gpus
         self.borrowers_only = borrowers_only
         self.index = index
         self.request = request
@@ -287,6 +293,8 @@ class _Search:
             return SAME_TEAM
         if self.ledger.borrowed_after(gang.team, gang.gpus, taken) < -1e-9:
             return self._skip("would take its team below the guaranteed floor")
+        if self.max_gpus is not None and gang.gpus + sum(taken.values()) > self.max_gpus + 1e-9:
+            return self._skip("more GPUs than the owner's pending demand within its guarantee")
         if self.reclaiming:
             return RECLAIM
         if gang.priority < self.request.priority:

@@ -14,7 +14,9 @@ Bounds that make a reclaim safe to automate:
 * a team at or below its guarantee is never a victim (the preemption ledger keeps every victim's team at
   or above its floor after the plan);
 * an owner never takes more GPUs from borrowers than its pending demand that fits within its guarantee
-  (``budget``): a claim whose cheapest victim set would exceed what is left is passed over, with why;
+  (``budget``): the victim search is bounded by what is left of it (``select_victims(max_gpus=...)``), so it
+  looks past a cheaper gang too big for the budget to smaller ones; a claim no victim set within the budget
+  serves is passed over, with why;
 * claims are served oldest first, and each accepted plan is applied to the in-memory model before the
   next claim is examined, so two claims never count the same freed GPUs.
 
@@ -125,13 +127,13 @@ def plan_reclaims(
         if refusal:
             passed.append(PassedClaim(request.team, request.id, refusal))
             continue
+        left = budget.get(request.team, 0.0) - taken.get(request.team, 0.0)
         result = select_victims(state, index, request, entitlements, now=now,
-                                min_runtime_s=policy.min_runtime_s, borrowers_only=True)
+                                min_runtime_s=policy.min_runtime_s, borrowers_only=True, max_gpus=left)
         if not isinstance(result, VictimPlan):
             passed.append(PassedClaim(request.team, request.id, result.message))
             continue
         gpus = sum(victim.gpus for victim in result.victims)
-        left = budget.get(request.team, 0.0) - taken.get(request.team, 0.0)
         if gpus > left + EPSILON:
             passed.append(PassedClaim(request.team, request.id,
                                       f"its cheapest victims hold {gpus:g} GPUs, more than the {left:g} GPUs of "

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from scheduling.engine.entitlement_split import RAY_OBSERVED
 from scheduling.models import EntitlementShare, Team
+from scheduling.models.fleet import DEMO_PREFIX
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class TeamSplit:
     guarantees_total: int
     over_total: int
     computed_at: datetime
+    simulated: bool = False  # the demo's simulated orchestrators: the split is what they hold, nothing written
+
 
     @property
     def observed_only(self) -> str:
@@ -67,6 +70,7 @@ def team_split(team: Team) -> TeamSplit | None:
         sum(r.guarantee for r in rows),
         sum(r.over for r in rows),
         max(s.computed_at for s in shares),
+        all(s.orchestrator.endpoint.startswith(DEMO_PREFIX) for s in shares),
     )
 
 
@@ -81,12 +85,37 @@ def _why(share: EntitlementShare) -> str:
     return "" if share.enforced else "observed only: Ray has no team quota"
 
 
-def split_totals(teams: list[Team]) -> dict[int, tuple[int, int | None]]:
-    """Per team id: caps summed over the orchestrators, and its fleet cap."""
-    totals: dict[int, tuple[int, int | None]] = {}
-    for team_id, cap, fleet_cap in EntitlementShare.objects.filter(team__in=teams).values_list(
-        "team_id", "cap", "fleet_cap"
-    ):
-        caps, _ = totals.get(team_id, (0, fleet_cap))
-        totals[team_id] = (caps + (cap or 0), fleet_cap)
-    return totals
+@dataclass(frozen=True)
+class CellShare:
+    """One team's share on one (orchestrator, GPU model), as the quota page lists it beside the fleet cap."""
+
+    orchestrator: str
+    gpu_model: str
+    guarantee: int
+    cap: int | None
+
+    def __str__(self) -> str:
+        cap = "no cap of its own" if self.cap is None else f"cap {self.cap}"
+        return f"{self.orchestrator} {self.gpu_model or 'any model'}: guarantee {self.guarantee}, {cap}"
+
+
+@dataclass(frozen=True)
+class SplitTotals:
+    caps: int  # caps summed over the orchestrators
+    fleet_cap: int | None
+    shares: tuple[CellShare, ...]
+
+
+def split_totals(teams: list[Team]) -> dict[int, SplitTotals]:
+    """Per team id: caps summed over the orchestrators, its fleet cap and each share (one read)."""
+    found: dict[int, tuple[int, int | None, list[CellShare]]] = {}
+    rows = (
+        EntitlementShare.objects.filter(team__in=teams)
+        .order_by("orchestrator__name", "gpu_model")
+        .values_list("team_id", "cap", "fleet_cap", "orchestrator__name", "gpu_model", "guarantee")
+    )
+    for team_id, cap, fleet_cap, orchestrator, model, guarantee in rows:
+        caps, _, shares = found.get(team_id, (0, fleet_cap, []))
+        shares.append(CellShare(orchestrator, model, guarantee, cap))
+        found[team_id] = (caps + (cap or 0), fleet_cap, shares)
+    return {team_id: SplitTotals(caps, fleet, tuple(shares)) for team_id, (caps, fleet, shares) in found.items()}

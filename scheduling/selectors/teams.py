@@ -8,7 +8,7 @@ from django.utils import timezone
 from scheduling.models import Queue, Team, Workload
 from scheduling.selectors.entitlements import team_entitlements
 
-from .entitlement_split import split_totals
+from .entitlement_split import CellShare, SplitTotals, split_totals
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class TeamNow:
     granted: int = 0  # its grants in force (in ``guaranteed`` and ``burst_limit`` already: the entitlement rule)
     fleet_cap: int | None = None  # burst limit + grants in force (the split's figure once a round split it)
     split_caps: int | None = None  # its caps summed over the orchestrators (None: no round split it yet)
+    shares: tuple[CellShare, ...] = ()  # its share on each orchestrator and GPU model (the last round's)
 
     @property
     def over_cap(self) -> int:
@@ -76,10 +77,11 @@ def teams_now(visible: list[Team] | None = None) -> list[TeamNow]:
     return rows
 
 
-def _split_of(totals: tuple[int, int | None] | None, rule_cap: int | None) -> tuple[int | None, int | None]:
-    """(fleet cap, caps summed over the orchestrators): before any governance round split the team (the demo, a
-    fleet with no governed orchestrator) its fleet cap is the entitlement rule's."""
+def _split_of(
+    totals: SplitTotals | None, rule_cap: int | None
+) -> tuple[int | None, int | None, tuple[CellShare, ...]]:
+    """(fleet cap, caps summed over the orchestrators, each share): before any governance round split the team
+    (a fleet with no governed orchestrator) its fleet cap is the entitlement rule's."""
     if totals is None:
-        return rule_cap, None
-    caps, fleet_cap = totals
-    return fleet_cap, caps
+        return rule_cap, None, ()
+    return totals.fleet_cap, totals.caps, totals.shares

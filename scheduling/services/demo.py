@@ -27,7 +27,8 @@ from scheduling.models import (
 from scheduling.models.fleet import DEMO_PREFIX
 from scheduling.selectors.fleet import engine_nodes
 
-from . import quota
+from . import entitlement_split, quota
+from .enforcement import governance_input
 from .ledger import evaluate_quietly, record_demo_views
 from .metrics import refresh_rollups
 
@@ -168,9 +169,24 @@ def run_demo_round(now: datetime | None = None) -> RoundResult | None:
         _record_samples([(now, interval, _snapshot_of(state))], orchestrators)
         _record_collector_runs(orchestrators, state, now)
         record_demo_views(orchestrators, now)
+        record_demo_split(orchestrators, now)
     refresh_rollups(last, now)
     evaluate_quietly(now)
     return result
+
+
+def record_demo_split(orchestrators, now: datetime) -> int:
+    """The demo's governance round: every team's fleet guarantee and cap split over the demo's simulated
+    orchestrators, one cell per GPU model of their nodes, from the round's running and pending work, and saved
+    as the split they hold (``EntitlementShare``, moves audited like a real round's). The demo's clusters are
+    the portal's own simulation, so what the split says is what they hold: nothing is written elsewhere, and
+    real orchestrators' rounds (``enforcement.reconcile``) never see these rows. Returns the shares moved."""
+    if not orchestrators:
+        return 0
+    split = entitlement_split.round_split(
+        governance_input(now), orchestrators, now, record=False, by_node_model=True
+    )
+    return entitlement_split.record_split(split, orchestrators, now)
 
 
 def _persist_round(state: FederationState, result: RoundResult, arrivals, now: datetime) -> None:
@@ -351,6 +367,7 @@ def fill_history(days: float, step_s: float = 300, now: datetime | None = None) 
         _record_history_runs(snapshots, orchestrators, state)
         _record_collector_runs(orchestrators, state, now)
         record_demo_views(orchestrators, now)
+        record_demo_split(orchestrators, now)
     refresh_rollups(start, now)
     evaluate_quietly(now)  # the ledger starts with the replayed fleet
     return len(jobs)

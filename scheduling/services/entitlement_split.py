@@ -36,8 +36,12 @@ def model_of(orchestrator: Orchestrator) -> str:
     return str(orchestrator_access.governance_options(orchestrator).get("gpu_model", ""))
 
 
-def supply_of(orchestrators: Sequence[Orchestrator]) -> list[Supply]:
-    """Each orchestrator's pool as one cell: its GPUs (every node it owns) under its governance GPU model."""
+def supply_of(orchestrators: Sequence[Orchestrator], *, by_node_model: bool = False) -> list[Supply]:
+    """Each orchestrator's pool as one cell: its GPUs (every node it owns) under its governance GPU model; with
+    ``by_node_model``, one cell per GPU model its nodes carry (the demo's simulated clusters, where nothing
+    written has to name a single model per cluster)."""
+    if by_node_model:
+        return _supply_by_node_model(orchestrators)
     gpus = dict(
         Node.objects.filter(orchestrator__in=orchestrators)
         .values("orchestrator_id")
@@ -47,8 +51,26 @@ def supply_of(orchestrators: Sequence[Orchestrator]) -> list[Supply]:
     return [Supply(o.name, OrchestratorKind(o.kind), model_of(o), int(gpus.get(o.pk) or 0)) for o in orchestrators]
 
 
-def demand_of(orchestrators: Sequence[Orchestrator]) -> list[Demand]:
-    """Each team's running and pending GPUs per orchestrator, as the last collect round left its workloads."""
+def _supply_by_node_model(orchestrators: Sequence[Orchestrator]) -> list[Supply]:
+    by_pk = {o.pk: o for o in orchestrators}
+    rows = (
+        Node.objects.filter(orchestrator__in=orchestrators)
+        .values("orchestrator_id", "gpu_model")
+        .annotate(total=Sum("gpu_total"))
+        .order_by("orchestrator_id", "gpu_model")
+    )
+    return [
+        Supply(by_pk[r["orchestrator_id"]].name, OrchestratorKind(by_pk[r["orchestrator_id"]].kind), r["gpu_model"],
+               int(r["total"] or 0))
+        for r in rows
+    ]
+
+
+def demand_of(orchestrators: Sequence[Orchestrator], *, by_node_model: bool = False) -> list[Demand]:
+    """Each team's running and pending GPUs per orchestrator, as the last collect round left its workloads
+    (``by_node_model``: per GPU model of the nodes, see :func:`_demand_by_node_model`)."""
+    if by_node_model:
+        return _demand_by_node_model(orchestrators)
     names = {o.pk: (o.name, model_of(o)) for o in orchestrators}
     rows = (
         Workload.objects.filter(orchestrator__in=orchestrators, state__in=Workload.ACTIVE_STATES, team__isnull=False)
@@ -60,6 +82,27 @@ def demand_of(orchestrators: Sequence[Orchestrator]) -> list[Demand]:
         figures = totals.setdefault((row["team__slug"], row["orchestrator_id"]), [0, 0])
         figures[0 if row["state"] == Workload.State.RUNNING else 1] += int(row["gpus"] or 0)
     return [Demand(team, *names[orch], running, pending) for (team, orch), (running, pending) in totals.items()]
+
+
+def _demand_by_node_model(orchestrators: Sequence[Orchestrator]) -> list[Demand]:
+    """Running GPUs under the model of the nodes they run on; pending work names no model, so it waits on the
+    orchestrator's largest pool of one model (where a scheduler with no preference would most likely put it)."""
+    names = {o.pk: o.name for o in orchestrators}
+    model_of_node = dict(Node.objects.filter(orchestrator__in=orchestrators).values_list("name", "gpu_model"))
+    largest = {s.orchestrator: s.gpu_model for s in sorted(_supply_by_node_model(orchestrators), key=lambda s: s.gpus)}
+    rows = Workload.objects.filter(
+        orchestrator__in=orchestrators, state__in=Workload.ACTIVE_STATES, team__isnull=False
+    ).values_list("team__slug", "orchestrator_id", "state", "gang_size", "gpus_per_member", "nodes")
+    totals: dict[tuple[str, str, str], list[int]] = {}
+    for team, orchestrator_id, state, gang, per, nodes in rows:
+        orchestrator = names[orchestrator_id]
+        if state == Workload.State.RUNNING:
+            for part in nodes or ():
+                model = model_of_node.get(str(part.get("node", "")), largest.get(orchestrator, ""))
+                totals.setdefault((team, orchestrator, model), [0, 0])[0] += len(part.get("gpus") or ())
+        else:
+            totals.setdefault((team, orchestrator, largest.get(orchestrator, "")), [0, 0])[1] += gang * per
+    return [Demand(team, orch, model, running, pending) for (team, orch, model), (running, pending) in totals.items()]
 
 
 def namespace_demand(orchestrator: Orchestrator) -> dict[str, tuple[int, int]]:
@@ -88,11 +131,21 @@ def previous_split(orchestrators: Sequence[Orchestrator]) -> Split | None:
 
 
 def round_split(
-    data: GovernanceInput, orchestrators: Sequence[Orchestrator], at: datetime, *, record: bool
+    data: GovernanceInput,
+    orchestrators: Sequence[Orchestrator],
+    at: datetime,
+    *,
+    record: bool,
+    by_node_model: bool = False,
 ) -> Split:
-    """This round's split over ``orchestrators``; with ``record``, its rows are saved (moves audited)."""
+    """This round's split over ``orchestrators``; with ``record``, its rows are saved (moves audited).
+    ``by_node_model``: a cell per GPU model of each orchestrator's nodes (the demo), not its governance model."""
     split = split_entitlements(
-        data, at.timestamp(), supply_of(orchestrators), demand_of(orchestrators), previous_split(orchestrators)
+        data,
+        at.timestamp(),
+        supply_of(orchestrators, by_node_model=by_node_model),
+        demand_of(orchestrators, by_node_model=by_node_model),
+        previous_split(orchestrators),
     )
     if record:
         record_split(split, orchestrators, at)

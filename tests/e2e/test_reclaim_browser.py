@@ -6,10 +6,8 @@ Screenshots of every role at both widths go to ``$GPUPORTAL_SHOTS`` when it is s
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -18,6 +16,7 @@ from django.utils import timezone
 from scheduling import tasks
 from scheduling.models import Membership, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.services import reclaim
+from tests.browser import shot, sideways
 
 pytestmark = pytest.mark.browser
 
@@ -62,17 +61,6 @@ def reclaim_site(transactional_db, monkeypatch):
     return plan
 
 
-def _shot(page, name: str) -> None:
-    folder = os.environ.get("GPUPORTAL_SHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
-
-
-def _sideways(page) -> int:
-    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-
-
 def test_an_admin_finds_the_plan_from_governance_and_approves_it_by_clicking(session, reclaim_site):
     admin = session(width=1440)
     admin.log_in("admin", "admin")
@@ -82,7 +70,7 @@ def test_an_admin_finds_the_plan_from_governance_and_approves_it_by_clicking(ses
     page.wait_for_url("**/reclaim/")
     plan = page.locator(f"#plan-{reclaim_site.pk}")
     assert "Stop 4101 of recsys · 8 GPUs" in plan.inner_text()
-    _shot(page, "admin-1440-pending")
+    shot(page, "admin-1440-pending")
     plan.get_by_role("button", name="Approve and stop these jobs").click()  # no reason: the browser refuses
     assert ReclaimPlan.objects.get(pk=reclaim_site.pk).state == ReclaimPlan.State.PENDING
     plan.get_by_label(f"Reason for plan #{reclaim_site.pk}").fill("nlp's guarantee; recsys agreed")
@@ -92,7 +80,7 @@ def test_an_admin_finds_the_plan_from_governance_and_approves_it_by_clicking(ses
     assert "No reclaim plan is waiting." in page.locator("#pending").inner_text()
     past = page.locator("#past").inner_text()
     assert "Applied" in past and "requeue 4101 (dry run)" in past and "nlp's guarantee; recsys agreed" in past
-    _shot(page, "admin-1440-decided")
+    shot(page, "admin-1440-decided")
     applied = ReclaimPlan.objects.get(pk=reclaim_site.pk)
     assert applied.state == ReclaimPlan.State.APPLIED and applied.decided_by.username == "admin"
     assert [(a["request"], a["dry_run"]) for a in applied.actions] == [("scontrol requeue 4101", True)]
@@ -100,7 +88,7 @@ def test_an_admin_finds_the_plan_from_governance_and_approves_it_by_clicking(ses
 
 
 @pytest.mark.parametrize("width", [1440, 390])
-def test_each_role_reads_what_it_may_and_nothing_scrolls_sideways(session, reclaim_site, width):
+def test_each_role_reads_what_it_may_and_nothing_scrollssideways(session, reclaim_site, width):
     for name in ROLES:
         person = session(width=width)
         if width == 390:
@@ -109,8 +97,8 @@ def test_each_role_reads_what_it_may_and_nothing_scrolls_sideways(session, recla
         page = person.go("/")
         page.locator("nav[aria-label=Main]").get_by_role("link", name="Reclaim").click()
         page.wait_for_url("**/reclaim/")
-        _shot(page, f"{name}-{width}")
-        assert _sideways(page) <= 1, f"{name}: /reclaim/ scrolls sideways by {_sideways(page)}px at {width}"
+        shot(page, f"{name}-{width}")
+        assert sideways(page) <= 1, f"{name}: /reclaim/ scrolls sideways by {sideways(page)}px at {width}"
         pending = page.locator("#pending").inner_text()
         buttons = page.get_by_role("button", name="Approve and stop these jobs")
         if name == "otto":

@@ -234,3 +234,46 @@ def test_a_cap_divided_among_namespaces_sums_to_it_and_covers_what_runs_first(
     if sum(running) + sum(pending) <= total:
         assert all(part >= r + p for part, r, p in zip(parts, running, pending, strict=True))
         assert max(parts) - min(x - r - p for x, r, p in zip(parts, running, pending, strict=True)) >= 0
+
+
+def _placed_plainly(amount: int, targets: list[list[int]], base: list[int], room: list[int]) -> list[int]:
+    """The placement rule written the obvious way (min/max, no shortcuts): the split's fast `_place` must
+    give exactly this, so the speed-up cannot have moved a single GPU."""
+    from scheduling.engine.entitlement_split import _share_out
+
+    cells = range(len(room))
+    placed = [0] * len(room)
+    for target in targets:
+        if amount <= 0:
+            break
+        asked = [max(0, min(target[c] - base[c] - placed[c], room[c])) for c in cells]
+        if any(asked):
+            given = _share_out(amount, asked)
+            for c in cells:
+                placed[c] += given[c]
+                room[c] -= given[c]
+            amount -= sum(given)
+    return placed
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(-5, 120),
+    st.integers(1, 6).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.integers(0, 50), min_size=n, max_size=n), min_size=1, max_size=3),
+            st.lists(st.integers(0, 30), min_size=n, max_size=n),
+            st.lists(st.integers(-3, 60), min_size=n, max_size=n),
+        )
+    ),
+)
+def test_the_fast_placement_places_exactly_what_the_plain_rule_does(
+    amount: int, shape: tuple[list[list[int]], list[int], list[int]]
+) -> None:
+    from scheduling.engine.entitlement_split import _place
+
+    targets, base, room = shape
+    fast_room, plain_room = list(room), list(room)
+    fast = _place(amount, range(len(room)), targets, base, fast_room, rest=False)
+    assert fast == _placed_plainly(amount, targets, base, plain_room)
+    assert fast_room == plain_room
