@@ -44,8 +44,8 @@ from scheduling.models import AdmissionDecision, Team
 from scheduling.selectors.workloads import cached_pool_snapshots
 
 from .admission_directory import directory
+from .admission_log import decisions
 from .admission_review import API_VERSION, MAX_BODY_BYTES, BadReview, parse_review  # noqa: F401 (the view's)
-from .bulk import insert_row
 from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
 POOL_LABEL = "gpuportal.io/pool"
@@ -96,22 +96,23 @@ def storable(value: object, limit: int) -> str:
 
 
 def admit(request: dict) -> Outcome:
-    """Decide for one admission request and record the decision; a dry run (``kubectl --dry-run=server``)
-    is answered the same and recorded nowhere, as the webhook's ``sideEffects: None`` promises."""
+    """Decide for one admission request and record the decision (``admission_log``: batched off the request path on
+    PostgreSQL); a dry run (``kubectl --dry-run=server``) is answered the same and recorded nowhere, as the
+    webhook's ``sideEffects: None`` promises."""
     outcome = decide(request)
     if request.get("dryRun"):
         return outcome
     obj = request["object"]
     meta = obj.get("metadata") or {}
-    insert_row(
-        AdmissionDecision, at=timezone.now(), uid=storable(request["uid"], 64),
+    decisions.record(dict(
+        at=timezone.now(), uid=storable(request["uid"], 64),
         user=storable((request.get("userInfo") or {}).get("username", ""), 253),
         namespace=storable(request.get("namespace") or meta.get("namespace") or "", 253),
         name=storable(meta.get("name") or meta.get("generateName") or "", 253), kind=storable(obj.get("kind", ""), 64),
         team_id=outcome.team.pk if outcome.team else None, allowed=outcome.allowed, patched=bool(outcome.patch),
         scheduler=outcome.scheduler, pool=outcome.pool, message=storable(outcome.message, 500),
         reasons=[storable(reason, 1000) for reason in outcome.reasons], bypassed=False,
-    )
+    ))
     return outcome
 
 

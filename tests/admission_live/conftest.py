@@ -154,9 +154,11 @@ def webhook(cluster, transactional_db) -> Iterator[TLSLiveServerThread]:
         connection.inc_thread_sharing()
     thread = TLSLiveServerThread(cluster.certs, connections_override=shared)
     thread.daemon = True
-    # The admission process's URLs, answering only the API server's bearer token (as deployed).
+    # The admission process's URLs, answering only the API server's bearer token (as deployed). The tests change
+    # teams and quota between two pods and read the decision right after: no directory lifetime, no batching.
     with override_settings(ALLOWED_HOSTS=["127.0.0.1"], ROOT_URLCONF="gpuportal.urls_admission",
-                           GPUPORTAL_ADMISSION_TOKEN=cluster.webhook_token):
+                           GPUPORTAL_ADMISSION_TOKEN=cluster.webhook_token, GPUPORTAL_ADMISSION_DIRECTORY_SECONDS=0,
+                           GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS=0):
         thread.start()
         thread.is_ready.wait()
         if thread.error:
