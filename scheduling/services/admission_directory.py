@@ -29,7 +29,7 @@ from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, Team
 from scheduling.selectors import entitlements
 
 from . import table_changes
-from .orchestrators import mapped_namespaces
+from .orchestrators import mapped_namespaces, runs_volcano
 
 TABLES = tuple(model._meta.db_table for model in (Team, Queue, QuotaGrant, Orchestrator, Node))
 
@@ -53,6 +53,9 @@ class Directory:
     pod to (on a fresh cluster no node carries it until a rebalance has labelled some)."""
     until: datetime | None = None
     """The next grant start or end: entitlements change then without any table changing."""
+    without_volcano: frozenset[str] = frozenset()
+    """Pools (by name) whose cluster runs no Volcano scheduler (option ``volcano`` false): a pod routed to
+    ``volcano`` there would never be bound."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,8 @@ def read_directory() -> Directory:
     quota = frozenset(team.pk for slug, team in teams.items() if slug in holding and holding[slug].holds_gpus)
     pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
     return Directory(teams, quota, dict(pools.values_list("pk", "name")), serving_kinds(teams.values()),
-                     mapped_namespaces(), labelled_pools(pools), entitlements.next_change(now))
+                     mapped_namespaces(), labelled_pools(pools), entitlements.next_change(now),
+                     frozenset(pool.name for pool in pools if not runs_volcano(pool)))
 
 
 def labelled_pools(pools) -> frozenset[str]:

@@ -94,21 +94,28 @@ def test_on_a_fresh_cluster_a_routed_pod_gets_no_selector_no_node_carries(namesp
 
 def test_on_a_fresh_cluster_a_routed_pod_is_bound_by_the_kube_scheduler_and_run_by_kwok(namespaces, webhook, governed):
     """Issue 30, item 4, end to end: governance made the priority classes (the `namespaces` fixture), no node carries
-    a pool label (no rebalance has run), and the cluster's GPU nodes are tainted. The webhook routes a serving pod
-    of a team entitled to it; the real kube-scheduler binds it to a KWOK GPU node and KWOK runs it."""
+    a pool label (no rebalance has run), and the cluster's GPU nodes are tainted. The webhook routes an entitled
+    team's serving pod and its batch pod (this cluster runs no Volcano: option volcano false); the real
+    kube-scheduler binds both to KWOK GPU nodes and KWOK runs them."""
     Team.objects.filter(slug="nlp").update(serving_kinds=["inference"])
+    governed.options = {**governed.options, "volcano": False}
+    governed.save()
     assert scrape(governed.pk).run.ok  # the portal has seen the fresh cluster's nodes: none labelled for a pool
     seen = {node.name: node.labels for node in Node.objects.filter(orchestrator=governed)}
     assert set(namespaces.gpu_nodes) <= set(seen) and not any("gpuportal.io/pool" in labels for labels in seen.values())
-    pod = gpu_pod("serve-fresh", gpus=4)
-    pod.metadata.annotations = {"scheduler.gpuportal.io/kind": "inference"}
-    created = namespaces.core.create_namespaced_pod("nlp", pod)
-    assert created.spec.scheduler_name == "default-scheduler" and not created.spec.node_selector
-    assert created.spec.priority_class_name == "gpuportal-serving" and created.spec.priority == 2000
-    assert created.metadata.annotations[DECISION] == "default-scheduler on any pool"
-    running = seed.wait("the routed pod bound and running", lambda: running_pod(namespaces.core, "nlp", "serve-fresh"))
-    assert running.spec.node_name in namespaces.gpu_nodes and running.status.phase == "Running"
-    assert any(c.type == "PodScheduled" and c.status == "True" for c in running.status.conditions)
+    serving = gpu_pod("serve-fresh", gpus=4)
+    serving.metadata.annotations = {"scheduler.gpuportal.io/kind": "inference"}
+    created = {pod.metadata.name: pod for pod in (namespaces.core.create_namespaced_pod("nlp", serving),
+                                                  namespaces.core.create_namespaced_pod("nlp", gpu_pod("batch-fresh")))}
+    for name, (priority_class, priority) in {"serve-fresh": ("gpuportal-serving", 2000),
+                                             "batch-fresh": ("gpuportal-batch", 1000)}.items():
+        pod = created[name]
+        assert pod.spec.scheduler_name == "default-scheduler" and not pod.spec.node_selector
+        assert (pod.spec.priority_class_name, pod.spec.priority) == (priority_class, priority)
+        assert pod.metadata.annotations[DECISION] == "default-scheduler on any pool"
+        running = seed.wait(f"{name} bound and running", lambda name=name: running_pod(namespaces.core, "nlp", name))
+        assert running.spec.node_name in namespaces.gpu_nodes and running.status.phase == "Running"
+        assert any(c.type == "PodScheduled" and c.status == "True" for c in running.status.conditions)
 
 
 def running_pod(core: k8s.CoreV1Api, namespace: str, name: str) -> k8s.V1Pod | None:
