@@ -6,6 +6,9 @@ pages' middleware.
 The reuse needs committed data (``transactional_db``): inside pytest-django's per-test transaction the
 directory is read and the decision written for every admission, which the other admission tests exercise."""
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -146,3 +149,15 @@ def test_the_admission_process_serves_the_webhook_and_health_and_no_page(client,
     assert AdmissionDecision.objects.get().user == "alice"
     assert client.get("/health").status_code in (200, 503)
     assert client.get("/").status_code == 404 and client.get("/api/v1/teams/").status_code == 404
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), [
+    ("GPUPORTAL_ADMISSION_DIRECTORY_SECONDS", "-1", "between 0 and 60"),
+    ("GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS", "30", "between 0 and 10"),
+    ("GPUPORTAL_ADMISSION_DECISION_BUFFER", "0", "at least 1"),
+])
+def test_a_bad_cache_or_batching_setting_stops_the_process_naming_it_and_the_rule(name, value, rule):
+    env = {**os.environ, name: value, "DJANGO_SETTINGS_MODULE": "gpuportal.settings_admission"}
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode != 0 and f"{name} must be {rule}" in done.stderr
