@@ -6,6 +6,7 @@ Command-line options (``-b``, ``-w``) still win over what is set here.
 
 import os
 import ssl
+import sys
 
 import gunicorn.http.wsgi
 
@@ -38,3 +39,10 @@ if _admission_client_ca():
     # A caller without a certificate signed by this CA is refused in the TLS handshake, before any view runs.
     ca_certs = _admission_client_ca()
     cert_reqs = ssl.CERT_REQUIRED
+
+
+def worker_exit(server, worker) -> None:
+    """A worker writes the admission decisions it still holds before it exits (services/admission_log: batched)."""
+    log = sys.modules.get("scheduling.services.admission_log")
+    if log is not None:
+        log.flush_at_exit()

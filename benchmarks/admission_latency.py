@@ -8,8 +8,9 @@ admission. Open loop: a slow answer does not slow the sender, so queueing shows 
 for the API server. Database as benchmarks/api_load.py ($BENCH_DATABASE_URL; SQLite if PostgreSQL is away).
 The server runs as deployed (deploy/k8s/admission.yaml): ``gpuportal.settings_admission``, the webhook without
 the pages' middleware; ``--settings gpuportal.settings`` measures it inside the full portal instead.
+The server's shape is deploy/k8s/admission.yaml's: 2 gthread workers x 4 threads (one worker per core here).
 Usage: python benchmarks/admission_latency.py [--rate 200] [--seconds 10] [--workers 2] [--threads 4] [--quick]
-       [--settings gpuportal.settings_admission]
+       [--worker-class gthread|sync] [--settings gpuportal.settings_admission]
 """
 
 import argparse
@@ -120,11 +121,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4,
                         help="gthread threads per worker: keep-alive, so TLS is negotiated once per connection "
                              "as with the API server (sync workers close after each answer)")
+    parser.add_argument("--worker-class", default="gthread", choices=["gthread", "sync"],
+                        help="deploy/k8s/admission.yaml runs gthread; sync closes each connection (a TLS handshake "
+                             "per admission)")
     parser.add_argument("--quick", action="store_true", help="3 s, for a smoke run")
     parser.add_argument("--settings", default="gpuportal.settings_admission",
                         help="the server's DJANGO_SETTINGS_MODULE (gpuportal.settings: the whole portal's stack)")
     args = parser.parse_args()
     seconds = 3 if args.quick else args.seconds
+    load_before = os.getloadavg()[0]  # the machine's, before this benchmark adds its own
     url, vendor = database_url()
     env = environment(url)
     populate(env)
@@ -137,7 +142,7 @@ def main() -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "gpuportal.wsgi", "-b", f"127.0.0.1:{port}",
          "-w", str(args.workers), "--preload", "--log-level", "warning",
-         "--worker-class", "gthread", "--threads", str(args.threads),
+         "--worker-class", args.worker_class, "--threads", str(args.threads),
          "--certfile", str(certs / "tls.crt"), "--keyfile", str(certs / "tls.key")],
         cwd=ROOT, env=env,
     )
@@ -155,14 +160,16 @@ def main() -> None:
     answered = max(len(latencies), 1)
     print(json.dumps({
         "scenario": "admission_webhook_latency", "database": vendor, "tls": True, "gunicorn_workers": args.workers,
-        "threads": args.threads, "settings": args.settings,
+        "worker_class": args.worker_class, "threads": args.threads if args.worker_class == "gthread" else 1,
+        "settings": args.settings,
         "target_rate_per_s": args.rate, "achieved_rate_per_s": round(len(latencies) / elapsed, 1),
         "sent": int(args.rate * seconds), "answered": len(latencies), "errors": len(errors),
         "error_examples": sorted(set(errors))[:5],
         "p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95), "p99_ms": percentile(latencies, 99),
         "server_cpu_ms_per_admission": round(1000 * (cpu_after["server"] - cpu_before["server"]) / answered, 2),
         "database_cpu_ms_per_admission": round(1000 * (cpu_after["database"] - cpu_before["database"]) / answered, 2),
-        "load_average_1m": round(os.getloadavg()[0], 2), "nproc": os.cpu_count(),
+        "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),
+        "nproc": os.cpu_count(),
     }))
 
 

@@ -351,6 +351,19 @@ GPUPORTAL_ADMISSION_CLIENT_CA = env.str("GPUPORTAL_ADMISSION_CLIENT_CA", default
 # Admission decisions kept: pass-throughs (nothing patched, allowed) this many hours, the rest this many days.
 GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS = env.int("GPUPORTAL_ADMISSION_PASSTHROUGH_HOURS", default=24)
 GPUPORTAL_ADMISSION_RETENTION_DAYS = env.int("GPUPORTAL_ADMISSION_RETENTION_DAYS", default=90)
+# The webhook's directory (teams, quota, namespace mappings, pools) is reused this long before it asks PostgreSQL
+# whether those tables changed: a change takes effect within it. 0: ask on every admission.
+GPUPORTAL_ADMISSION_DIRECTORY_SECONDS = env.float("GPUPORTAL_ADMISSION_DIRECTORY_SECONDS", default=1.0)
+if not 0 <= GPUPORTAL_ADMISSION_DIRECTORY_SECONDS <= 60:
+    raise ImproperlyConfigured("GPUPORTAL_ADMISSION_DIRECTORY_SECONDS must be between 0 and 60 (seconds)")
+# The webhook's decision rows are written by a background thread per process this often, in one INSERT (PostgreSQL;
+# 0: one INSERT in each request), holding at most GPUPORTAL_ADMISSION_DECISION_BUFFER rows while the database is away.
+GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS = env.float("GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS", default=0.25)
+if not 0 <= GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS <= 10:
+    raise ImproperlyConfigured("GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS must be between 0 and 10 (seconds)")
+GPUPORTAL_ADMISSION_DECISION_BUFFER = env.int("GPUPORTAL_ADMISSION_DECISION_BUFFER", default=20_000)
+if GPUPORTAL_ADMISSION_DECISION_BUFFER < 1:
+    raise ImproperlyConfigured("GPUPORTAL_ADMISSION_DECISION_BUFFER must be at least 1 (rows)")
 # Answers of the gpu-priority-expander to cluster-autoscaler (serve_expander), kept this long.
 GPUPORTAL_EXPANDER_RETENTION_DAYS = env.int("GPUPORTAL_EXPANDER_RETENTION_DAYS", default=30)
 # A GPU pod asking (by annotation) for the serving scheduler and priority its team is not granted: "lower" it to

@@ -10,6 +10,8 @@ For a Pod, a batch/v1 or Volcano Job, or a PodGroup that asks for GPUs in a name
 * the patch sets ``schedulerName``, the pool's nodeSelector (``gpuportal.io/pool``), a toleration for the
   GPU taint, a priorityClass by queue (``gpuportal-serving`` / ``gpuportal-batch``) and annotations carrying
   the decision and its reasons;
+* a pool whose cluster runs no Volcano (orchestrator option ``volcano: false``) gets its batch work on the default
+  scheduler, still with ``gpuportal-batch``: a pod named for an absent scheduler is never bound;
 * a team without GPU quota (no any-model queue with a burst limit) is denied, with what to request;
 * the serving scheduler and priority (``gpuportal-serving``) only for the kinds of work an admin granted the
   team (``Team.serving_kinds``, inherited by sub-teams): a pod whose annotations ask for more is lowered to
@@ -44,8 +46,8 @@ from scheduling.models import AdmissionDecision, Team
 from scheduling.selectors.workloads import cached_pool_snapshots
 
 from .admission_directory import directory
+from .admission_log import decisions
 from .admission_review import API_VERSION, MAX_BODY_BYTES, BadReview, parse_review  # noqa: F401 (the view's)
-from .bulk import insert_row
 from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
 POOL_LABEL = "gpuportal.io/pool"
@@ -96,22 +98,23 @@ def storable(value: object, limit: int) -> str:
 
 
 def admit(request: dict) -> Outcome:
-    """Decide for one admission request and record the decision; a dry run (``kubectl --dry-run=server``)
-    is answered the same and recorded nowhere, as the webhook's ``sideEffects: None`` promises."""
+    """Decide for one admission request and record the decision (``admission_log``: batched off the request path on
+    PostgreSQL); a dry run (``kubectl --dry-run=server``) is answered the same and recorded nowhere, as the
+    webhook's ``sideEffects: None`` promises."""
     outcome = decide(request)
     if request.get("dryRun"):
         return outcome
     obj = request["object"]
     meta = obj.get("metadata") or {}
-    insert_row(
-        AdmissionDecision, at=timezone.now(), uid=storable(request["uid"], 64),
+    decisions.record(dict(
+        at=timezone.now(), uid=storable(request["uid"], 64),
         user=storable((request.get("userInfo") or {}).get("username", ""), 253),
         namespace=storable(request.get("namespace") or meta.get("namespace") or "", 253),
         name=storable(meta.get("name") or meta.get("generateName") or "", 253), kind=storable(obj.get("kind", ""), 64),
         team_id=outcome.team.pk if outcome.team else None, allowed=outcome.allowed, patched=bool(outcome.patch),
         scheduler=outcome.scheduler, pool=outcome.pool, message=storable(outcome.message, 500),
         reasons=[storable(reason, 1000) for reason in outcome.reasons], bypassed=False,
-    )
+    ))
     return outcome
 
 
@@ -166,12 +169,16 @@ def decide(request: dict) -> Outcome:
         scheduler, reasons = VOLCANO, (*reasons, f"{beyond}: lowered to {VOLCANO} with {PRIORITY_CLASSES[VOLCANO]}")
     pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
     reasons = (*reasons, *pool_reasons)
+    priority_class = PRIORITY_CLASSES[scheduler]  # the entitlement's: kept when the scheduler changes below
+    if scheduler == VOLCANO and pool in known.without_volcano:
+        # Nothing would ever bind it: the default scheduler places it, with the batch priority all the same.
+        scheduler, reasons = DEFAULT, (*reasons, f"{pool} runs no Volcano scheduler: {DEFAULT} with {priority_class}")
     if pool and pool not in known.labelled:
         # A selector no schedulable node carries would leave the pod pending forever: route it, unpinned.
         reasons = (*reasons, f"no schedulable node carries {POOL_LABEL}={pool} yet: no pool selector set")
         pool = ""
     return Outcome(True, scheduler=scheduler, pool=pool, reasons=reasons, team=team,
-                   patch=_patch(kind, obj, scheduler, pool, reasons))
+                   patch=_patch(kind, obj, scheduler, priority_class, pool, reasons))
 
 
 def _scheduler_for(description, annotations: dict) -> tuple[str, tuple[str, ...]]:
@@ -216,7 +223,9 @@ def start_plans(snapshots: list[PoolSnapshot], now: float) -> StartPlans:
     return held[1]
 
 
-def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, ...]) -> list[dict]:
+def _patch(
+    kind: str, obj: dict, scheduler: str, priority_class: str, pool: str, reasons: tuple[str, ...]
+) -> list[dict]:
     """JSONPatch ops: annotations on the object; scheduling fields on the pod spec (a Job's template)."""
     ops = _annotate(obj, f"{scheduler} on {pool or 'any pool'}", reasons)
     if kind == "PodGroup":
@@ -229,7 +238,7 @@ def _patch(kind: str, obj: dict, scheduler: str, pool: str, reasons: tuple[str, 
     if kind == "Job":
         spec = (spec.get("template") or {}).get("spec") or {}
     ops.append({"op": "add", "path": f"{base}/schedulerName", "value": scheduler})
-    ops.append({"op": "add", "path": f"{base}/priorityClassName", "value": PRIORITY_CLASSES[scheduler]})
+    ops.append({"op": "add", "path": f"{base}/priorityClassName", "value": priority_class})
     if "priority" in spec:
         # The Priority plugin ran before us and filled in the old class's number; the API server refuses a
         # pod whose number disagrees with its class, so drop it and let the server resolve the new class.

@@ -3,20 +3,24 @@ enabled Kubernetes pools. Three ORM queries per admission were half of its CPU (
 answers change a few times a day, and the pods come hundreds a second.
 
 So they are read once and reused while none of their tables has changed: each table's PostgreSQL generation
-(``services/table_changes``, moved by a trigger on every committed write) is read in one small query per
-admission, and a different generation means read again. Never stale: a quota granted a second ago counts.
-Where generations cannot be trusted (SQLite, a table without its trigger) or inside a transaction (our own
-uncommitted writes, which pytest-django's tests are), the directory is read for each admission, as before.
-The generations are read before the tables, so a commit in between only makes the directory newer than its
-stamp: the next admission reads again.
+(``services/table_changes``, moved by a trigger on every committed write) is read in one small query, and a
+different generation means read again. That query is made at most once per ``GPUPORTAL_ADMISSION_DIRECTORY_SECONDS``
+(1 s) per process: a burst of admissions in between makes no query at all (the generations query was a quarter of
+an admission's CPU). So a quota, grant, team, mapping or pool change takes effect within one lifetime; 0 checks
+the generations on every admission (never stale). Where generations cannot be trusted (SQLite, a table without
+its trigger) or inside a transaction (our own uncommitted writes, which pytest-django's tests are), the directory
+is read for each admission. The generations are read before the tables, so a commit in between only makes the
+directory newer than its stamp: the next check reads again.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -25,7 +29,7 @@ from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, Team
 from scheduling.selectors import entitlements
 
 from . import table_changes
-from .orchestrators import mapped_namespaces
+from .orchestrators import mapped_namespaces, runs_volcano
 
 TABLES = tuple(model._meta.db_table for model in (Team, Queue, QuotaGrant, Orchestrator, Node))
 
@@ -49,22 +53,42 @@ class Directory:
     pod to (on a fresh cluster no node carries it until a rebalance has labelled some)."""
     until: datetime | None = None
     """The next grant start or end: entitlements change then without any table changing."""
+    without_volcano: frozenset[str] = frozenset()
+    """Pools (by name) whose cluster runs no Volcano scheduler (option ``volcano`` false): a pod routed to
+    ``volcano`` there would never be bound."""
 
 
-_cached: tuple[dict[str, int], Directory] | None = None
+@dataclass(frozen=True)
+class _Held:
+    stamp: dict[str, int]  # the tables' generations the directory was read at (or last found unchanged at)
+    directory: Directory
+    checked_until: float  # monotonic: reuse without asking the database until then
+
+
+_cached: _Held | None = None
 
 
 def directory() -> Directory:
     global _cached
     if connection.in_atomic_block or table_changes.readiness() != "ok":
         return read_directory()
+    held = _cached
+    now = time.monotonic()
+    if held is not None and now < held.checked_until and _entitlements_hold(held.directory):
+        return held.directory
+    lifetime = now + settings.GPUPORTAL_ADMISSION_DIRECTORY_SECONDS
     stamp = table_changes.generations(TABLES)
-    cached = _cached
-    if cached is not None and cached[0] == stamp and (cached[1].until is None or timezone.now() < cached[1].until):
-        return cached[1]
+    if held is not None and held.stamp == stamp and _entitlements_hold(held.directory):
+        _cached = _Held(stamp, held.directory, lifetime)  # one assignment: threads see the old or the new
+        return held.directory
     fresh = read_directory()
-    _cached = (stamp, fresh)  # one assignment: threads see the old pair or the new one
+    _cached = _Held(stamp, fresh, lifetime)
     return fresh
+
+
+def _entitlements_hold(known: Directory) -> bool:
+    """No grant has started or ended since the directory was read (that changes entitlements, not tables)."""
+    return known.until is None or timezone.now() < known.until
 
 
 def forget() -> None:
@@ -81,7 +105,8 @@ def read_directory() -> Directory:
     quota = frozenset(team.pk for slug, team in teams.items() if slug in holding and holding[slug].holds_gpus)
     pools = Orchestrator.objects.filter(enabled=True, kind=Orchestrator.Kind.KUBERNETES).order_by("name")
     return Directory(teams, quota, dict(pools.values_list("pk", "name")), serving_kinds(teams.values()),
-                     mapped_namespaces(), labelled_pools(pools), entitlements.next_change(now))
+                     mapped_namespaces(), labelled_pools(pools), entitlements.next_change(now),
+                     frozenset(pool.name for pool in pools if not runs_volcano(pool)))
 
 
 def labelled_pools(pools) -> frozenset[str]:

@@ -175,6 +175,12 @@ def mapped_namespaces() -> dict[str, str]:
     return found
 
 
+def runs_volcano(orchestrator: Orchestrator) -> bool:
+    """Whether a Kubernetes orchestrator runs the Volcano scheduler (option ``volcano``, on unless set false): the
+    webhook sends batch work to it only there."""
+    return bool(option(orchestrator, "volcano", True))
+
+
 def teams_of(orchestrator: Orchestrator) -> TeamMapping:
     """How the orchestrator's jobs map to teams, for readers other than its collector (accounting)."""
     return team_mapping(_options(orchestrator))

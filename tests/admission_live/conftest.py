@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.servers.basehttp import ThreadedWSGIServer
 from django.db import connections
 from django.test.testcases import LiveServerThread, QuietWSGIRequestHandler, _StaticFilesHandler
@@ -27,7 +28,7 @@ from django.test.utils import override_settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.k8s_live.conftest import BIN, SCRIPTS, require_fixture
+from tests.k8s_live.conftest import BIN, REPO, SCRIPTS, require_fixture, seed
 
 WEBHOOK_PORT = 25444
 PORTS = {
@@ -38,6 +39,12 @@ PORTS = {
     "K8S_CONTROLLER_MANAGER_PORT": "25457",
 }
 WEBHOOK_NAME = "mutate.admission.gpuportal.io"
+MANIFEST = REPO / "deploy" / "k8s" / "admission.yaml"
+# A fresh cluster's GPU nodes as KWOK runs them (the k8s fixture's node bodies), tainted as GPU node pools
+# usually are: only a pod with the webhook's GPU toleration lands there. No gpuportal.io/pool label: no
+# rebalance has run.
+GPU_NODES = ("gpu-a1", "gpu-a2")
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
 @dataclass
@@ -47,6 +54,7 @@ class Cluster:
     certs: Path  # the webhook's CA and serving certificate (scripts/k8s/admission-certs.sh)
     kubeconfig: str  # the admin's, for the portal's own collector
     webhook_token: str  # what the API server presents to webhooks (its AdmissionConfiguration)
+    gpu_nodes: tuple[str, ...] = GPU_NODES  # KWOK GPU nodes (8 GPUs each, tainted, no pool label)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +73,7 @@ def cluster() -> Iterator[Cluster]:
                                capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     admin = k8s_config.new_client_from_config(config_file=values["K8S_ADMIN_KUBECONFIG"])
     try:
+        seed.register_nodes(k8s.CoreV1Api(admin), [gpu_node(name) for name in GPU_NODES])
         register_webhook(admin, ca_bundle)
         yield Cluster(admin, k8s.CoreV1Api(admin), certs, values["K8S_ADMIN_KUBECONFIG"], values["K8S_WEBHOOK_TOKEN"])
     finally:
@@ -73,22 +82,29 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def register_webhook(admin: k8s.ApiClient, ca_bundle: str, failure_policy: str = "Ignore") -> None:
-    """The MutatingWebhookConfiguration of deploy/k8s/admission.yaml, pointed at this process by URL."""
+def gpu_node(name: str) -> dict:
+    body = seed.node_body(name, block="leaf1")
+    return {**body, "spec": {"taints": [GPU_TAINT]}}
+
+
+def documented_webhook() -> dict:
+    """The one webhook of deploy/k8s/admission.yaml's MutatingWebhookConfiguration, as a site applies it."""
+    documents = [doc for doc in yaml.safe_load_all(MANIFEST.read_text()) if doc]
+    configuration = next(doc for doc in documents if doc["kind"] == "MutatingWebhookConfiguration")
+    (webhook,) = configuration["webhooks"]
+    return webhook
+
+
+def register_webhook(admin: k8s.ApiClient, ca_bundle: str) -> None:
+    """deploy/k8s/admission.yaml's MutatingWebhookConfiguration (its namespaceSelector: only the team namespaces
+    governance labels; its matchConditions: only GPU pods; its rules), pointed at this process by URL."""
     base64.b64decode(ca_bundle, validate=True)  # the script printed a bundle, not an error
+    webhook = documented_webhook()
+    assert webhook["name"] == WEBHOOK_NAME  # the tests patch /webhooks/0 by it
+    webhook["clientConfig"] = {"url": f"https://127.0.0.1:{WEBHOOK_PORT}/admission/v1/mutate", "caBundle": ca_bundle}
     body = {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "gpuportal-admission"},
-        "webhooks": [{
-            "name": WEBHOOK_NAME, "admissionReviewVersions": ["v1"], "sideEffects": "None",
-            "failurePolicy": failure_policy, "timeoutSeconds": 2, "reinvocationPolicy": "Never",
-            "clientConfig": {"url": f"https://127.0.0.1:{WEBHOOK_PORT}/admission/v1/mutate", "caBundle": ca_bundle},
-            # As documented (deploy/k8s/admission.yaml): only the team namespaces governance labels.
-            "namespaceSelector": {"matchExpressions": [
-                {"key": "gpuportal.io/team", "operator": "Exists"},
-                {"key": "gpuportal.io/admission", "operator": "NotIn", "values": ["disabled"]}]},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}],
-        }],
+        "metadata": {"name": "gpuportal-admission"}, "webhooks": [webhook],
     }
     k8s.AdmissionregistrationV1Api(admin).create_mutating_webhook_configuration(body)
 
@@ -138,9 +154,11 @@ def webhook(cluster, transactional_db) -> Iterator[TLSLiveServerThread]:
         connection.inc_thread_sharing()
     thread = TLSLiveServerThread(cluster.certs, connections_override=shared)
     thread.daemon = True
-    # The admission process's URLs, answering only the API server's bearer token (as deployed).
+    # The admission process's URLs, answering only the API server's bearer token (as deployed). The tests change
+    # teams and quota between two pods and read the decision right after: no directory lifetime, no batching.
     with override_settings(ALLOWED_HOSTS=["127.0.0.1"], ROOT_URLCONF="gpuportal.urls_admission",
-                           GPUPORTAL_ADMISSION_TOKEN=cluster.webhook_token):
+                           GPUPORTAL_ADMISSION_TOKEN=cluster.webhook_token, GPUPORTAL_ADMISSION_DIRECTORY_SECONDS=0,
+                           GPUPORTAL_ADMISSION_DECISION_FLUSH_SECONDS=0):
         thread.start()
         thread.is_ready.wait()
         if thread.error:

@@ -15,6 +15,7 @@ from scheduling.engine.governance_state import GovernanceInput, GovOrchestrator,
 from scheduling.engine.types import OrchestratorKind
 from scheduling.models import AdmissionDecision, Node, Orchestrator, QuotaGrant, QuotaRequest, Team, Workload
 from scheduling.services.collection import scrape
+from tests.k8s_live.conftest import seed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,6 +90,37 @@ def test_on_a_fresh_cluster_a_routed_pod_gets_no_selector_no_node_carries(namesp
     assert not pod.spec.node_selector
     reasons = json.loads(pod.metadata.annotations["scheduler.gpuportal.io/reasons"])
     assert any("no schedulable node carries gpuportal.io/pool=k8s-a" in r for r in reasons)
+
+
+def test_on_a_fresh_cluster_a_routed_pod_is_bound_by_the_kube_scheduler_and_run_by_kwok(namespaces, webhook, governed):
+    """Issue 30, item 4, end to end: governance made the priority classes (the `namespaces` fixture), no node carries
+    a pool label (no rebalance has run), and the cluster's GPU nodes are tainted. The webhook routes an entitled
+    team's serving pod and its batch pod (this cluster runs no Volcano: option volcano false); the real
+    kube-scheduler binds both to KWOK GPU nodes and KWOK runs them."""
+    Team.objects.filter(slug="nlp").update(serving_kinds=["inference"])
+    governed.options = {**governed.options, "volcano": False}
+    governed.save()
+    assert scrape(governed.pk).run.ok  # the portal has seen the fresh cluster's nodes: none labelled for a pool
+    seen = {node.name: node.labels for node in Node.objects.filter(orchestrator=governed)}
+    assert set(namespaces.gpu_nodes) <= set(seen) and not any("gpuportal.io/pool" in labels for labels in seen.values())
+    serving = gpu_pod("serve-fresh", gpus=4)
+    serving.metadata.annotations = {"scheduler.gpuportal.io/kind": "inference"}
+    created = {pod.metadata.name: pod for pod in (namespaces.core.create_namespaced_pod("nlp", serving),
+                                                  namespaces.core.create_namespaced_pod("nlp", gpu_pod("batch-fresh")))}
+    for name, (priority_class, priority) in {"serve-fresh": ("gpuportal-serving", 2000),
+                                             "batch-fresh": ("gpuportal-batch", 1000)}.items():
+        pod = created[name]
+        assert pod.spec.scheduler_name == "default-scheduler" and not pod.spec.node_selector
+        assert (pod.spec.priority_class_name, pod.spec.priority) == (priority_class, priority)
+        assert pod.metadata.annotations[DECISION] == "default-scheduler on any pool"
+        running = seed.wait(f"{name} bound and running", lambda name=name: running_pod(namespaces.core, "nlp", name))
+        assert running.spec.node_name in namespaces.gpu_nodes and running.status.phase == "Running"
+        assert any(c.type == "PodScheduled" and c.status == "True" for c in running.status.conditions)
+
+
+def running_pod(core: k8s.CoreV1Api, namespace: str, name: str) -> k8s.V1Pod | None:
+    pod = core.read_namespaced_pod(name, namespace)
+    return pod if pod.spec.node_name and pod.status.phase == "Running" else None
 
 
 def test_an_annotation_asking_for_the_serving_priority_is_lowered(namespaces, webhook, governed):
@@ -192,18 +224,23 @@ def test_with_failure_policy_fail_a_pod_is_refused_while_the_webhook_is_down(nam
         set_failure_policy(registrations, "Ignore")
 
 
-def test_with_the_documented_configuration_and_the_portal_down_other_pods_are_still_created(
+def test_with_the_documented_configuration_and_the_portal_down_non_gpu_pods_are_still_created(
         namespaces, webhook, governed):
-    """failurePolicy Fail, as a site enforcing routing would set it: only the team namespaces wait for the portal."""
+    """failurePolicy Fail, as a site enforcing routing would set it, with deploy/k8s/admission.yaml's selectors and
+    matchConditions: only a team's GPU pods wait for the portal; its other pods and every other namespace's are
+    created while it is down (before, every pod of a team namespace was refused)."""
     registrations = k8s.AdmissionregistrationV1Api(namespaces.admin)
     webhook.terminate()
     set_failure_policy(registrations, "Fail")
     try:
-        plain = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="web"), spec=k8s.V1PodSpec(
-            containers=[k8s.V1Container(name="c", image="registry.invalid/web:1")]))
-        assert namespaces.core.create_namespaced_pod("nowhere", plain).metadata.uid
-        with pytest.raises(ApiException):
+        for namespace in ("nowhere", "nlp"):
+            plain = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="web"), spec=k8s.V1PodSpec(
+                containers=[k8s.V1Container(name="c", image="registry.invalid/web:1")]))
+            created = namespaces.core.create_namespaced_pod(namespace, plain)
+            assert created.metadata.uid and DECISION not in (created.metadata.annotations or {})
+        with pytest.raises(ApiException) as refused:
             namespaces.core.create_namespaced_pod("nlp", gpu_pod("must-route-2"))
+        assert "failed calling webhook" in json.loads(refused.value.body)["message"]
     finally:
         set_failure_policy(registrations, "Ignore")
 

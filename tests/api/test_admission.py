@@ -75,6 +75,20 @@ def test_a_batch_pod_is_sent_to_volcano_on_the_pool_with_the_decision_annotated(
                                                                                             "volcano")
 
 
+def test_on_a_cluster_without_volcano_batch_work_goes_to_the_default_scheduler_with_the_batch_priority(client, k8s):
+    """A pod named for a scheduler the cluster does not run is never bound (the live fixture runs no Volcano)."""
+    k8s.options = {"volcano": False}
+    k8s.save()
+    ops = patch_of(post(client, review(pod())))
+    assert ops["/spec/schedulerName"] == "default-scheduler" and ops["/spec/priorityClassName"] == "gpuportal-batch"
+    assert ops["/metadata/annotations"]["scheduler.gpuportal.io/decision"] == "default-scheduler on k8s-a"
+    reasons = json.loads(ops["/metadata/annotations"]["scheduler.gpuportal.io/reasons"])
+    assert reasons[-1] == "k8s-a runs no Volcano scheduler: default-scheduler with gpuportal-batch"
+    explicit = patch_of(post(client, review(pod(annotations={"scheduler.gpuportal.io/scheduler": "volcano"}))))
+    assert explicit["/spec/schedulerName"] == "default-scheduler"  # asking for it does not make it exist
+    assert AdmissionDecision.objects.filter(scheduler="default-scheduler").count() == 2
+
+
 def test_inference_of_a_team_granted_serving_goes_to_the_default_scheduler_and_annotations_are_kept(client, k8s):
     Team.objects.filter(slug="nlp").update(serving_kinds=["inference"])
     response = post(client, review(pod(kind_annotation="inference", annotations={"a/b": "c"})))
