@@ -3,6 +3,12 @@
 Related objects are named as people write them, as NetBox does: a team by its slug, an orchestrator by its
 name (``?team=nlp&orchestrator=slurm-a``). A name that matches nothing is a 400 naming the parameter (the
 page shows the same error next to the field), never an empty list that looks like an answer.
+
+Visibility is applied by construction, as NetBox's ``restrict()``: every FilterSet here is a
+``VisibleFilterSet``, which cannot be built without the request, and every team-valued filter chooses among
+``visible_teams(request)`` only. So a dropdown never lists a team the user may not see, and ``?team=<hidden>``
+answers exactly as ``?team=<missing>`` does (a 400 "no team is called ..."), never an empty 200 that tells an
+outsider the team exists.
 """
 
 import django_filters
@@ -25,6 +31,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
+from scheduling.selectors import access
 
 
 class NamedChoiceField(forms.ModelChoiceField):
@@ -46,8 +53,25 @@ class NamedFilter(django_filters.ModelChoiceFilter):
         super().__init__(*args, **kwargs)
 
 
+def visible_teams(request):
+    """The teams the request's user may see: the only choices of a team-valued filter."""
+    if request is None:
+        return Team.objects.none()
+    return access.only_visible(Team.objects.all(), request.user, "pk")
+
+
+class VisibleFilterSet(django_filters.FilterSet):
+    """A FilterSet that knows whose request it filters: pages pass ``request=request``, DRF's filter backend
+    does so itself. Without one, team choices would fall back to every team, so it is refused."""
+
+    def __init__(self, data=None, queryset=None, *, request=None, prefix=None):
+        if request is None:
+            raise TypeError(f"{type(self).__name__} needs request=: its team choices are the user's visible teams")
+        super().__init__(data, queryset, request=request, prefix=prefix)
+
+
 def team_filter(**kwargs) -> NamedFilter:
-    return NamedFilter(queryset=Team.objects.all(), to_field_name="slug", noun="team", label="Team", **kwargs)
+    return NamedFilter(queryset=visible_teams, to_field_name="slug", noun="team", label="Team", **kwargs)
 
 
 def orchestrator_filter(**kwargs) -> NamedFilter:
@@ -56,9 +80,9 @@ def orchestrator_filter(**kwargs) -> NamedFilter:
     )
 
 
-class TeamFilter(django_filters.FilterSet):
+class TeamFilter(VisibleFilterSet):
     q = django_filters.CharFilter(method="search", label="Name or slug contains")
-    parent = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), label="Parent team")
+    parent = django_filters.ModelChoiceFilter(queryset=visible_teams, label="Parent team")
     top_level = django_filters.BooleanFilter(
         field_name="parent",
         lookup_expr="isnull",
@@ -91,7 +115,7 @@ class IsoTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = RealOffsetIsoDateTimeField
 
 
-class WorkloadFilter(django_filters.FilterSet):
+class WorkloadFilter(VisibleFilterSet):
     state = django_filters.ChoiceFilter(choices=Workload.State.choices)
     kind = django_filters.ChoiceFilter(choices=Workload.Kind.choices)
     orchestrator = orchestrator_filter()
@@ -109,7 +133,7 @@ class WorkloadFilter(django_filters.FilterSet):
         return queryset.alias(total=F("gang_size") * F("gpus_per_member")).filter(total__gte=value)
 
 
-class QuotaRequestFilter(django_filters.FilterSet):
+class QuotaRequestFilter(VisibleFilterSet):
     state = django_filters.ChoiceFilter(choices=QuotaRequest.State.choices)
     team = team_filter()
     gpu_model = django_filters.CharFilter(lookup_expr="iexact", label="GPU model")
@@ -119,7 +143,7 @@ class QuotaRequestFilter(django_filters.FilterSet):
         fields = ["state", "team", "gpu_model"]
 
 
-class QuotaGrantFilter(django_filters.FilterSet):
+class QuotaGrantFilter(VisibleFilterSet):
     state = django_filters.ChoiceFilter(choices=QuotaGrant.State.choices)
     team = team_filter()
 
@@ -128,7 +152,7 @@ class QuotaGrantFilter(django_filters.FilterSet):
         fields = ["state", "team", "gpu_model"]
 
 
-class NodeFilter(django_filters.FilterSet):
+class NodeFilter(VisibleFilterSet):
     orchestrator = orchestrator_filter()
     state = django_filters.ChoiceFilter(choices=Node.State.choices)
 
@@ -137,7 +161,7 @@ class NodeFilter(django_filters.FilterSet):
         fields = ["orchestrator", "gpu_model", "state", "leaf_switch", "nvlink_domain", "pinned"]
 
 
-class _UsageFilter(django_filters.FilterSet):
+class _UsageFilter(VisibleFilterSet):
     orchestrator = orchestrator_filter()
     team = team_filter()
     pool = django_filters.BooleanFilter(field_name="team", lookup_expr="isnull", label="pool rows only (team is null)")
@@ -161,7 +185,7 @@ class UsageRollupFilter(_UsageFilter):
         fields = ["orchestrator", "team", "resolution"]
 
 
-class CollectorRunFilter(django_filters.FilterSet):
+class CollectorRunFilter(VisibleFilterSet):
     orchestrator = orchestrator_filter()
 
     class Meta:
@@ -169,7 +193,7 @@ class CollectorRunFilter(django_filters.FilterSet):
         fields = ["orchestrator", "ok"]
 
 
-class AdmissionDecisionFilter(django_filters.FilterSet):
+class AdmissionDecisionFilter(VisibleFilterSet):
     """``/api/v1/admission/decisions/``: the webhook's answers and the collector's "admission bypassed" findings
     (``?bypassed=true``)."""
 
@@ -183,7 +207,7 @@ class AdmissionDecisionFilter(django_filters.FilterSet):
         fields = ["bypassed", "allowed", "patched", "team", "pool", "namespace", "scheduler", "since"]
 
 
-class LedgerFindingFilter(django_filters.FilterSet):
+class LedgerFindingFilter(VisibleFilterSet):
     """The ledger page and /api/v1/ledger/findings/ filter with this one FilterSet, so both list the same findings."""
 
     STATUS = (("open", "Open"), ("closed", "Closed"))
@@ -207,7 +231,7 @@ class LedgerFindingFilter(django_filters.FilterSet):
         return queryset.filter(Q(closed_at__isnull=True) | Q(closed_at__gte=value))
 
 
-class OwnershipIntervalFilter(django_filters.FilterSet):
+class OwnershipIntervalFilter(VisibleFilterSet):
     node = django_filters.CharFilter()
     orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
     open = django_filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull", label="Still open")
@@ -222,7 +246,7 @@ class OwnershipIntervalFilter(django_filters.FilterSet):
         return queryset.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=value))
 
 
-class NodeAliasFilter(django_filters.FilterSet):
+class NodeAliasFilter(VisibleFilterSet):
     orchestrator = django_filters.CharFilter(field_name="orchestrator__name")
     host = django_filters.CharFilter(field_name="host__name")
 

@@ -254,7 +254,7 @@ class WhatIfForm(forms.Form):
     fleet_model = forms.CharField(required=False, label="GPU model to add or remove")
     fleet_nodes = forms.IntegerField(required=False, label="Nodes (+ add, − remove)")
     fleet_gpus_per_node = forms.IntegerField(required=False, label="GPUs per added node", min_value=1)
-    weight_team = forms.ModelChoiceField(Team.objects.all(), required=False, to_field_name="slug", label="Team weight")
+    weight_team = forms.ModelChoiceField(Team.objects.none(), required=False, to_field_name="slug", label="Team weight")
     weight_value = forms.DecimalField(required=False, label="New weight (%)", max_digits=5, decimal_places=2)
     policy_orchestrator = forms.ModelChoiceField(
         Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS),
@@ -279,6 +279,7 @@ class WhatIfForm(forms.Form):
         leads = Team.objects.all() if admin else Team.objects.filter(pk__in=access.lead_team_ids(user))
         self.fields["team"].queryset = leads
         self.fields["team"].required = not admin
+        self.fields["weight_team"].queryset = access.only_visible(Team.objects.all(), user, "pk")
         requests = self.fields["quota_request"].queryset
         self.fields["quota_request"].queryset = access.only_visible(requests, user)
 

@@ -6,15 +6,16 @@ user): admins read all and write; others read the mappings of their teams and th
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from scheduling.models import GroupMapping, IdentityOverride, Orchestrator, Team
+from scheduling.models import GroupMapping, IdentityOverride, Orchestrator
 from scheduling.selectors import access
 from scheduling.services import identity
 
 from .ledger import REASON, AuditedViewSet
+from .serializers import VisibleTeamField
 
 
 class GroupMappingSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    team = VisibleTeamField()
     reason = serializers.CharField(**REASON)
 
     class Meta:

@@ -2,16 +2,16 @@
 
 from rest_framework import exceptions, mixins, serializers, viewsets
 
-from scheduling.models import Team, WhatIfScenario
+from scheduling.models import WhatIfScenario
 from scheduling.selectors import access
 from scheduling.services import whatif
 
 from .list_cache import CachedListMixin
-from .serializers import SLUG
+from .serializers import VisibleTeamField
 
 
 class WhatIfSerializer(serializers.ModelSerializer):
-    team = SLUG(slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True)
+    team = VisibleTeamField(required=False, allow_null=True)
     created_by = serializers.CharField(source="created_by.username", read_only=True)
     inputs = serializers.JSONField(
         help_text="weeks, seed, fleet, weights, policies, quota_request (docs/forecast-whatif.md)"

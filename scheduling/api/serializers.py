@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from scheduling.api.fastpath import FastReadMixin, RelatedName
+from scheduling.filters import visible_teams
 from scheduling.limits import COMMENT_MAX_CHARS, JUSTIFICATION_MAX_CHARS
 from scheduling.models import (
     CollectorRun,
@@ -38,6 +39,18 @@ class NulSafeSlugRelatedField(serializers.SlugRelatedField):
 SLUG = NulSafeSlugRelatedField
 
 
+class VisibleTeamField(NulSafeSlugRelatedField):
+    """A team by slug, among the teams the requesting user may see only: a hidden team is refused exactly as a
+    missing one ("Object with slug=... does not exist."), so a write never tells an outsider a team exists."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="slug", queryset=Team.objects.none(), **kwargs)  # the choices: get_queryset
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return visible_teams(request)
+
+
 class ModelSerializer(FastReadMixin, serializers.ModelSerializer):
     """DRF's ModelSerializer with the same output, read through ``fastpath`` (list pages are the load)."""
 
@@ -51,7 +64,7 @@ class TeamSerializer(ModelSerializer):
 
 
 class QueueSerializer(ModelSerializer):
-    team = SLUG(slug_field="slug", queryset=Team.objects.all())
+    team = VisibleTeamField()
     weight = serializers.DecimalField(max_digits=5, decimal_places=2, min_value=Decimal(0), max_value=Decimal(100))
     reason = serializers.CharField(
         write_only=True, max_length=COMMENT_MAX_CHARS, help_text="Why: recorded with your name in the history."
@@ -205,7 +218,7 @@ class WorkloadSerializer(ModelSerializer):
 
 
 class QuotaRequestSerializer(ModelSerializer):
-    team = SLUG(slug_field="slug", queryset=Team.objects.all())
+    team = VisibleTeamField()
     orchestrator = SLUG(slug_field="name", queryset=Orchestrator.objects.all(), required=False, allow_null=True)
     requester = RelatedName("username")
     decided_by = RelatedName("username", allow_null=True)

@@ -1,10 +1,11 @@
 """Teams, their members, and their entitlements (queues)."""
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -15,6 +16,8 @@ from simple_history.models import HistoricalRecords
 from scheduling.validators import validate_serving_kinds
 
 from .versioned import Versioned
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class TeamTree:
 
 # The tree read once per scope (a web request: views/request_scope.py), not once per reader: a page's rules,
 # selectors and context processor each ask for it. No scope (Celery, shell, tests calling in): every call reads.
-_scoped_tree: ContextVar[dict[str, TeamTree] | None] = ContextVar("scoped_team_tree", default=None)
+_scoped_tree: ContextVar[dict[object, Any] | None] = ContextVar("scoped_team_tree", default=None)
 
 
 @contextmanager
@@ -94,6 +97,17 @@ def forget_team_tree(**_kwargs) -> None:
     memo = _scoped_tree.get()
     if memo is not None:
         memo.clear()
+
+
+def once_per_scope(key: object, read: Callable[[], T]) -> T:
+    """``read()`` once per scope and ``key`` (each call outside a scope), forgotten with the tree on any write of
+    a team or a membership: who sees which teams, asked by every filter, form and selector of a page."""
+    memo = _scoped_tree.get()
+    if memo is None:
+        return read()
+    if key not in memo:
+        memo[key] = read()
+    return memo[key]
 
 
 class TeamQuerySet(models.QuerySet):
@@ -250,3 +264,7 @@ class Queue(Versioned):
 
     def __str__(self) -> str:
         return f"{self.team.slug}/{self.gpu_model or 'any'}"
+
+
+post_save.connect(forget_team_tree, sender=Membership, dispatch_uid="forget-team-tree-on-membership-save")
+post_delete.connect(forget_team_tree, sender=Membership, dispatch_uid="forget-team-tree-on-membership-delete")

@@ -18,6 +18,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from scheduling.models import Membership, QuotaRequest, Team, TeamTree, WhatIfScenario, Workload
+from scheduling.models.teams import once_per_scope
 from scheduling.rules import is_portal_admin
 
 
@@ -39,7 +40,11 @@ def team_ids_visible_to(user) -> set[int] | None:
 
 def _my_teams(user) -> tuple[set[int], set[int]]:
     """The teams a signed-in user sees (theirs and below) and leads (theirs and below): one read of the tree with
-    two flags on it."""
+    two flags on it, once per request."""
+    return once_per_scope(("my-teams", user.pk), lambda: _read_my_teams(user))
+
+
+def _read_my_teams(user) -> tuple[set[int], set[int]]:
     member = Membership.objects.filter(user=user, team=OuterRef("pk"))
     tree = (
         Team.objects.only("pk", "parent_id", "slug")

@@ -20,7 +20,7 @@ TIMELINE_RANGES = ("6h", "24h", "7d", "30d")
 @served_while_unchanged
 def ledger(request: HttpRequest) -> HttpResponse:
     window = time_range(request, default="24h", allowed=TIMELINE_RANGES)
-    finding_filter = LedgerFindingFilter(request.GET, queryset=ledger_reads.shown_findings())
+    finding_filter = LedgerFindingFilter(request.GET, queryset=ledger_reads.shown_findings(), request=request)
     rows = finding_filter.qs
     open_table = LedgerFindingTable(rows.filter(closed_at__isnull=True), prefix="o-", exclude=("closed_at",))
     paginate(request, open_table, 50)

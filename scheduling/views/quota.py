@@ -29,7 +29,9 @@ FORM_FINGERPRINT = "quota-request-form"
 @served_while_unchanged
 def quota_list(request: HttpRequest) -> HttpResponse:
     requests = QuotaRequest.objects.select_related("team", "requester", "orchestrator")
-    request_filter = QuotaRequestFilter(request.GET, queryset=access.quota_requests_visible_to(request.user, requests))
+    request_filter = QuotaRequestFilter(
+        request.GET, queryset=access.quota_requests_visible_to(request.user, requests), request=request
+    )
     table = QuotaRequestTable(request_filter.qs)
     paginate(request, table, 25)
     decidable = access.quota_requests_decidable_by(request.user).select_related("team", "requester")

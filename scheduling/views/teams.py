@@ -21,7 +21,8 @@ from .page_cache import served_while_unchanged
 @login_required
 @served_while_unchanged
 def team_list(request: HttpRequest) -> HttpResponse:
-    team_filter = TeamFilter(request.GET, queryset=access.only_visible(Team.objects.all(), request.user, "pk"))
+    visible = access.only_visible(Team.objects.all(), request.user, "pk")
+    team_filter = TeamFilter(request.GET, queryset=visible, request=request)
     chosen = set(team_filter.qs.values_list("slug", flat=True)) if team_filter.is_valid() else set()
     tree = Team.objects.tree()
     parents = {t.slug: tree.parent_slug(t.pk) or "" for t in tree.teams.values()}
@@ -57,10 +58,11 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     pending = Workload.objects.filter(team_id__in=detail.subtree, state=Workload.State.PENDING).select_related(
         "orchestrator"
     )
-    pending_filter = WorkloadFilter(request.GET, queryset=pending)
+    pending_filter = WorkloadFilter(request.GET, queryset=pending, request=request)
     pending_table = WorkloadTable(pending_filter.qs, prefix="w-")
     grants = QuotaGrantFilter(
-        request.GET, queryset=QuotaGrant.objects.filter(team_id__in=detail.subtree).select_related("team")
+        request.GET, queryset=QuotaGrant.objects.filter(team_id__in=detail.subtree).select_related("team"),
+        request=request,
     )
     grant_table = QuotaGrantTable(grants.qs, prefix="g-")
     requests = QuotaRequest.objects.filter(team_id__in=detail.subtree).select_related(

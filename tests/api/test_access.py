@@ -54,6 +54,14 @@ def test_reads_follow_the_matrix(api, role, template, nlp_request, queues, orche
         assert response.status_code in (401, 403, 404), response.content
 
 
+def _refused_as_missing(response) -> bool:
+    """A write naming a team the user may not see is refused as one naming a team that does not exist."""
+    if response.status_code != 400:
+        return False
+    errors = response.json().get("team") or [""]
+    return len(errors) == 1 and errors[0].startswith("Object with slug=") and errors[0].endswith(" does not exist.")
+
+
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize(("method", "template"), sorted(WRITES))
 def test_writes_follow_the_matrix(api, role, method, template, nlp_request, queues, orchestrator, iso_period, teams):
@@ -62,7 +70,7 @@ def test_writes_follow_the_matrix(api, role, method, template, nlp_request, queu
     if role in WRITES[(method, template)]:
         assert 200 <= response.status_code < 300, response.content
     else:
-        assert response.status_code in (401, 403, 404), response.content
+        assert response.status_code in (401, 403, 404) or _refused_as_missing(response), response.content
 
 
 def test_an_outsider_cannot_find_another_teams_request_by_guessing_its_id(api, nlp_request):
