@@ -8,7 +8,6 @@ again for a build stuck ``generating``. Private PostgreSQL and Redis (tests/secu
 from datetime import timedelta
 
 import pytest
-from celery import Celery
 from django.core import mail
 from django.utils import timezone
 
@@ -19,14 +18,6 @@ from .processes import wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 FAST_RECOVERY = {"CELERY_VISIBILITY_TIMEOUT_S": "3", "CELERY_UNACKED_RESTORE_INTERVAL_S": "1"}
-
-
-@pytest.fixture
-def producer(private_redis, monkeypatch):
-    monkeypatch.setenv("CELERY_BROKER_URL", private_redis.url)
-    app = Celery("fault-probe", broker=private_redis.url, set_as_current=False)
-    yield app
-    app.close()
 
 
 def _status(pk: int) -> str:
