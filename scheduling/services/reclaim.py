@@ -34,6 +34,7 @@ from scheduling.engine.reclaim import (
 from scheduling.models import Orchestrator, ReclaimPlan, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
+from scheduling.services import versions
 from scheduling.services.audit import require_reason, stamp_author
 from scheduling.services.orchestrators import endpoint_of, kubernetes_api, option
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
@@ -133,19 +134,22 @@ def _require_admin(by) -> None:
 
 
 @transaction.atomic
-def approve_reclaim_plan(plan_id: int, *, by, reason: str) -> ReclaimPlan:
-    return _decide(plan_id, ReclaimPlan.State.APPROVED, by=by, reason=reason)
+def approve_reclaim_plan(plan_id: int, *, by, reason: str, seen_version: int | None = None) -> ReclaimPlan:
+    return _decide(plan_id, ReclaimPlan.State.APPROVED, by=by, reason=reason, seen_version=seen_version)
 
 
 @transaction.atomic
-def reject_reclaim_plan(plan_id: int, *, by, reason: str) -> ReclaimPlan:
-    return _decide(plan_id, ReclaimPlan.State.REJECTED, by=by, reason=reason)
+def reject_reclaim_plan(plan_id: int, *, by, reason: str, seen_version: int | None = None) -> ReclaimPlan:
+    return _decide(plan_id, ReclaimPlan.State.REJECTED, by=by, reason=reason, seen_version=seen_version)
 
 
-def _decide(plan_id: int, state: str, *, by, reason: str) -> ReclaimPlan:
+def _decide(plan_id: int, state: str, *, by, reason: str, seen_version: int | None) -> ReclaimPlan:
+    """``seen_version``: the plan as the decider's page or If-Match showed it; a plan changed since (superseded
+    by a newer round) is refused naming who changed what, when (services/versions.py)."""
     _require_admin(by)
     reason = require_reason(reason)
     plan = ReclaimPlan.objects.select_for_update().get(pk=plan_id)
+    versions.require_version(plan, seen_version, f"Reclaim plan #{plan.pk}")
     if plan.state != ReclaimPlan.State.PENDING:
         raise ValidationError({"state": f"only a pending plan can be decided; this one is {plan.state}"})
     plan.state, plan.decided_by, plan.decided_at, plan.reason = state, by, timezone.now(), reason
