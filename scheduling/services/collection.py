@@ -32,7 +32,7 @@ from .orchestrators import build_collector, configure, masked, option, secret_of
 def lease_length() -> timedelta:
     """A scrape's lease outlives the scrape task's hard time limit: a lease that ran out while its holder
     still worked let a second scrape of the same source start and take another worker slot (issue 36)."""
-    return timedelta(seconds=settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"] + 60)
+    return leases.outliving("scrape")
 
 
 def acquire_lease(orchestrator_id: int) -> str | None:
@@ -139,7 +139,7 @@ class RoundSkipped(Exception):
 
 def round_lease_length() -> timedelta:
     """Outlives the round task's hard time limit, like a scrape's lease (``lease_length``)."""
-    return timedelta(seconds=settings.GPUPORTAL_TASK_TIME_LIMITS["round"] + 60)
+    return leases.outliving("round")
 
 
 def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:

@@ -8,10 +8,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from scheduling.models import RoundLease
+
+
+def outliving(task_limit: str) -> timedelta:
+    """A lease that outlives a task's hard time limit (``GPUPORTAL_TASK_TIME_LIMITS[task_limit]``) by a minute: it
+    cannot run out under a live holder, and frees itself soon after a killed one's task would have ended."""
+    return timedelta(seconds=settings.GPUPORTAL_TASK_TIME_LIMITS[task_limit] + 60)
 
 
 def acquire(row: QuerySet, length: timedelta) -> str | None:

@@ -9,6 +9,7 @@ its guarantee, what waited) and each action's result; its history rows say who d
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -34,10 +35,12 @@ from scheduling.engine.reclaim import (
 from scheduling.models import Orchestrator, ReclaimPlan, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
-from scheduling.services import versions
+from scheduling.services import leases, versions
 from scheduling.services.audit import require_reason, stamp_author
 from scheduling.services.orchestrators import endpoint_of, kubernetes_api, option
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
+
+log = logging.getLogger(__name__)
 
 MODES = ("off", "native", "review", "auto")
 DEFAULT_MODE = "review"
@@ -81,6 +84,15 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
     settings = reclaim_settings(orchestrator)
     if settings.mode == "off" or orchestrator.kind not in RECLAIM_KINDS:
         return None
+    # One round per orchestrator at a time: rounds a worker outage queued up would each store (auto: apply) a plan.
+    with leases.round_lease(f"reclaim {orchestrator.pk}", leases.outliving("default")) as token:
+        if token is None:
+            log.info("reclaim round on %s skipped: another holds its lease", orchestrator.name)
+            return None
+        return _reclaim_round(orchestrator, settings, now)
+
+
+def _reclaim_round(orchestrator: Orchestrator, settings: ReclaimSettings, now: datetime) -> ReclaimPlan | None:
     inputs = reclaim_inputs(orchestrator)
     guarantees = guarantees_by_orchestrator([orchestrator], now)[orchestrator.pk]
     decision = plan_reclaims(inputs.nodes, inputs.running, inputs.pending, guarantees, now=now.timestamp(),

@@ -11,9 +11,10 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from scheduling import tasks
-from scheduling.models import FragmentationSample, RoundLease, UsageRollup, UsageSample
-from scheduling.services import collection, demo, leases
+from scheduling.models import FragmentationSample, ReclaimPlan, RoundLease, UsageRollup, UsageSample
+from scheduling.services import collection, demo, leases, reclaim
 from scheduling.services.metrics import refresh_rollups
+from tests.app.test_reclaim import borrowed  # noqa: F401  (recsys borrows hpc, nlp waits for its guarantee)
 
 
 def _hold_the_round_lease():
@@ -65,6 +66,15 @@ def test_a_lease_left_by_a_killed_round_is_taken_over_once_it_ran_out_and_only_i
             assert not leases.release(row, dead)  # the dead round's late release frees nothing
             assert row.get().lease_token == taker
     assert row.get().lease_token == ""  # released by the taker on its way out (and not by the dead one)
+
+
+@pytest.mark.django_db
+def test_a_reclaim_round_queued_while_another_runs_on_its_orchestrator_stores_no_second_plan(borrowed):  # noqa: F811
+    with leases.round_lease(f"reclaim {borrowed.pk}", leases.outliving("default")) as token:
+        assert token
+        assert reclaim.reclaim_round(borrowed.pk) is None  # on main no lease: it stored (auto: applied) a plan
+    assert not ReclaimPlan.objects.exists()
+    assert reclaim.reclaim_round(borrowed.pk).state == ReclaimPlan.State.PENDING  # the lease is free again
 
 
 def test_the_round_task_has_a_time_limit_its_lease_outlives(settings):
