@@ -421,6 +421,8 @@ GPUPORTAL_TASK_TIME_LIMITS = {
     "report": env.int("GPUPORTAL_REPORT_TIME_LIMIT_S", default=1800),
     # one scrape of one orchestrator; its HTTP calls end within GPUPORTAL_SCRAPE_DEADLINE_S, this bounds the rest
     "scrape": env.int("GPUPORTAL_SCRAPE_TIME_LIMIT_S", default=180),
+    # one collection round (the demo's step, the fragmentation sample, queueing the scrapes); its lease outlives it
+    "round": env.int("GPUPORTAL_ROUND_TIME_LIMIT_S", default=180),
 }
 # Every HTTP call a scrape makes ends within this many seconds in all (scheduling/collectors/deadline.py):
 # httpx's timeouts restart with each byte, so a trickling endpoint held a worker slot for 9 minutes (issue 36).

@@ -224,7 +224,15 @@ def csv_rows(content: dict, scope) -> list[tuple]:
             "completeness",
             src["name"],
             src,
-            {"runs": "runs", "failures": "runs", "stale_h": "hours", "longest_stale_h": "hours", "fresh_pct": "%"},
+            {
+                "runs": "runs",
+                "failures": "runs",
+                "stale_h": "hours",
+                "longest_stale_h": "hours",
+                "fresh_pct": "%",
+                "judged_h": "hours",
+                "registered_on": "date",
+            },
         )
     pool_units = {
         k: "GPU-hours"

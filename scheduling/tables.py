@@ -158,7 +158,14 @@ class CapacityReportTable(tables.Table):
         order_by = ("-period_start",)
 
     def render_status(self, value, record):
-        tone = {"sent": "ok", "ready": "info", "failed": "bad", "sending": "warn", "generating": "warn"}
+        tone = {
+            "sent": "ok",
+            "ready": "info",
+            "failed": "bad",
+            "sending": "warn",
+            "generating": "warn",
+            "no_data": "warn",
+        }
         badge = format_html('<span class="badge {}">{}</span>', tone.get(record.status, "info"), value)
         if not record.error:
             return badge

@@ -41,11 +41,16 @@ def _limits(kind: str) -> dict[str, int]:
     return {"time_limit": LIMITS[kind], "soft_time_limit": max(LIMITS[kind] - 60, 1)}
 
 
-@shared_task(acks_late=True)
+@shared_task(acks_late=True, **_limits("round"))
 def run_round() -> dict[str, int]:
     """One round: the demo federation advances in-process; each real orchestrator is scraped by its own task.
-    The round's fragmentation sample is the fleet as stored now (real sources as of their latest scrape)."""
-    result = collection.run_round(enqueue_scrape=scrape_orchestrator.delay)
+    The round's fragmentation sample is the fleet as stored now (real sources as of their latest scrape).
+    Rounds queued up during an outage, or redelivered, run one at a time: the others skip (the round lease)."""
+    try:
+        result = collection.run_round(enqueue_scrape=scrape_orchestrator.delay)
+    except collection.RoundSkipped as busy:
+        log.info("collection round skipped: %s", busy)
+        return {"started": 0, "finished": 0, "skipped": 1}
     if result is None:
         return {"started": 0, "finished": 0}
     return {"started": len(result.started), "finished": len(result.finished)}

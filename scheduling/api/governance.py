@@ -18,7 +18,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling.api.serializers import ReasonSerializer
+from scheduling.api.serializers import ReasonSerializer, VersionedReasonSerializer
+from scheduling.api.versioning import VersionETagMixin, versioned_decision
 from scheduling.models import DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
 from scheduling.selectors import governance_ops
 from scheduling.services import enforcement
@@ -72,7 +73,7 @@ class PlanSerializer(serializers.ModelSerializer):
     class Meta:
         model = EnforcementPlan
         fields = ["id", "orchestrator", "state", "changes", "cause", "created_at", "decided_by", "decided_at",
-                  "reason"]  # fmt: skip
+                  "reason", "version"]  # fmt: skip
 
 
 class _Decisions:
@@ -82,6 +83,11 @@ class _Decisions:
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         decided = act(self.get_object(), by=request.user, reason=body.validated_data["reason"])
+        return Response(self.get_serializer(decided).data)
+
+    def _decide_versioned(self, request, act):
+        """A plan: decided only as of the version the caller read (If-Match or ``version``; stale is 412)."""
+        decided = act(self.get_object(), by=request.user, **versioned_decision(request))
         return Response(self.get_serializer(decided).data)
 
 
@@ -117,7 +123,7 @@ class DriftViewSet(_Decisions, viewsets.ReadOnlyModelViewSet):
         return self._decide(request, enforcement.adopt_drift)
 
 
-class PlanViewSet(_Decisions, viewsets.ReadOnlyModelViewSet):
+class PlanViewSet(VersionETagMixin, _Decisions, viewsets.ReadOnlyModelViewSet):
     serializer_class = PlanSerializer
     permission_classes = [GovernanceAdmins]
     filterset_fields = ["state"]
@@ -125,16 +131,16 @@ class PlanViewSet(_Decisions, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return EnforcementPlan.objects.select_related("orchestrator", "decided_by")
 
-    @extend_schema(request=ReasonSerializer, responses=PlanSerializer)
+    @extend_schema(request=VersionedReasonSerializer, responses=PlanSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         """The next round applies the plan's changes still needed."""
-        return self._decide(request, enforcement.approve_plan)
+        return self._decide_versioned(request, enforcement.approve_plan)
 
-    @extend_schema(request=ReasonSerializer, responses=PlanSerializer)
+    @extend_schema(request=VersionedReasonSerializer, responses=PlanSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
-        return self._decide(request, enforcement.reject_plan)
+        return self._decide_versioned(request, enforcement.reject_plan)
 
 
 class GovernanceStatusView(APIView):

@@ -282,6 +282,16 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=COMMENT_MAX_CHARS)
 
 
+class VersionedReasonSerializer(ReasonSerializer):
+    """A decision on a versioned plan: a reason, and the plan's version decided on (or send If-Match)."""
+
+    version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="The plan's version you decided on (its ETag; or send If-Match); a plan changed since answers 412.",
+    )
+
+
 class QuotaGrantSerializer(ModelSerializer):
     team = SLUG(slug_field="slug", read_only=True)
     orchestrator = SLUG(slug_field="name", read_only=True)
@@ -383,7 +393,7 @@ class ReclaimPlanSerializer(ModelSerializer):
     class Meta:
         model = ReclaimPlan
         fields = ["id", "orchestrator", "created_at", "mode", "state", "dry_run", "cause", "gpus", "reclaims",
-                  "passed", "actions", "decided_by", "decided_at", "reason", "error"]
+                  "passed", "actions", "decided_by", "decided_at", "reason", "error", "version"]
         read_only_fields = fields
 
 

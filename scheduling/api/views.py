@@ -29,7 +29,7 @@ from scheduling.models import (
 from scheduling.selectors import access, fleet
 from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.selectors.access import only_visible, pools_or_visible, quota_requests_visible_to
-from scheduling.services import collection, freshness, governance, idempotency, quota, reclaim, versions
+from scheduling.services import collection, freshness, governance, idempotency, quota, reclaim
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
 
@@ -40,24 +40,10 @@ from .idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, idempotency_key
 from .list_cache import CachedListMixin
 from .metrics import monitoring_access
 from .permissions import ReadOrAdminWrite
+from .versioning import VersionETagMixin, if_match, seen_version, versioned_decision
 
 # Rows name their orchestrator only: leave its JSON settings unread (decoded twice per row otherwise).
 ORCHESTRATOR_JSON = ("orchestrator__options", "orchestrator__breaker_state")
-
-
-class VersionETagMixin:
-    """A versioned row's answer carries ``ETag: "<version>"``; send it back as ``If-Match`` with an edit or a
-    decision, and a row changed since answers 412 with what changed (services/versions.py)."""
-
-    def finalize_response(self, request, response, *args, **kwargs):
-        data = getattr(response, "data", None)
-        if isinstance(data, dict) and "version" in data and "id" in data and response.status_code < 300:
-            response["ETag"] = f'"{data["version"]}"'
-        return super().finalize_response(request, response, *args, **kwargs)
-
-
-def if_match(request) -> int | None:
-    return versions.parse_if_match(request.headers.get("If-Match"))
 
 
 class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
@@ -257,8 +243,7 @@ class QuotaRequestViewSet(VersionETagMixin, CachedListMixin, mixins.CreateModelM
         """The comment, and the version decided on: If-Match, else the body's ``version``, else unchecked."""
         decision = serializers.DecisionSerializer(data=request.data)
         decision.is_valid(raise_exception=True)
-        seen = if_match(request)
-        return decision.validated_data["comment"], seen if seen is not None else decision.validated_data.get("version")
+        return decision.validated_data["comment"], seen_version(request, decision.validated_data.get("version"))
 
     @staticmethod
     def _comment(request) -> str:
@@ -323,8 +308,9 @@ class RebalancePlanViewSet(VersionETagMixin, CachedListMixin, viewsets.ReadOnlyM
     filterset_fields = ["state"]
 
 
-class ReclaimPlanViewSet(viewsets.ReadOnlyModelViewSet):
-    """Reclaims of borrowed GPUs; an admin approves (then applied by a task) or rejects a pending one."""
+class ReclaimPlanViewSet(VersionETagMixin, viewsets.ReadOnlyModelViewSet):
+    """Reclaims of borrowed GPUs; an admin approves (then applied by a task) or rejects a pending one, as of the
+    version it read (``If-Match`` with the plan's ETag, or ``version`` in the body: a plan changed since is 412)."""
 
     queryset = ReclaimPlan.objects.select_related("orchestrator", "decided_by").defer(*ORCHESTRATOR_JSON)
     serializer_class = serializers.ReclaimPlanSerializer
@@ -334,26 +320,20 @@ class ReclaimPlanViewSet(viewsets.ReadOnlyModelViewSet):
         """The plans touching a team the caller may see (the reclaim page's rule); an outsider's list is empty."""
         return reclaim_reads.plans_visible_to(self.request.user, super().get_queryset())
 
-    @extend_schema(request=serializers.ReasonSerializer, responses=serializers.ReclaimPlanSerializer)
+    @extend_schema(request=serializers.VersionedReasonSerializer, responses=serializers.ReclaimPlanSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
-        plan = reclaim.approve_reclaim_plan(self.get_object().pk, by=request.user, reason=self._reason(request))
+        plan = reclaim.approve_reclaim_plan(self.get_object().pk, by=request.user, **versioned_decision(request))
         from scheduling.tasks import apply_reclaim_plan
 
         apply_reclaim_plan.delay(plan.pk)
         return Response(serializers.ReclaimPlanSerializer(plan).data)
 
-    @extend_schema(request=serializers.ReasonSerializer, responses=serializers.ReclaimPlanSerializer)
+    @extend_schema(request=serializers.VersionedReasonSerializer, responses=serializers.ReclaimPlanSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
-        plan = reclaim.reject_reclaim_plan(self.get_object().pk, by=request.user, reason=self._reason(request))
+        plan = reclaim.reject_reclaim_plan(self.get_object().pk, by=request.user, **versioned_decision(request))
         return Response(serializers.ReclaimPlanSerializer(plan).data)
-
-    @staticmethod
-    def _reason(request) -> str:
-        body = serializers.ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return body.validated_data["reason"]
 
 
 class FragmentationView(APIView):

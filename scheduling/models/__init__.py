@@ -15,7 +15,7 @@ from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
-from .operations import TaskStat
+from .operations import RoundLease, TaskStat
 from .owners import IdentityOverride
 from .planning import WhatIfScenario
 from .pools import NodeMove, PoolPolicy, RebalancePlan
@@ -58,6 +58,7 @@ __all__ = [
     "RebalancePlan",
     "ReclaimPlan",
     "ReportSubscription",
+    "RoundLease",
     "SourceView",
     "TableChange",
     "TaskStat",

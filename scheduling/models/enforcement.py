@@ -8,6 +8,8 @@ from django.conf import settings as conf
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from .versioned import Versioned
+
 
 class AppliedObject(models.Model):
     """One native object as the portal last wrote it (the ``last_applied`` of the next diff).
@@ -122,10 +124,10 @@ class DriftFinding(models.Model):
         return f"{self.orchestrator.name}: {self.object_id} ({self.state})"
 
 
-class EnforcementPlan(models.Model):
+class EnforcementPlan(Versioned):
     """The changes a *review*-mode orchestrator waits on. Approved, the next round applies those of its changes
     still needed; a failed write leaves the plan approved, retried next round. A newer diff supersedes a plan
-    nobody decided."""
+    nobody decided. Versioned: a decision applies only to the plan as the deciding admin saw it."""
 
     class State(models.TextChoices):
         PENDING = "pending", "Pending"

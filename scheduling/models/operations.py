@@ -21,3 +21,17 @@ class TaskStat(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RoundLease(models.Model):
+    """The lease of one kind of round (e.g. the collection round): at most one runs at a time however many
+    of its messages a worker outage queued up or the broker redelivered (issue 36, Medium 10). The same
+    compare-and-delete lease as an orchestrator's scrape (``services/leases.py``); one row per kind."""
+
+    kind = models.CharField(max_length=60, unique=True)
+    lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The round holding the lease; only it may release it.
+    lease_token = models.CharField(max_length=32, blank=True, default="", editable=False)
+
+    def __str__(self) -> str:
+        return self.kind

@@ -10,9 +10,12 @@ from django.conf import settings as conf
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from .versioned import Versioned
 
-class ReclaimPlan(models.Model):
-    """The victims to stop so owners below their guarantee start, each with its cause; what stopping did."""
+
+class ReclaimPlan(Versioned):
+    """The victims to stop so owners below their guarantee start, each with its cause; what stopping did.
+    Versioned: an admin's decision applies only to the plan as the page showed it (a newer round supersedes it)."""
 
     class State(models.TextChoices):
         PENDING = "pending", "Pending"

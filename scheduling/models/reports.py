@@ -8,7 +8,8 @@ class CapacityReport(models.Model):
     """One week of the fleet in operators' terms, computed once and kept (the figures never drift as
     raw samples are pruned). ``content`` is the plain JSON document that every format is rendered from.
 
-    Life cycle: generating -> ready -> sending -> sent (or failed). Each step is claimed with a
+    Life cycle: generating -> ready -> sending -> sent (or failed); a week with no data at all ends at
+    no_data instead of ready. Each step is claimed with a
     conditional UPDATE, so several workers running the same beat task build and send it exactly once;
     ``claimed_by`` names the worker that holds (or held) the current step, since ``claimed_at``;
     ``attempts`` counts the builds started, so the reaper stops re-queueing a build that keeps dying.
@@ -20,6 +21,9 @@ class CapacityReport(models.Model):
         SENDING = "sending", "Sending"
         SENT = "sent", "Sent"
         FAILED = "failed", "Failed"
+        # Built, but nothing was recorded that week (content's completeness.has_data false): kept for the
+        # record, never sent (issue 33 item 7).
+        NO_DATA = "no_data", "No data (not sent)"
 
     period_start = models.DateTimeField(help_text="Monday 00:00 in the portal's TIME_ZONE (inclusive)")
     period_end = models.DateTimeField(help_text="The next Monday 00:00 in TIME_ZONE (exclusive)")

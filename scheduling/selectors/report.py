@@ -36,12 +36,19 @@ class SourceRuns:
     kind: str
     last_ok_before: datetime | None
     runs: list[tuple[datetime, bool]]
+    registered_at: datetime | None = None  # None: unknown (no record of it), taken as registered all along
 
 
 def source_runs(since: datetime, until: datetime) -> list[SourceRuns]:
+    """Every enabled source, with when it was registered: its first history record (``save_audited`` and
+    every save write one) or its first scrape, whichever is earlier (rows imported with older scrapes)."""
     before = CollectorRun.objects.filter(orchestrator=OuterRef("pk"), ok=True, started_at__lt=since)
+    first_record = Orchestrator.history.filter(id=OuterRef("pk")).order_by("history_date").values("history_date")
+    first_run = CollectorRun.objects.filter(orchestrator=OuterRef("pk")).order_by("started_at").values("started_at")
     orchestrators = Orchestrator.objects.filter(enabled=True).annotate(
-        last_ok_before=Subquery(before.order_by("-started_at").values("started_at")[:1])
+        last_ok_before=Subquery(before.order_by("-started_at").values("started_at")[:1]),
+        first_record=Subquery(first_record[:1]),
+        first_run=Subquery(first_run[:1]),
     )
     runs: dict[int, list[tuple[datetime, bool]]] = defaultdict(list)
     for orch_id, started, ok in (
@@ -50,7 +57,26 @@ def source_runs(since: datetime, until: datetime) -> list[SourceRuns]:
         .values_list("orchestrator_id", "started_at", "ok")
     ):
         runs[orch_id].append((started, ok))
-    return [SourceRuns(o.name, o.kind, o.last_ok_before, runs.get(o.pk, [])) for o in orchestrators.order_by("name")]
+    return [
+        SourceRuns(o.name, o.kind, o.last_ok_before, runs.get(o.pk, []), _earliest(o.first_record, o.first_run))
+        for o in orchestrators.order_by("name")
+    ]
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    return min((m for m in moments if m is not None), default=None)
+
+
+def recorded_anything(since: datetime, until: datetime) -> bool:
+    """Whether the portal recorded any data in the window: a successful scrape, a usage rollup or a job that
+    ran. A week with none was not observed at all (no worker ran, or no source was registered yet)."""
+    return (
+        CollectorRun.objects.filter(ok=True, started_at__gte=since, started_at__lt=until).exists()
+        or UsageRollup.objects.filter(period_start__gte=since, period_start__lt=until).exists()
+        or Workload.objects.filter(started_at__lt=until)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
+        .exists()
+    )
 
 
 @dataclass(frozen=True)

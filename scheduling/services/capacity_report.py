@@ -82,13 +82,18 @@ def _pct(part: float, whole: float) -> float | None:
 
 @dataclass
 class SourceCompleteness:
+    """One source over the part of the week it existed (``judged_h``): a source registered during the week is
+    not stale before it was registered, and one registered after the week is not judged at all."""
+
     name: str
     kind: str
     runs: int
     failures: int
     stale_h: float
     longest_stale_h: float
-    fresh_pct: float
+    fresh_pct: float | None
+    judged_h: float = 0.0
+    registered_on: str | None = None  # set when it was registered after the week began
 
 
 @dataclass
@@ -99,6 +104,9 @@ class Completeness:
     hours: float
     stale_after_s: float
     sources: list[SourceCompleteness]
+    # False: nothing at all was recorded this week (no scrape succeeded, no usage, no job ran); such a report
+    # is kept for the record and marked so, never "ready to send", never mailed (issue 33 item 7).
+    has_data: bool = True
 
 
 def stale_stretches(
@@ -126,23 +134,37 @@ def stale_stretches(
 
 def completeness_section(window: Window, done: dict) -> Completeness:
     limit = float(getattr(settings, "GPUPORTAL_REPORT_STALE_AFTER_S", 600))
-    sources = []
-    for source in reads.source_runs(window.start, window.end):
-        stretches = stale_stretches(window.start, window.end, source.last_ok_before, source.runs, limit)
-        lengths = [(b - a).total_seconds() for a, b in stretches]
-        sources.append(
-            SourceCompleteness(
-                source.name,
-                source.kind,
-                len(source.runs),
-                sum(1 for _at, ok in source.runs if not ok),
-                _h(sum(lengths)),
-                _h(max(lengths, default=0.0)),
-                round(100.0 - (_pct(sum(lengths), window.seconds) or 0.0), 3),
-            )
-        )
+    sources = [_source_completeness(window, source, limit) for source in reads.source_runs(window.start, window.end)]
     return Completeness(
-        window.start.isoformat(), window.end.isoformat(), window.time_zone, _h(window.seconds), limit, sources
+        window.start.isoformat(),
+        window.end.isoformat(),
+        window.time_zone,
+        _h(window.seconds),
+        limit,
+        sources,
+        reads.recorded_anything(window.start, window.end),
+    )
+
+
+def _source_completeness(window: Window, source: reads.SourceRuns, limit: float) -> SourceCompleteness:
+    """Judged from its registration on (a source added since is not stale 168 h in a rebuilt past week)."""
+    registered = source.registered_at
+    later = registered is not None and registered > window.start
+    since = min(registered, window.end) if later and registered else window.start
+    registered_on = registered.astimezone(ZoneInfo(window.time_zone)).date().isoformat() if later else None
+    judged_s = (window.end - since).total_seconds()
+    stretches = stale_stretches(since, window.end, source.last_ok_before, source.runs, limit) if judged_s else []
+    lengths = [(b - a).total_seconds() for a, b in stretches]
+    return SourceCompleteness(
+        source.name,
+        source.kind,
+        len(source.runs),
+        sum(1 for _at, ok in source.runs if not ok),
+        _h(sum(lengths)),
+        _h(max(lengths, default=0.0)),
+        round(100.0 - (_pct(sum(lengths), judged_s) or 0.0), 3) if judged_s else None,
+        _h(judged_s),
+        registered_on,
     )
 
 
@@ -759,15 +781,34 @@ def trend_section(window: Window, done: dict) -> Trend:
     return Trend(source, rows, actions[:10])
 
 
+def _no_data(done, now, before):
+    if not done.get("completeness", {}).get("has_data", True):
+        yield Action(
+            "no-data",
+            "high",
+            "Nothing was recorded this week (no scrape succeeded, no usage was sampled, no job ran): the portal "
+            "was not collecting, or no source was registered yet. This report is not sent.",
+        )
+
+
 def _stale_sources(done, now, before):
-    for s in done.get("completeness", {}).get("sources", []):
+    completeness = done.get("completeness", {})
+    if not completeness.get("has_data", True):
+        return  # one no-data action says it, not one "stale 168 h" per source
+    for s in completeness.get("sources", []):
         if s["stale_h"] >= 1:
             yield Action(
                 "stale-source",
                 "high" if s["stale_h"] >= 24 else "medium",
-                f"Source {s['name']} was stale {s['stale_h']:.1f} h ({s['failures']} failed scrapes): check its "
-                "endpoint and credentials; its figures this week are incomplete.",
+                f"Source {s['name']} was stale {s['stale_h']:.1f} h{_of_registered(s)} ({s['failures']} failed "
+                "scrapes): check its endpoint and credentials; its figures this week are incomplete.",
             )
+
+
+def _of_registered(source: dict) -> str:
+    if not source.get("registered_on"):
+        return ""
+    return f" of the {source['judged_h']:.0f} h since it was registered on {source['registered_on']}"
 
 
 def _floor_breaches(done, now, before):
@@ -884,6 +925,7 @@ def _ledger_drift(done, now, before):
 ActionRule = Callable[[dict, dict, dict], object]
 # Suggested actions, each a clear rule over the report's own data; forecast-based rules append here.
 ACTION_RULES: list[ActionRule] = [
+    _no_data,
     _stale_sources,
     _floor_breaches,
     _down_capacity,

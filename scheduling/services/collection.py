@@ -6,20 +6,18 @@ columns of the Orchestrator row, so any worker may run the next scrape and two n
 """
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q
-from django.utils import timezone
 
 from scheduling.collectors import BreakerState, CircuitBreaker, CollectorError
 from scheduling.collectors.deadline import total_deadline
 from scheduling.demo.stepper import RoundResult
 from scheduling.models import CollectorRun, Orchestrator
 
+from . import leases
 from .accounting import sync_accounting
 from .audit import save_audited
 from .busy import scrape_busy
@@ -34,25 +32,18 @@ from .orchestrators import build_collector, configure, masked, option, secret_of
 def lease_length() -> timedelta:
     """A scrape's lease outlives the scrape task's hard time limit: a lease that ran out while its holder
     still worked let a second scrape of the same source start and take another worker slot (issue 36)."""
-    return timedelta(seconds=settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"] + 60)
+    return leases.outliving("scrape")
 
 
 def acquire_lease(orchestrator_id: int) -> str | None:
     """The lease's token if this caller now holds it, else None. Only the token's holder may release it."""
-    now = timezone.now()
-    free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
-    token = uuid.uuid4().hex
-    taken = Orchestrator.objects.filter(Q(pk=orchestrator_id) & free).update(
-        lease_until=now + lease_length(), lease_token=token
-    )
-    return token if taken == 1 else None
+    return leases.acquire(Orchestrator.objects.filter(pk=orchestrator_id), lease_length())
 
 
 def release_lease(orchestrator_id: int, token: str, **also) -> bool:
     """Compare-and-delete: clears the lease (and writes ``also``) only while ``token`` still holds it, so a
     scrape that outlived its lease never frees, or overwrites the breaker of, the scrape that took it over."""
-    held = Orchestrator.objects.filter(pk=orchestrator_id, lease_token=token)
-    return held.update(lease_until=None, lease_token="", **also) == 1  # nosec B106: no lease, not a secret
+    return leases.release(Orchestrator.objects.filter(pk=orchestrator_id), token, **also)
 
 
 @dataclass(frozen=True)
@@ -139,14 +130,32 @@ def register_orchestrator(
     return orchestrator, created
 
 
+COLLECTION_ROUND = "collection round"
+
+
+class RoundSkipped(Exception):
+    """Another round of the same kind holds the lease: this one did nothing."""
+
+
+def round_lease_length() -> timedelta:
+    """Outlives the round task's hard time limit, like a scrape's lease (``lease_length``)."""
+    return leases.outliving("round")
+
+
 def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
     """One round: the demo federation advances in-process; each real orchestrator's scrape is handed to
     ``enqueue_scrape`` (its own task). The round's fragmentation sample is the fleet as stored now (real
-    sources as of their latest scrape); samples past the retention are pruned."""
-    result = run_demo_round()
-    record_fragmentation_sample()
-    for orchestrator_id in real_orchestrators().values_list("pk", flat=True):
-        enqueue_scrape(orchestrator_id)
-    prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
-    prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
-    return result
+    sources as of their latest scrape); samples past the retention are pruned.
+
+    One round at a time: rounds a worker outage queued up, or a redelivered one, skip while another holds
+    the round's lease (two at once advanced the demo twice over one window and raced on its rollups)."""
+    with leases.round_lease(COLLECTION_ROUND, round_lease_length()) as token:
+        if token is None:
+            raise RoundSkipped(f"another {COLLECTION_ROUND} holds the lease")
+        result = run_demo_round()
+        record_fragmentation_sample()
+        for orchestrator_id in real_orchestrators().values_list("pk", flat=True):
+            enqueue_scrape(orchestrator_id)
+        prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+        prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+        return result

@@ -78,7 +78,7 @@ from scheduling.selectors import entitlements as entitlement_reads
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
-from . import entitlement_split, governance_trigger, identity
+from . import entitlement_split, governance_trigger, identity, versions
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import lock_capacity
@@ -808,10 +808,12 @@ def prune_runs(now: datetime) -> int:
 # -------------------------------------------------------------------------------------- decisions
 
 
-def _decide(model, pk: int, waiting: str, state: str, *, by, reason: str):
+def _decide(model, pk: int, waiting: str, state: str, *, by, reason: str, seen_version: int | None = None):
     """Move a row waiting for a decision to ``state``, locked against a concurrent decision, with who and why
-    in its history; a row decided already is refused."""
+    in its history; a row decided already is refused, and a versioned one changed since ``seen_version`` (the
+    decider's page or If-Match) is refused naming who changed what, when."""
     instance = model.objects.select_for_update().get(pk=pk)
+    versions.require_version(instance, seen_version, f"{model._meta.verbose_name} #{pk}".capitalize())
     if instance.state != waiting:
         what = model._meta.verbose_name
         raise ValidationError({"state": f"This {what} is {instance.state}, not {waiting}: it was decided already."})
@@ -823,20 +825,20 @@ def _decide(model, pk: int, waiting: str, state: str, *, by, reason: str):
 
 
 @transaction.atomic
-def approve_plan(plan: EnforcementPlan, *, by, reason: str) -> EnforcementPlan:
+def approve_plan(plan: EnforcementPlan, *, by, reason: str, seen_version: int | None = None) -> EnforcementPlan:
     """The next round applies the plan's changes that are still needed."""
-    decided = _decide(
-        EnforcementPlan, plan.pk, EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED, by=by, reason=reason
-    )
+    decided = _decide_plan(plan, EnforcementPlan.State.APPROVED, by=by, reason=reason, seen_version=seen_version)
     governance_trigger.request_round()
     return decided
 
 
 @transaction.atomic
-def reject_plan(plan: EnforcementPlan, *, by, reason: str) -> EnforcementPlan:
-    return _decide(
-        EnforcementPlan, plan.pk, EnforcementPlan.State.PENDING, EnforcementPlan.State.REJECTED, by=by, reason=reason
-    )
+def reject_plan(plan: EnforcementPlan, *, by, reason: str, seen_version: int | None = None) -> EnforcementPlan:
+    return _decide_plan(plan, EnforcementPlan.State.REJECTED, by=by, reason=reason, seen_version=seen_version)
+
+
+def _decide_plan(plan: EnforcementPlan, state: str, **decision) -> EnforcementPlan:
+    return _decide(EnforcementPlan, plan.pk, EnforcementPlan.State.PENDING, state, **decision)
 
 
 @transaction.atomic

@@ -9,6 +9,8 @@ from django.utils import timezone
 
 from scheduling.models import UsageRollup, UsageSample, Workload
 
+from .capacity import lock_capacity
+
 RESOLUTIONS = (
     (UsageRollup.Resolution.HOUR, TruncHour, timedelta(hours=1)),
     (UsageRollup.Resolution.DAY, TruncDay, timedelta(days=1)),
@@ -24,7 +26,12 @@ def _period_floor(moment: datetime, step: timedelta) -> datetime:
 
 @transaction.atomic
 def refresh_rollups(start: datetime, end: datetime) -> int:
-    """Rebuild the hour and day rollups of every period touching [start, end]; returns rows written."""
+    """Rebuild the hour and day rollups of every period touching [start, end]; returns rows written.
+
+    A rollup row sums every source's samples of its period, so two sources' scrapes (or two rounds) rebuild
+    the same rows: without the lock, the second's insert met the first's committed rows on the unique
+    constraint (issue 36, Medium 10). Under it each rebuild deletes what the one before wrote."""
+    lock_capacity("usage-rollups")  # until the transaction ends: one rebuild at a time
     written = 0
     for resolution, trunc, step in RESOLUTIONS:
         low, high = _period_floor(start, step), _period_floor(end, step) + step

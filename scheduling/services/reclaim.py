@@ -9,6 +9,7 @@ its guarantee, what waited) and each action's result; its history rows say who d
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -34,9 +35,12 @@ from scheduling.engine.reclaim import (
 from scheduling.models import Orchestrator, ReclaimPlan, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
+from scheduling.services import leases, versions
 from scheduling.services.audit import require_reason, stamp_author
 from scheduling.services.orchestrators import endpoint_of, kubernetes_api, option
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
+
+log = logging.getLogger(__name__)
 
 MODES = ("off", "native", "review", "auto")
 DEFAULT_MODE = "review"
@@ -80,6 +84,15 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
     settings = reclaim_settings(orchestrator)
     if settings.mode == "off" or orchestrator.kind not in RECLAIM_KINDS:
         return None
+    # One round per orchestrator at a time: rounds a worker outage queued up would each store (auto: apply) a plan.
+    with leases.round_lease(f"reclaim {orchestrator.pk}", leases.outliving("default")) as token:
+        if token is None:
+            log.info("reclaim round on %s skipped: another holds its lease", orchestrator.name)
+            return None
+        return _reclaim_round(orchestrator, settings, now)
+
+
+def _reclaim_round(orchestrator: Orchestrator, settings: ReclaimSettings, now: datetime) -> ReclaimPlan | None:
     inputs = reclaim_inputs(orchestrator)
     guarantees = guarantees_by_orchestrator([orchestrator], now)[orchestrator.pk]
     decision = plan_reclaims(inputs.nodes, inputs.running, inputs.pending, guarantees, now=now.timestamp(),
@@ -133,19 +146,22 @@ def _require_admin(by) -> None:
 
 
 @transaction.atomic
-def approve_reclaim_plan(plan_id: int, *, by, reason: str) -> ReclaimPlan:
-    return _decide(plan_id, ReclaimPlan.State.APPROVED, by=by, reason=reason)
+def approve_reclaim_plan(plan_id: int, *, by, reason: str, seen_version: int | None = None) -> ReclaimPlan:
+    return _decide(plan_id, ReclaimPlan.State.APPROVED, by=by, reason=reason, seen_version=seen_version)
 
 
 @transaction.atomic
-def reject_reclaim_plan(plan_id: int, *, by, reason: str) -> ReclaimPlan:
-    return _decide(plan_id, ReclaimPlan.State.REJECTED, by=by, reason=reason)
+def reject_reclaim_plan(plan_id: int, *, by, reason: str, seen_version: int | None = None) -> ReclaimPlan:
+    return _decide(plan_id, ReclaimPlan.State.REJECTED, by=by, reason=reason, seen_version=seen_version)
 
 
-def _decide(plan_id: int, state: str, *, by, reason: str) -> ReclaimPlan:
+def _decide(plan_id: int, state: str, *, by, reason: str, seen_version: int | None) -> ReclaimPlan:
+    """``seen_version``: the plan as the decider's page or If-Match showed it; a plan changed since (superseded
+    by a newer round) is refused naming who changed what, when (services/versions.py)."""
     _require_admin(by)
     reason = require_reason(reason)
     plan = ReclaimPlan.objects.select_for_update().get(pk=plan_id)
+    versions.require_version(plan, seen_version, f"Reclaim plan #{plan.pk}")
     if plan.state != ReclaimPlan.State.PENDING:
         raise ValidationError({"state": f"only a pending plan can be decided; this one is {plan.state}"})
     plan.state, plan.decided_by, plan.decided_at, plan.reason = state, by, timezone.now(), reason

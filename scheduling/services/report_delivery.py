@@ -96,10 +96,17 @@ def _build_into(report: CapacityReport, window: Window, keep_status: bool = Fals
         CapacityReport.objects.filter(pk=report.pk).update(status=CapacityReport.Status.FAILED, error=str(error)[:2000])
         raise
     report.content, report.generated_at, report.error = content, timezone.now(), ""
-    if not keep_status:
+    if not has_data(content):
+        report.status = CapacityReport.Status.NO_DATA  # nothing to tell anyone: never "ready to send"
+    elif not keep_status or report.status == CapacityReport.Status.NO_DATA:
         report.status = CapacityReport.Status.READY
     report.save(update_fields=["content", "generated_at", "error", "status"])
     return report
+
+
+def has_data(content: dict) -> bool:
+    """False for a week in which nothing was recorded (stored reports from before the flag count as data)."""
+    return content.get("sections", {}).get("completeness", {}).get("has_data", True) is not False
 
 
 def claim_for_sending(report_id: int, worker: str) -> bool:
@@ -128,8 +135,11 @@ def send_report(report_id: int, *, worker: str | None = None, base_url: str | No
 
 
 def resend_report(report: CapacityReport) -> None:
-    """An admin's deliberate resend: back to ``ready`` so the next send claims it again."""
-    CapacityReport.objects.filter(pk=report.pk).update(status=CapacityReport.Status.READY, claimed_by="", error="")
+    """An admin's deliberate resend: back to ``ready`` so the next send claims it again (never a report of a
+    week with no data: there is nothing to send)."""
+    CapacityReport.objects.filter(pk=report.pk).exclude(status=CapacityReport.Status.NO_DATA).update(
+        status=CapacityReport.Status.READY, claimed_by="", error=""
+    )
 
 
 def run_weekly(now: datetime | None = None, *, take_over: bool = False) -> dict[str, object]:

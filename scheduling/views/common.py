@@ -194,3 +194,10 @@ def require_fleet_plans(request: HttpRequest, page: str) -> None:
     (``scheduling.see_fleet_plans``)."""
     if not request.user.has_perm("scheduling.see_fleet_plans"):
         raise PermissionDenied(f"{page} is shown to members of a team and to portal admins.")
+
+
+def posted_version(request: HttpRequest) -> int | None:
+    """The version of the row a decision or edit was made on, from the page's hidden ``version`` field (None from
+    an old page without it: unchecked); services/versions.py refuses one changed since."""
+    value = request.POST.get("version", "")
+    return int(value) if value.isascii() and value.isdigit() else None

@@ -13,6 +13,8 @@ from scheduling.selectors import enforcement as enforcement_reads
 from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.services import enforcement, orchestrators
 
+from .common import posted_version
+
 DECISIONS = {
     "approve": (EnforcementPlan, enforcement.approve_plan),
     "reject": (EnforcementPlan, enforcement.reject_plan),
@@ -57,8 +59,9 @@ def _decide(request: HttpRequest) -> HttpResponse:
     model, act = DECISIONS[decision]
     pk = request.POST.get("pk", "")
     target = get_object_or_404(model, pk=int(pk) if pk.isascii() and pk.isdigit() else 0)
+    seen = {"seen_version": posted_version(request)} if model is EnforcementPlan else {}
     try:
-        act(target, by=request.user, reason=request.POST.get("reason", ""))
+        act(target, by=request.user, reason=request.POST.get("reason", ""), **seen)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect("governance")

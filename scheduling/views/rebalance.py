@@ -18,7 +18,7 @@ from scheduling.models import ExpanderDecision, PoolPolicy, RebalancePlan
 from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
 
-from .common import require_fleet_plans, time_range
+from .common import posted_version, require_fleet_plans, time_range
 
 
 def _split_rows(points) -> tuple[list[str], list[tuple]]:
@@ -69,12 +69,6 @@ def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "scheduling/rebalance_plan.html", context)
 
 
-def _posted_version(request: HttpRequest) -> int | None:
-    """The plan's version on the page the decision came from (None from an old page without it)."""
-    value = request.POST.get("version", "")
-    return int(value) if value.isdigit() else None
-
-
 def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
     if not request.user.has_perm("scheduling.edit_pool_policies"):
         raise PermissionDenied("Only portal admins approve or reject rebalance plans.")
@@ -84,7 +78,7 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
         messages.error(request, "Choose approve or reject.")
         return redirect("rebalance-plan", pk=plan.pk)
     try:
-        act(plan, by=request.user, reason=request.POST.get("reason", ""), seen_version=_posted_version(request))
+        act(plan, by=request.user, reason=request.POST.get("reason", ""), seen_version=posted_version(request))
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect("rebalance-plan", pk=plan.pk)

@@ -15,7 +15,7 @@ from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.services import reclaim
 from scheduling.tables import ReclaimPlanTable
 
-from .common import paginate
+from .common import paginate, posted_version
 
 DECISIONS = {"approve": reclaim.approve_reclaim_plan, "reject": reclaim.reject_reclaim_plan}
 
@@ -50,7 +50,7 @@ def reclaim_decide(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Choose approve or reject.")
         return redirect("reclaim")
     try:
-        plan = act(pk, by=request.user, reason=request.POST.get("reason", ""))
+        plan = act(pk, by=request.user, reason=request.POST.get("reason", ""), seen_version=posted_version(request))
     except (ValidationError, PermissionDenied) as error:
         text = " ".join(error.messages) if isinstance(error, ValidationError) else str(error)
         messages.error(request, f"Reclaim plan #{pk}: {text}")

@@ -23,11 +23,15 @@ class _FormFields(HTMLParser):
             self._open = False
 
 
-def form_fields(html: str, *, form_id: str | None = None, having: str | None = None) -> dict[str, str]:
-    """The inputs of the page's form with ``form_id``, or of the first form with an input named ``having``."""
+def form_fields(
+    html: str, *, form_id: str | None = None, having: str | None = None, where: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The inputs of the page's form with ``form_id``, or of the first form with an input named ``having`` (and
+    the input values ``where`` names, e.g. the hidden pk of one plan among several)."""
     parser = _FormFields(form_id, having)
     parser.feed(html)
     for form in parser.forms:
-        if (form_id and form["__id__"] == form_id) or (having and having in form):
+        matches = all(form.get(name) == value for name, value in (where or {}).items())
+        if matches and ((form_id and form["__id__"] == form_id) or (having and having in form)):
             return {name: value for name, value in form.items() if name != "__id__"}
     raise AssertionError(f"no form {form_id or having!r} on the page")

@@ -44,6 +44,7 @@ def _backdate(model, moment, **filters) -> None:
 @pytest.fixture
 def week(orchestrator, fleet, teams, cast):
     k8s = Orchestrator.objects.create(name="k8s-a", kind="kubernetes", endpoint="https://k8s.example:6443")
+    _backdate(Orchestrator, BEFORE, name="k8s-a")  # registered before the week, never scraped in it
     research = Queue.objects.create(team=teams["research"], weight=Decimal(40), guaranteed=16, burst_limit=48)
     production = Queue.objects.create(team=teams["production"], weight=Decimal(60), guaranteed=24, burst_limit=64)
     Queue.objects.create(team=teams["nlp"], weight=Decimal(100), guaranteed=8, burst_limit=32)

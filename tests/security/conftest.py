@@ -5,6 +5,7 @@ import http.server
 import threading
 
 import pytest
+from celery import Celery
 from django.db import connections
 
 from tests.api.conftest import stored_report  # noqa: F401 - a stored weekly report with empty sections
@@ -74,6 +75,17 @@ def portal_broker(settings, monkeypatch):
     previous.set_current()
     app.conf.broker_url, app.conf.broker_transport_options, app.conf.task_always_eager = saved
     app._pool, app.amqp._producer_pool = None, None
+
+
+@pytest.fixture
+def producer(private_redis, monkeypatch):
+    """A Celery client of the private Redis, apart from the portal's app (which stays as configured): sends
+    tasks by name and reads their results there."""
+    monkeypatch.setenv("CELERY_BROKER_URL", private_redis.url)  # Celery's env var beats the broker argument
+    monkeypatch.setenv("CELERY_RESULT_BACKEND", private_redis.url)
+    app = Celery("fault-probe", broker=private_redis.url, backend=private_redis.url, set_as_current=False)
+    yield app
+    app.close()
 
 
 @pytest.fixture

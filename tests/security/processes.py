@@ -193,9 +193,12 @@ class Worker:
         _end(self.process)
 
 
-def start_worker(*, database_url: str, broker_url: str, gate: Path | None = None, **env: str) -> Worker:
-    """A real ``celery worker`` (solo pool) on the private broker and database; with ``gate``, its what-if
-    simulator stops at the first progress report until ``gate/release`` exists (tests/security/fault_worker.py)."""
+def start_worker(
+    *, database_url: str, broker_url: str, gate: Path | None = None, concurrency: int = 0, **env: str
+) -> Worker:
+    """A real ``celery worker`` (solo pool; with ``concurrency``, that many prefork processes) on the private
+    broker and database; with ``gate``, its what-if simulator stops at the first progress report until
+    ``gate/release`` exists (tests/security/fault_worker.py)."""
     environment = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpuportal.settings_test",
@@ -206,7 +209,8 @@ def start_worker(*, database_url: str, broker_url: str, gate: Path | None = None
     }
     if gate is not None:
         environment["FAULT_GATE_DIR"] = str(gate)
-    argv = [sys.executable, str(Path(__file__).with_name("fault_worker.py")), "worker", "--pool=solo"]
+    pool = ["--pool=prefork", f"--concurrency={concurrency}"] if concurrency else ["--pool=solo"]
+    argv = [sys.executable, str(Path(__file__).with_name("fault_worker.py")), "worker", *pool]
     flags = ["--loglevel=WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
     return Worker(subprocess.Popen([*argv, *flags], cwd=ROOT, env=environment))
 

@@ -5,7 +5,6 @@ Bounded and self-cleaning: every wait has a limit, every process is ended in a f
 """
 
 import pytest
-from celery import Celery
 from django.db import connection
 from django.test import Client
 
@@ -20,16 +19,6 @@ FAST_RECOVERY = {  # what the worker under test is told, so recovery takes secon
     "CELERY_VISIBILITY_TIMEOUT_S": "3",
     "CELERY_UNACKED_RESTORE_INTERVAL_S": "1",
 }
-
-
-@pytest.fixture
-def producer(private_redis, monkeypatch):
-    """A Celery client of the private Redis, apart from the portal's app (which stays as configured)."""
-    monkeypatch.setenv("CELERY_BROKER_URL", private_redis.url)  # Celery's env var beats the broker argument
-    monkeypatch.setenv("CELERY_RESULT_BACKEND", private_redis.url)
-    app = Celery("fault-probe", broker=private_redis.url, backend=private_redis.url, set_as_current=False)
-    yield app
-    app.close()
 
 
 def _status(pk: int) -> str:

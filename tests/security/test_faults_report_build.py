@@ -8,11 +8,10 @@ again for a build stuck ``generating``. Private PostgreSQL and Redis (tests/secu
 from datetime import timedelta
 
 import pytest
-from celery import Celery
 from django.core import mail
 from django.utils import timezone
 
-from scheduling.models import CapacityReport, ReportSubscription
+from scheduling.models import CapacityReport, CollectorRun, Orchestrator, ReportSubscription
 from scheduling.services import report_delivery
 
 from .processes import wait_for
@@ -21,12 +20,12 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 FAST_RECOVERY = {"CELERY_VISIBILITY_TIMEOUT_S": "3", "CELERY_UNACKED_RESTORE_INTERVAL_S": "1"}
 
 
-@pytest.fixture
-def producer(private_redis, monkeypatch):
-    monkeypatch.setenv("CELERY_BROKER_URL", private_redis.url)
-    app = Celery("fault-probe", broker=private_redis.url, set_as_current=False)
-    yield app
-    app.close()
+def _last_week_observed():
+    """Last week, with one successful scrape in it: a week with no data at all ends "no data", not ready."""
+    last_week = (timezone.now() - timedelta(days=8)).date()
+    source = Orchestrator.objects.create(name="slurm-a", kind="slurm", endpoint="http://slurm.example:6820")
+    CollectorRun.objects.create(orchestrator=source, started_at=report_delivery.week_of(last_week).start, ok=True)
+    return last_week
 
 
 def _status(pk: int) -> str:
@@ -38,7 +37,7 @@ def test_a_requested_build_whose_worker_is_killed_is_finished_by_the_redelivered
 ):
     url = private_database.url
     first = workers.start(database_url=url, broker_url=private_redis.url, gate=tmp_path, **FAST_RECOVERY)
-    last_week = (timezone.now() - timedelta(days=8)).date()
+    last_week = _last_week_observed()
     report, queued = report_delivery.request_build(
         last_week, enqueue=lambda pk: producer.send_task("scheduling.tasks.build_requested_report", args=[pk])
     )
@@ -59,7 +58,7 @@ def test_the_reapers_rebuild_of_a_requested_report_mails_nobody(db, cast, settin
     cast["admin"].email = "ada@example.org"
     cast["admin"].save()
     ReportSubscription.objects.create(user=cast["admin"], format=ReportSubscription.Format.LINK)
-    last_week = (timezone.now() - timedelta(days=8)).date()
+    last_week = _last_week_observed()
     report, _ = report_delivery.request_build(last_week, enqueue=lambda pk: None)
     # Its worker died long ago: the reaper queues it again and its task rebuilds it.
     CapacityReport.objects.filter(pk=report.pk).update(
@@ -73,7 +72,7 @@ def test_the_reapers_rebuild_of_a_requested_report_mails_nobody(db, cast, settin
 
 
 def test_an_admin_may_ask_again_for_a_build_stuck_generating(db):
-    last_week = (timezone.now() - timedelta(days=8)).date()
+    last_week = _last_week_observed()
     sent = []
     report, _ = report_delivery.request_build(last_week, enqueue=sent.append)
     report_delivery.build_requested(report.pk, worker="dead:1")  # claimed, then (say) killed: still generating
