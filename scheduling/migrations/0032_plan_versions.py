@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0030_rel3_report_no_data'),
+        ('scheduling', '0031_report_no_data'),
     ]
 
     operations = [

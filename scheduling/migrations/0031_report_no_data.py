@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0029_rel3_round_lease'),
+        ('scheduling', '0030_round_lease'),
     ]
 
     operations = [
