@@ -1,5 +1,7 @@
 """Keep every guarantee: each round, per orchestrator, the engine's reclaim decision becomes a plan (review),
-is applied at once (auto) or is left to the orchestrator's own reclaim (native); docs/governance.md, "Reclaim".
+is applied at once (auto) or is left to the orchestrator's own reclaim (native: Slurm QOS preemption, Volcano;
+where there is none, Ray and Kubernetes without Volcano, the portal applies it as in auto mode and the plan says so);
+docs/governance.md, "Reclaim".
 
 Applying stops each victim with the orchestrator's lever (``collectors/reclaim_actuators.py``): Slurm requeue,
 the Kubernetes Eviction API (PodDisruptionBudgets hold), Ray job stop. Every plan keeps its cause (the owner,
@@ -63,8 +65,26 @@ def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
     )
 
 
-# Ray has no per-team guarantee to keep: its lever (the Jobs API's stop) holds the pool ceiling (``RayPool``).
-RECLAIM_KINDS = (Orchestrator.Kind.SLURM, Orchestrator.Kind.KUBERNETES)
+RECLAIM_KINDS = (Orchestrator.Kind.SLURM, Orchestrator.Kind.KUBERNETES, Orchestrator.Kind.RAY)
+
+
+def native_lever(orchestrator: Orchestrator) -> str:
+    """The orchestrator's own reclaim that *native* mode leaves the work to, "" when it has none (the portal then
+    reclaims itself, as in auto mode, and the plan says so): Slurm preempts a borrower's job when the owner's job
+    arrives through the QOS governance writes (docs/governance.md, "Native reclaim on Slurm"); Volcano reclaims
+    for a queue below its ``guarantee``. Ray and plain Kubernetes have no such lever."""
+    if orchestrator.kind == Orchestrator.Kind.SLURM:
+        return "Slurm QOS preemption (preempt/qos, PreemptMode=REQUEUE)"
+    if orchestrator.kind == Orchestrator.Kind.KUBERNETES and bool(
+            (option(orchestrator, "governance") or {}).get("volcano", True)):
+        return "Volcano's reclaim action"
+    return ""
+
+
+def native_fallback_note(orchestrator: Orchestrator) -> str:
+    kind = orchestrator.get_kind_display() if orchestrator.kind != Orchestrator.Kind.KUBERNETES else (
+        "Kubernetes without Volcano")
+    return f"native mode: {kind} has no native reclaim, so the portal reclaimed itself (as in auto mode)"
 
 
 def reclaiming_orchestrators() -> list[Orchestrator]:
@@ -73,8 +93,8 @@ def reclaiming_orchestrators() -> list[Orchestrator]:
 
 
 def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimPlan | None:
-    """One round on one orchestrator: decide, then store (review), apply (auto) or record (native). None when
-    no team below its guarantee waits on borrowed GPUs there."""
+    """One round on one orchestrator: decide, then store (review), apply (auto; native without a native lever)
+    or record (native). None when no team below its guarantee waits on borrowed GPUs there."""
     now = now or timezone.now()
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
     settings = reclaim_settings(orchestrator)
@@ -87,7 +107,7 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
     if not decision.reclaims:
         return None
     plan = _store(orchestrator, decision, settings, now)
-    if settings.mode == "auto":
+    if plan.state == ReclaimPlan.State.APPROVED:
         return apply_reclaim_plan(plan.pk)
     return plan
 
@@ -100,19 +120,31 @@ def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: Recl
         stamp_author(stale, by=None, reason="superseded by a newer reclaim decision")
         stale.state = ReclaimPlan.State.SUPERSEDED
         stale.save()
-    state = {"auto": ReclaimPlan.State.APPROVED, "native": ReclaimPlan.State.NATIVE}.get(
-        settings.mode, ReclaimPlan.State.PENDING)
+    state, reason = _disposition(orchestrator, settings.mode)
     plan = ReclaimPlan(
         orchestrator=orchestrator, created_at=now, mode=settings.mode, dry_run=settings.dry_run, state=state,
         reclaims=[_reclaim_document(reclaim) for reclaim in decision.reclaims],
         passed=[asdict(claim) for claim in decision.passed],
         cause="; ".join(reclaim.cause for reclaim in decision.reclaims),
-        decided_at=now if settings.mode == "auto" else None,
-        reason="auto mode" if settings.mode == "auto" else "",
+        decided_at=now if state != ReclaimPlan.State.PENDING else None,
+        reason=reason,
     )
     stamp_author(plan, by=None, reason=plan.cause[:1000] or "reclaim")
     plan.save()
     return plan
+
+
+def _disposition(orchestrator: Orchestrator, mode: str) -> tuple[str, str]:
+    """The new plan's state and the reason it records: review waits for an admin; auto is applied at once;
+    native is left to the orchestrator's own reclaim, or applied by the portal where there is none."""
+    if mode == "auto":
+        return ReclaimPlan.State.APPROVED, "auto mode"
+    if mode == "native":
+        lever = native_lever(orchestrator)
+        if lever:
+            return ReclaimPlan.State.NATIVE, f"native mode: left to {lever}; recorded, nothing stopped by the portal"
+        return ReclaimPlan.State.APPROVED, native_fallback_note(orchestrator)
+    return ReclaimPlan.State.PENDING, ""
 
 
 def _reclaim_document(reclaim) -> dict:
@@ -203,7 +235,19 @@ def victim_stopper(orchestrator: Orchestrator, dry_run: bool):
         eviction = KubernetesEviction(kubernetes_api(orchestrator), dry_run=dry_run,
                                       grace_period_s=reclaim_settings(orchestrator).eviction_grace_s)
         return eviction.evict_workload
+    if orchestrator.kind == Orchestrator.Kind.RAY:
+        return lambda submission_id: [_stop_ray_job(orchestrator, submission_id, dry_run)]
     raise ValidationError({"kind": f"no reclaim lever for {orchestrator.kind} orchestrators"})
+
+
+def _stop_ray_job(orchestrator: Orchestrator, submission_id: str, dry_run: bool) -> ActionResult:
+    """The Jobs API's stop, the lever the pool ceiling pulls too (``RayPool``): the whole job, every group,
+    task and actor of it (reclaim_inputs makes them one gang)."""
+    stopper = RayJobStop(endpoint_of(orchestrator), dry_run=dry_run)
+    try:
+        return stopper.stop(submission_id)
+    finally:
+        stopper.close()
 
 
 # ------------------------------------------------------------------------------------------- Ray's ceiling
@@ -248,13 +292,11 @@ class RayPool:
                     for job in jobs if job.gpus > 0]
         decision = plan_ceiling(holdings, change.desired.max_gpus, guarantees, now=now.timestamp(),
                                 min_runtime_s=reclaim_settings(self.orchestrator).policy.min_runtime_s)
-        stopper = RayJobStop(endpoint_of(self.orchestrator), dry_run=self.dry_run)
         try:
-            actions = [_action(stop.workload_id, stopper.stop(stop.workload_id)) for stop in decision.stops]
+            actions = [_action(stop.workload_id, _stop_ray_job(self.orchestrator, stop.workload_id, self.dry_run))
+                       for stop in decision.stops]
         except CollectorError as error:
             return ApplyResult(change.id, change.action, False, f"stopping a Ray job: {error}")
-        finally:
-            stopper.close()
         _record_ceiling(self.orchestrator, decision, actions, now, self.dry_run)
         held_after = decision.held_after
         if held_after > change.desired.max_gpus:
