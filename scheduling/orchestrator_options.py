@@ -63,6 +63,7 @@ RECLAIM = {
         "grace_s": SECONDS_OR_ZERO,
         "dry_run": FLAG,
         "eviction_grace_s": {"type": "integer", "minimum": 0, "maximum": 86_400},
+        "borrow_qos": NAME,  # Slurm native mode: the preemptible QOS borrowed work runs in (default scavenger)
     },
     "additionalProperties": False,
 }

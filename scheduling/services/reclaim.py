@@ -24,6 +24,7 @@ from scheduling.collectors.errors import CollectorError
 from scheduling.collectors.governance_apply import ApplyResult
 from scheduling.collectors.ray import RayCollector
 from scheduling.collectors.reclaim_actuators import KubernetesEviction, RayJobStop, SlurmRequeue
+from scheduling.collectors.slurm_preemption import SlurmPreemptionWriter, preempt_type
 from scheduling.engine.governance_types import RayPoolBounds
 from scheduling.engine.reclaim import (
     CeilingDecision,
@@ -33,11 +34,18 @@ from scheduling.engine.reclaim import (
     plan_ceiling,
     plan_reclaims,
 )
-from scheduling.models import Orchestrator, ReclaimPlan, Workload
+from scheduling.engine.slurm_preemption import DEFAULT_BORROW_QOS, preemption_design
+from scheduling.models import Orchestrator, ReclaimPlan, Team, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
 from scheduling.services.audit import require_reason, stamp_author
-from scheduling.services.orchestrators import endpoint_of, kubernetes_api, option
+from scheduling.services.orchestrators import (
+    endpoint_of,
+    governance_options,
+    kubernetes_api,
+    option,
+    slurm_accounting_access,
+)
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
 
 MODES = ("off", "native", "review", "auto")
@@ -50,6 +58,7 @@ class ReclaimSettings:
     policy: ReclaimPolicy
     dry_run: bool = False
     eviction_grace_s: int | None = None
+    borrow_qos: str = DEFAULT_BORROW_QOS  # Slurm native mode: the QOS borrowed work runs in
 
 
 def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
@@ -62,6 +71,7 @@ def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
                              float(options.get("grace_s", defaults.grace_s))),
         dry_run=bool(options.get("dry_run", False)),
         eviction_grace_s=options.get("eviction_grace_s"),
+        borrow_qos=str(options.get("borrow_qos", DEFAULT_BORROW_QOS)),
     )
 
 
@@ -70,21 +80,55 @@ RECLAIM_KINDS = (Orchestrator.Kind.SLURM, Orchestrator.Kind.KUBERNETES, Orchestr
 
 def native_lever(orchestrator: Orchestrator) -> str:
     """The orchestrator's own reclaim that *native* mode leaves the work to, "" when it has none (the portal then
-    reclaims itself, as in auto mode, and the plan says so): Slurm preempts a borrower's job when the owner's job
-    arrives through the QOS governance writes (docs/governance.md, "Native reclaim on Slurm"); Volcano reclaims
-    for a queue below its ``guarantee``. Ray and plain Kubernetes have no such lever."""
+    reclaims itself, as in auto mode, and the plan says so): slurmctld requeues a borrower's job when an owner's
+    job arrives through the preemption QOSes the round writes (``_prepare_slurm``; docs/governance.md, "Native
+    reclaim on Slurm"); Volcano reclaims for a queue below its ``guarantee``. Ray and plain Kubernetes have none."""
     if orchestrator.kind == Orchestrator.Kind.SLURM:
         return "Slurm QOS preemption (preempt/qos, PreemptMode=REQUEUE)"
-    if orchestrator.kind == Orchestrator.Kind.KUBERNETES and bool(
-            (option(orchestrator, "governance") or {}).get("volcano", True)):
+    volcano = bool(governance_options(orchestrator).get("volcano", True))
+    if orchestrator.kind == Orchestrator.Kind.KUBERNETES and volcano:
         return "Volcano's reclaim action"
     return ""
 
 
-def native_fallback_note(orchestrator: Orchestrator) -> str:
+def native_fallback_note(orchestrator: Orchestrator, why: str = "") -> str:
     kind = orchestrator.get_kind_display() if orchestrator.kind != Orchestrator.Kind.KUBERNETES else (
         "Kubernetes without Volcano")
-    return f"native mode: {kind} has no native reclaim, so the portal reclaimed itself (as in auto mode)"
+    return f"native mode: {why or kind + ' has no native reclaim'}, so the portal reclaimed itself (as in auto mode)"
+
+
+@dataclass(frozen=True)
+class NativeSetup:
+    """What native mode found this round: ``problem`` "" when the orchestrator's own reclaim is in force (else
+    why not: the portal then reclaims itself), and the writes that keep it configured (Slurm's QOSes)."""
+
+    problem: str = ""
+    commands: tuple[str, ...] = ()
+
+
+def prepare_native(orchestrator: Orchestrator, guarantees: dict[str, float], settings: ReclaimSettings) -> NativeSetup:
+    if not native_lever(orchestrator):
+        return NativeSetup(native_fallback_note(orchestrator))
+    if orchestrator.kind != Orchestrator.Kind.SLURM:
+        return NativeSetup()
+    return _prepare_slurm(orchestrator, guarantees, settings)
+
+
+def _prepare_slurm(orchestrator: Orchestrator, guarantees: dict[str, float], settings: ReclaimSettings) -> NativeSetup:
+    """Write the preemption QOSes from this round's guarantees (``engine/slurm_preemption.py``), once slurmctld is
+    seen to preempt by QOS; a cluster that does not (its slurm.conf is the site's) is reclaimed by the portal."""
+    run, cluster, env = slurm_accounting_access(orchestrator)
+    try:
+        preempting = preempt_type(env)
+        if preempting != "preempt/qos":
+            return NativeSetup(native_fallback_note(
+                orchestrator, f"slurmctld's PreemptType is {preempting}, not preempt/qos"))
+        design = preemption_design(guarantees, Team.objects.values_list("slug", flat=True),
+                                   borrow_qos=settings.borrow_qos, min_runtime_s=settings.policy.min_runtime_s)
+        commands = SlurmPreemptionWriter(run, cluster, dry_run=settings.dry_run).apply(design)
+    except CollectorError as error:
+        return NativeSetup(native_fallback_note(orchestrator, f"the preemption QOSes could not be written ({error})"))
+    return NativeSetup("", tuple(commands))
 
 
 def reclaiming_orchestrators() -> list[Orchestrator]:
@@ -102,11 +146,14 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
         return None
     inputs = reclaim_inputs(orchestrator)
     guarantees = guarantees_by_orchestrator([orchestrator], now)[orchestrator.pk]
+    native = prepare_native(orchestrator, guarantees, settings) if settings.mode == "native" else NativeSetup()
     decision = plan_reclaims(inputs.nodes, inputs.running, inputs.pending, guarantees, now=now.timestamp(),
                              policy=settings.policy)
     if not decision.reclaims:
+        if native.commands:
+            _record_native_setup(orchestrator, native, settings, now)
         return None
-    plan = _store(orchestrator, decision, settings, now)
+    plan = _store(orchestrator, decision, settings, now, native)
     if plan.state == ReclaimPlan.State.APPROVED:
         return apply_reclaim_plan(plan.pk)
     return plan
@@ -114,37 +161,54 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
 
 @transaction.atomic
 def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: ReclaimSettings,
-           now: datetime) -> ReclaimPlan:
+           now: datetime, native: NativeSetup) -> ReclaimPlan:
     """The round's plan; a newer decision supersedes a plan nobody decided yet (it may name victims that ended)."""
     for stale in open_plans(orchestrator).filter(state=ReclaimPlan.State.PENDING).select_for_update():
         stamp_author(stale, by=None, reason="superseded by a newer reclaim decision")
         stale.state = ReclaimPlan.State.SUPERSEDED
         stale.save()
-    state, reason = _disposition(orchestrator, settings.mode)
+    state, reason = _disposition(orchestrator, settings.mode, native)
     plan = ReclaimPlan(
         orchestrator=orchestrator, created_at=now, mode=settings.mode, dry_run=settings.dry_run, state=state,
         reclaims=[_reclaim_document(reclaim) for reclaim in decision.reclaims],
         passed=[asdict(claim) for claim in decision.passed],
         cause="; ".join(reclaim.cause for reclaim in decision.reclaims),
         decided_at=now if state != ReclaimPlan.State.PENDING else None,
-        reason=reason,
+        reason=reason, actions=_setup_actions(native, settings),
     )
     stamp_author(plan, by=None, reason=plan.cause[:1000] or "reclaim")
     plan.save()
     return plan
 
 
-def _disposition(orchestrator: Orchestrator, mode: str) -> tuple[str, str]:
+def _disposition(orchestrator: Orchestrator, mode: str, native: NativeSetup) -> tuple[str, str]:
     """The new plan's state and the reason it records: review waits for an admin; auto is applied at once;
     native is left to the orchestrator's own reclaim, or applied by the portal where there is none."""
     if mode == "auto":
         return ReclaimPlan.State.APPROVED, "auto mode"
     if mode == "native":
-        lever = native_lever(orchestrator)
-        if lever:
-            return ReclaimPlan.State.NATIVE, f"native mode: left to {lever}; recorded, nothing stopped by the portal"
-        return ReclaimPlan.State.APPROVED, native_fallback_note(orchestrator)
+        if native.problem:
+            return ReclaimPlan.State.APPROVED, native.problem
+        return (ReclaimPlan.State.NATIVE,
+                f"native mode: left to {native_lever(orchestrator)}; recorded, nothing stopped by the portal")
     return ReclaimPlan.State.PENDING, ""
+
+
+def _setup_actions(native: NativeSetup, settings: ReclaimSettings) -> list[dict]:
+    return [{"victim": "", "verb": "qos", "changed": True, "dry_run": settings.dry_run, "request": command,
+             "message": "native reclaim's QOS written" if not settings.dry_run else "dry run: QOS not written"}
+            for command in native.commands]
+
+
+def _record_native_setup(orchestrator: Orchestrator, native: NativeSetup, settings: ReclaimSettings,
+                         now: datetime) -> None:
+    """The QOS writes of a round that reclaimed nothing, audited like a plan (the reclaim page lists it)."""
+    cause = f"native reclaim on {orchestrator.name}: preemption QOSes written from this round's guarantees"
+    plan = ReclaimPlan(orchestrator=orchestrator, created_at=now, mode="native", dry_run=settings.dry_run,
+                       state=ReclaimPlan.State.NATIVE, cause=cause, decided_at=now, reason=cause,
+                       actions=_setup_actions(native, settings))
+    stamp_author(plan, by=None, reason=cause)
+    plan.save()
 
 
 def _reclaim_document(reclaim) -> dict:
@@ -213,7 +277,7 @@ def apply_reclaim_plan(plan_id: int, stoppers=None) -> ReclaimPlan:
                     actions += [_action(gang, result) for result in stop(gang)]
                 except (CollectorError, ValueError) as error:
                     errors.append(f"{gang}: {error}")
-        plan.actions, plan.error = actions, "; ".join(errors)
+        plan.actions, plan.error = [*plan.actions, *actions], "; ".join(errors)
         plan.state = ReclaimPlan.State.FAILED if errors else ReclaimPlan.State.APPLIED
         stamp_author(plan, by=None, reason=f"reclaim applied: {plan.cause}"[:1000])
         plan.save()

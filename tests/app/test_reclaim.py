@@ -197,12 +197,19 @@ def test_native_mode_on_ray_falls_back_to_the_portals_own_reclaim_and_says_so(ra
     assert [a["victim"] for a in plan.actions] == ["raysubmit_b"]
 
 
-def test_native_mode_on_slurm_leaves_the_reclaim_to_qos_preemption_and_stops_nothing(borrowed) -> None:
-    borrowed.options = {"reclaim": {**borrowed.options["reclaim"], "mode": "native"}}
+def test_native_mode_on_a_slurm_whose_preemption_cannot_be_read_is_reclaimed_by_the_portal_saying_why(
+        borrowed, tmp_path) -> None:
+    """slurmctld is not reachable through this slurm.conf: native reclaim cannot be known to be in force, so the
+    portal requeues (a dry run here) and the plan names why. The QOS path itself runs live
+    (tests/governance_live/test_reclaim_live.py)."""
+    borrowed.options = {"slurm_conf": str(tmp_path / "missing.conf"),
+                        "reclaim": {**borrowed.options["reclaim"], "mode": "native"}}
     borrowed.save()
     plan = reclaim.reclaim_round(borrowed.pk)
-    assert (plan.mode, plan.state, plan.actions) == ("native", ReclaimPlan.State.NATIVE, [])
-    assert plan.reason.startswith("native mode: left to Slurm QOS preemption")
+    assert (plan.mode, plan.state) == ("native", ReclaimPlan.State.APPLIED)
+    assert plan.reason.startswith("native mode: ") and plan.reason.endswith(
+        "so the portal reclaimed itself (as in auto mode)")
+    assert [(a["verb"], a["victim"]) for a in plan.actions] == [("requeue", "102")]
 
 
 def test_native_mode_on_kubernetes_without_volcano_falls_back_and_with_volcano_is_left_to_it(db) -> None:
