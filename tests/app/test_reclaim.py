@@ -137,6 +137,9 @@ def test_the_reclaim_options_are_checked_on_save(db) -> None:
     bad.options = {"reclaim": {"grace_s": -1}}
     with pytest.raises(ValidationError, match=r"options\.reclaim\.grace_s"):
         bad.full_clean()
+    bad.options = {"reclaim": {"borrow_qos": "scavenger; drop"}}
+    with pytest.raises(ValidationError, match=r"options\.reclaim\.borrow_qos"):
+        bad.full_clean()
 
 
 @pytest.fixture
@@ -188,13 +191,16 @@ def test_on_ray_a_borrowers_job_is_one_victim_stopped_whole_by_its_submission_id
         ("raysubmit_b", "stop", True, "POST /api/jobs/raysubmit_b/stop")]
 
 
-def test_native_mode_on_ray_falls_back_to_the_portals_own_reclaim_and_says_so(ray_borrowed) -> None:
+def test_native_mode_on_ray_falls_back_to_the_portals_own_reclaim_and_says_so(ray_borrowed, cast, client) -> None:
     ray_borrowed.options = {"reclaim": {**ray_borrowed.options["reclaim"], "mode": "native"}}
     ray_borrowed.save()
     plan = reclaim.reclaim_round(ray_borrowed.pk)
     assert (plan.mode, plan.state) == ("native", ReclaimPlan.State.APPLIED)
     assert plan.reason == "native mode: Ray has no native reclaim, so the portal reclaimed itself (as in auto mode)"
     assert [a["victim"] for a in plan.actions] == ["raysubmit_b"]
+    client.force_login(cast["admin"])
+    page = client.get("/reclaim/").content.decode()
+    assert "Ray has no native reclaim, so the portal reclaimed itself" in page and "stop raysubmit_b" in page
 
 
 def test_native_mode_on_a_slurm_whose_preemption_cannot_be_read_is_reclaimed_by_the_portal_saying_why(
