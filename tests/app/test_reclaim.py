@@ -224,3 +224,15 @@ def test_native_mode_on_kubernetes_without_volcano_falls_back_and_with_volcano_i
     volcano = Orchestrator(name="v", kind="kubernetes", endpoint="https://v.example")
     assert reclaim.native_lever(plain) == "" and reclaim.native_lever(volcano) == "Volcano's reclaim action"
     assert "Kubernetes without Volcano has no native reclaim" in reclaim.native_fallback_note(plain)
+
+
+def test_a_native_rounds_qos_writes_read_as_a_count_on_the_reclaim_page(db, cast, client) -> None:
+    hpc = Orchestrator.objects.create(name="hpc", kind="slurm", endpoint="https://hpc.example:6820")
+    names = ("scavenger", "nlp-guaranteed", "vision-guaranteed")
+    writes = [{"victim": "", "verb": "qos", "changed": True, "dry_run": False, "request": f"sacctmgr -i add qos {name}",
+               "message": "native reclaim's QOS written"} for name in names]
+    ReclaimPlan.objects.create(orchestrator=hpc, created_at=timezone.now(), mode="native",
+                               state=ReclaimPlan.State.NATIVE, actions=writes, reason="native reclaim on hpc")
+    client.force_login(cast["admin"])
+    page = client.get("/reclaim/").content.decode()
+    assert "3 QOS writes" in page and "Left to the orchestrator" in page and "qos;" not in page
