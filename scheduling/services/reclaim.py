@@ -155,7 +155,8 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
         return None
     plan = _store(orchestrator, decision, settings, now, native)
     if plan.state == ReclaimPlan.State.APPROVED:
-        return apply_reclaim_plan(plan.pk)
+        slurm_native = settings.mode == "native" and not native.problem
+        return apply_reclaim_plan(plan.pk, _native_slurm_stopper(settings.borrow_qos) if slurm_native else None)
     return plan
 
 
@@ -189,6 +190,11 @@ def _disposition(orchestrator: Orchestrator, mode: str, native: NativeSetup) -> 
     if mode == "native":
         if native.problem:
             return ReclaimPlan.State.APPROVED, native.problem
+        if orchestrator.kind == Orchestrator.Kind.SLURM:
+            return ReclaimPlan.State.APPROVED, (
+                "native mode: jobs in the borrow QOS are left to slurmctld's preemption; a borrower in another QOS "
+                "(submitted before native reclaim, or with --qos) cannot be preempted by it and is requeued by the "
+                "portal")
         return (ReclaimPlan.State.NATIVE,
                 f"native mode: left to {native_lever(orchestrator)}; recorded, nothing stopped by the portal")
     return ReclaimPlan.State.PENDING, ""
@@ -302,6 +308,26 @@ def victim_stopper(orchestrator: Orchestrator, dry_run: bool):
     if orchestrator.kind == Orchestrator.Kind.RAY:
         return lambda submission_id: [_stop_ray_job(orchestrator, submission_id, dry_run)]
     raise ValidationError({"kind": f"no reclaim lever for {orchestrator.kind} orchestrators"})
+
+
+def _native_slurm_stopper(borrow_qos: str):
+    """Native mode on Slurm: a victim running in the borrow QOS is slurmctld's to preempt (the portal leaves it);
+    one in another QOS is not preemptible by slurmctld, so the portal requeues it as in auto mode."""
+    def stopper(orchestrator: Orchestrator, dry_run: bool):
+        requeue = victim_stopper(orchestrator, dry_run)
+        slurm_conf = option(orchestrator, "slurm_conf")
+        reader = SlurmRequeue(env={"SLURM_CONF": slurm_conf} if slurm_conf else None)
+
+        def stop(job: str) -> list[ActionResult]:
+            qos = reader.job_qos(job)
+            if qos == borrow_qos:
+                return [ActionResult("leave", job, dry_run, False, "",
+                                     f"job {job} runs in {qos}: left to slurmctld's preemption")]
+            return requeue(job)
+
+        return stop
+
+    return stopper
 
 
 def _stop_ray_job(orchestrator: Orchestrator, submission_id: str, dry_run: bool) -> ActionResult:
