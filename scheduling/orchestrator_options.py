@@ -51,7 +51,8 @@ GOVERNANCE = {
     "ray": {},
 }
 # Reclaim of borrowed GPUs for teams below their guarantee (docs/governance.md, "Reclaim"): off, native (the
-# orchestrator's own reclaim acts; the portal records what it would do), review (a plan an admin approves, the
+# orchestrator's own reclaim acts; the portal records what it would do, or reclaims itself where the orchestrator
+# has no native reclaim: Ray, Kubernetes without Volcano), review (a plan an admin approves, the
 # default) or auto; the engine's minimum victim runtime and the grace a claim waits; a dry run only describes the
 # requeue/eviction/stop; Kubernetes evictions may override the pods' own termination grace.
 RECLAIM = {
@@ -62,6 +63,7 @@ RECLAIM = {
         "grace_s": SECONDS_OR_ZERO,
         "dry_run": FLAG,
         "eviction_grace_s": {"type": "integer", "minimum": 0, "maximum": 86_400},
+        "borrow_qos": NAME,  # Slurm native mode: the preemptible QOS borrowed work runs in (default scavenger)
     },
     "additionalProperties": False,
 }

@@ -313,7 +313,10 @@ class ReclaimPlanTable(tables.Table):
 
 
 def _what_was_done(actions: list[dict]) -> str:
-    """"requeue 4101 (dry run)", "skip": the levers a plan pulled, as its actions recorded them."""
+    """"requeue 4101 (dry run)", "skip": the levers a plan pulled, as its actions recorded them; native reclaim's
+    QOS writes on Slurm counted, not listed ("3 QOS writes")."""
+    pulled = [a for a in actions or () if a.get("verb") != "qos"]
     done = [f"{a.get('verb', '')} {a.get('victim', '')}".strip() + (" (dry run)" if a.get("dry_run") else "")
-            for a in actions or ()]
-    return "; ".join(done)
+            for a in pulled]
+    writes = len(actions or ()) - len(pulled)
+    return "; ".join(([f"{writes} QOS write{'s' if writes != 1 else ''}"] if writes else []) + done)

@@ -136,26 +136,29 @@ def parse_node(
 
 
 class _JobIndex:
-    """job id -> (team, submitter claims) from ``/api/jobs/`` so tasks, actors and groups inherit their job's team
-    and submitter."""
+    """job id -> (team, submitter claims, submission id) from ``/api/jobs/`` so tasks, actors and groups inherit
+    their job's team and submitter, and name the job the Jobs API stops them by (reclaim's lever). A driver
+    started by hand (``type: DRIVER``) has no submission id: nothing can stop it through the Jobs API."""
 
     def __init__(self, jobs: Any, teams: TeamMapping) -> None:
         if not isinstance(jobs, list):
             raise MalformedResponse("jobs: expected a JSON list")
         self.teams = teams
-        self.by_id: dict[str, tuple[str, tuple[Claim, ...]]] = {}
+        self.by_id: dict[str, tuple[str, tuple[Claim, ...], str]] = {}
         for job in jobs:
             job_id = job.get("job_id") or (job.get("driver_info") or {}).get("id")
             if job_id:
                 metadata = job.get("metadata") or {}
                 team = teams.ray_team(metadata, job.get("entrypoint"))
                 claims = ray_claims(metadata, (*RAY_SUBMITTER_KEYS, teams.ray_user_key))
-                self.by_id[str(job_id)] = (team, claims)
+                submission = job.get("submission_id")
+                self.by_id[str(job_id)] = (team, claims, str(submission) if submission else "")
 
     def owner(self, job_id: Any) -> dict[str, Any]:
-        """The ``team``, ``user`` and ``claims`` of a workload of job ``job_id``."""
-        team, claims = self.by_id.get(str(job_id), (self.teams.default_team, ()))
-        return {"team": team, "user": claims[0].name if claims else "", "claims": claims}
+        """The ``team``, ``user``, ``claims`` and ``submission_id`` of a workload of job ``job_id``."""
+        team, claims, submission = self.by_id.get(str(job_id), (self.teams.default_team, (), ""))
+        return {"team": team, "user": claims[0].name if claims else "", "claims": claims,
+                "submission_id": submission}
 
 
 def _ms(value: Any) -> float | None:

@@ -32,6 +32,7 @@ from .k8s import PENDING_REMAINDER
 from .k8s_wire import GROUP_ANNOTATION
 
 _JOB_STATE = re.compile(r"\bJobState=(\S+)")
+_JOB_QOS = re.compile(r"\bQOS=(\S+)")
 SLURM_NOT_RUNNING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "COMPLETED", "CANCELLED",
                                "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                                "DEADLINE"})
@@ -63,15 +64,23 @@ class SlurmRequeue:
 
     def job_state(self, job_id: str) -> str:
         """The job's state (``RUNNING``, ``PENDING``...); ``COMPLETED`` when Slurm no longer knows it."""
+        return self._job_field(job_id, _JOB_STATE, "JobState", gone="COMPLETED")
+
+    def job_qos(self, job_id: str) -> str:
+        """The QOS the job runs in ("" when Slurm no longer knows it): native reclaim leaves jobs in the borrow QOS
+        to slurmctld's preemption."""
+        return self._job_field(job_id, _JOB_QOS, "QOS", gone="")
+
+    def _job_field(self, job_id: str, pattern: re.Pattern[str], name: str, *, gone: str) -> str:
         try:
             line = self._run(["show", "job", job_id, "-o"])
         except SourceUnavailable as error:
             if "Invalid job id" in str(error):
-                return "COMPLETED"
+                return gone
             raise
-        match = _JOB_STATE.search(line)
+        match = pattern.search(line)
         if not match:
-            raise SourceUnavailable(f"scontrol: no JobState= for job {job_id} in {line[:120]!r}", retryable=False)
+            raise SourceUnavailable(f"scontrol: no {name}= for job {job_id} in {line[:120]!r}", retryable=False)
         return match.group(1)
 
     def _run(self, args: list[str]) -> str:

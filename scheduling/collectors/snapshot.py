@@ -146,6 +146,9 @@ class ObservedWorkload:
     claims: tuple[Claim, ...] = ()
     scheduler: str = ""  # the scheduler its pods asked for (Kubernetes ``spec.schedulerName``)
     admission_gaps: tuple[AdmissionGap, ...] = ()
+    # The job the orchestrator stops this workload by, when that is not the workload itself: a Ray placement
+    # group, task or actor names its job's submission id (the Jobs API's stop; "" for a driver started by hand).
+    submission_id: str = ""
 
     @property
     def gpus(self) -> float:

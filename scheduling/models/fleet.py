@@ -202,6 +202,10 @@ class Workload(models.Model):
     duration_estimate_s = models.PositiveIntegerField(default=0)
     pending_reason = models.CharField(max_length=300, blank=True)
     nodes = models.JSONField(default=list, blank=True)
+    # The job the orchestrator stops this workload by, when that is not the workload itself: a Ray placement group,
+    # task or actor names its job's submission id (the Jobs API's stop, reclaim's lever); "" where the workload is
+    # its own job (Slurm, Kubernetes) or where nothing can stop it (a Ray driver started by hand).
+    submission_id = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-submitted_at"]

@@ -3,7 +3,9 @@ round that found a team below its guarantee waiting on GPUs other teams borrow o
 
 The mode is ``Orchestrator.options["reclaim"]["mode"]`` (docs/governance.md, "Reclaim"): *review* stores the
 plan for an admin to approve, *auto* applies it at once, *native* leaves the reclaim to the orchestrator's own
-(Volcano reclaim, Kueue reclaimWithinCohort, Slurm QOS preemption) and records what it would have done.
+(Volcano reclaim, Kueue reclaimWithinCohort, Slurm QOS preemption) and records what it would have done; where
+the orchestrator has none (Ray, Kubernetes without Volcano) native mode is applied by the portal, as auto, and the
+plan's ``reason`` says so.
 """
 
 from django.conf import settings as conf

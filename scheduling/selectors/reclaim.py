@@ -78,16 +78,18 @@ def _fleet_copies(orchestrators: list[Orchestrator], now: datetime) -> dict[int,
 def reclaim_inputs(orchestrator: Orchestrator) -> ReclaimInputs:
     """What the last collect round saw of ``orchestrator`` as the engine reads it. A workload's GPUs on a node
     keep the indices the scheduler reported, else the node's next free ones, so two workloads never share a
-    GPU in the model; work without a team is never a victim (nobody can say whose guarantee it borrows)."""
+    GPU in the model; work without a team is never a victim (nobody can say whose guarantee it borrows), nor
+    work the orchestrator's lever cannot stop (``stop_handle``)."""
     rows = list(
         Workload.objects.filter(orchestrator=orchestrator, state__in=Workload.ACTIVE_STATES)
         .select_related("team")
         .only("external_id", "state", "gang_size", "gpus_per_member", "priority", "submitted_at", "started_at",
-              "nodes", "team__slug")
+              "nodes", "submission_id", "team__slug")
         .order_by("started_at", "external_id")
     )
     taken: dict[str, set[int]] = defaultdict(set)
-    running = tuple(_running(row, taken) for row in rows if row.state == Workload.State.RUNNING)
+    running = tuple(_running(row, taken, stop_handle(row, orchestrator.kind))
+                    for row in rows if row.state == Workload.State.RUNNING)
     pending = tuple(_pending(row) for row in rows if row.state == Workload.State.PENDING and row.gpus > 0)
     nodes = tuple(
         engine_node(row, allocated=max(row[3], len(taken.get(row[0], ()))))
@@ -96,7 +98,17 @@ def reclaim_inputs(orchestrator: Orchestrator) -> ReclaimInputs:
     return ReclaimInputs(nodes, running, pending)
 
 
-def _running(row: Workload, taken: dict[str, set[int]]) -> RunningWorkload:
+def stop_handle(row: Workload, kind: str) -> str:
+    """What the orchestrator's reclaim lever stops ``row`` by, "" when nothing can: the workload itself on Slurm
+    (``scontrol requeue``) and Kubernetes (its pod or pod group evicted); on Ray its job's submission id (the Jobs
+    API stops the whole job, so every placement group, task and actor of one job is one gang to the engine; a
+    driver started by hand has none and is never a victim)."""
+    if kind == Orchestrator.Kind.RAY:
+        return row.submission_id
+    return row.external_id
+
+
+def _running(row: Workload, taken: dict[str, set[int]], handle: str) -> RunningWorkload:
     parts = [part for part in row.nodes or () if isinstance(part, dict) and part.get("node")]
     share, extra = divmod(row.gpus, max(1, len(parts)))
     assignments = []
@@ -109,7 +121,7 @@ def _running(row: Workload, taken: dict[str, set[int]]) -> RunningWorkload:
     started = row.started_at.timestamp() if row.started_at else 0.0
     team = row.team.slug if row.team else ""
     return RunningWorkload(row.external_id, team, float(row.gpus), tuple(assignments), priority=row.priority,
-                           started_at=started, gang_id=row.external_id, preemptible=bool(team))
+                           started_at=started, gang_id=handle or row.external_id, preemptible=bool(team and handle))
 
 
 def _next_free(used: set[int], count: int) -> list[int]:

@@ -32,7 +32,7 @@ from urllib3.exceptions import HTTPError as TransportError
 from scheduling.collectors import CollectorError
 from scheduling.collectors.governance_apply import ApplyResult, apply_kubernetes, apply_slurm
 from scheduling.collectors.k8s_governance import KubernetesGovernance
-from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
+from scheduling.collectors.slurm_accounting import SlurmAccountingWriter
 from scheduling.engine.entitlement_split import Split
 from scheduling.engine.governance_state import (
     Action,
@@ -293,9 +293,8 @@ def cluster_for(orchestrator: Orchestrator) -> Cluster:
     """The reader/writer of ``orchestrator``'s governance objects (tests replace it with a fake)."""
     options = orchestrator_access.governance_options(orchestrator)
     if orchestrator.kind == Orchestrator.Kind.SLURM:
-        env = {"SLURM_CONF": options["slurm_conf"]} if options.get("slurm_conf") else None
-        run = sacctmgr_runner((options.get("sacctmgr", "sacctmgr"),), env)
-        return SlurmCluster(SlurmAccountingWriter(run, options.get("cluster", orchestrator.name)))
+        run, cluster, _env = orchestrator_access.slurm_accounting_access(orchestrator)
+        return SlurmCluster(SlurmAccountingWriter(run, cluster))
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES:
         gov = KubernetesGovernance(orchestrator_access.kubernetes_api(orchestrator))
         mapped = dict(options.get("namespaces") or {})

@@ -158,6 +158,7 @@ WORKLOAD_FIELDS = [
     "finished_at",
     "pending_reason",
     "nodes",
+    "submission_id",
 ]
 WORKLOAD_COLUMNS = [Workload._meta.get_field(name).attname for name in WORKLOAD_FIELDS]  # team -> team_id
 
@@ -224,6 +225,7 @@ def _workload_values(item: ObservedWorkload, team_ids: dict[str, int], stored: d
         "finished_at": None,
         "pending_reason": item.pending_reason[:300] if state == Workload.State.PENDING else "",
         "nodes": placements(item),
+        "submission_id": item.submission_id[:200],
     }
 
 

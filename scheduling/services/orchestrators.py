@@ -373,6 +373,15 @@ def governance_options(orchestrator: Orchestrator) -> dict:
     return found
 
 
+def slurm_accounting_access(orchestrator: Orchestrator):
+    """``(sacctmgr runner, Slurm cluster name, env)`` of a Slurm orchestrator as governance writes it: the fleet's
+    own sacctmgr (``governance.sacctmgr``), its ``slurm_conf`` as ``SLURM_CONF``, its ``governance.cluster``."""
+    options = governance_options(orchestrator)
+    env = {"SLURM_CONF": options["slurm_conf"]} if options.get("slurm_conf") else None
+    run = sacctmgr_runner((options.get("sacctmgr", "sacctmgr"),), env)
+    return run, options.get("cluster", orchestrator.name), env
+
+
 GOVERNANCE_MODES = ("auto", "review")
 
 

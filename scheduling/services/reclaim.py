@@ -1,5 +1,7 @@
 """Keep every guarantee: each round, per orchestrator, the engine's reclaim decision becomes a plan (review),
-is applied at once (auto) or is left to the orchestrator's own reclaim (native); docs/governance.md, "Reclaim".
+is applied at once (auto) or is left to the orchestrator's own reclaim (native: Slurm QOS preemption, Volcano;
+where there is none, Ray and Kubernetes without Volcano, the portal applies it as in auto mode and the plan says so);
+docs/governance.md, "Reclaim".
 
 Applying stops each victim with the orchestrator's lever (``collectors/reclaim_actuators.py``): Slurm requeue,
 the Kubernetes Eviction API (PodDisruptionBudgets hold), Ray job stop. Every plan keeps its cause (the owner,
@@ -23,6 +25,7 @@ from scheduling.collectors.errors import CollectorError
 from scheduling.collectors.governance_apply import ApplyResult
 from scheduling.collectors.ray import RayCollector
 from scheduling.collectors.reclaim_actuators import KubernetesEviction, RayJobStop, SlurmRequeue
+from scheduling.collectors.slurm_preemption import SlurmPreemptionWriter, preempt_type
 from scheduling.engine.governance_types import RayPoolBounds
 from scheduling.engine.reclaim import (
     CeilingDecision,
@@ -32,12 +35,19 @@ from scheduling.engine.reclaim import (
     plan_ceiling,
     plan_reclaims,
 )
-from scheduling.models import Orchestrator, ReclaimPlan, Workload
+from scheduling.engine.slurm_preemption import DEFAULT_BORROW_QOS, preemption_design
+from scheduling.models import Orchestrator, ReclaimPlan, Team, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
 from scheduling.services import leases, versions
 from scheduling.services.audit import require_reason, stamp_author
-from scheduling.services.orchestrators import endpoint_of, kubernetes_api, option
+from scheduling.services.orchestrators import (
+    endpoint_of,
+    governance_options,
+    kubernetes_api,
+    option,
+    slurm_accounting_access,
+)
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
 
 log = logging.getLogger(__name__)
@@ -52,6 +62,7 @@ class ReclaimSettings:
     policy: ReclaimPolicy
     dry_run: bool = False
     eviction_grace_s: int | None = None
+    borrow_qos: str = DEFAULT_BORROW_QOS  # Slurm native mode: the QOS borrowed work runs in
 
 
 def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
@@ -64,11 +75,64 @@ def reclaim_settings(orchestrator: Orchestrator) -> ReclaimSettings:
                              float(options.get("grace_s", defaults.grace_s))),
         dry_run=bool(options.get("dry_run", False)),
         eviction_grace_s=options.get("eviction_grace_s"),
+        borrow_qos=str(options.get("borrow_qos", DEFAULT_BORROW_QOS)),
     )
 
 
-# Ray has no per-team guarantee to keep: its lever (the Jobs API's stop) holds the pool ceiling (``RayPool``).
-RECLAIM_KINDS = (Orchestrator.Kind.SLURM, Orchestrator.Kind.KUBERNETES)
+RECLAIM_KINDS = (Orchestrator.Kind.SLURM, Orchestrator.Kind.KUBERNETES, Orchestrator.Kind.RAY)
+
+
+def native_lever(orchestrator: Orchestrator) -> str:
+    """The orchestrator's own reclaim that *native* mode leaves the work to, "" when it has none (the portal then
+    reclaims itself, as in auto mode, and the plan says so): slurmctld requeues a borrower's job when an owner's
+    job arrives through the preemption QOSes the round writes (``_prepare_slurm``; docs/governance.md, "Native
+    reclaim on Slurm"); Volcano reclaims for a queue below its ``guarantee``. Ray and plain Kubernetes have none."""
+    if orchestrator.kind == Orchestrator.Kind.SLURM:
+        return "Slurm QOS preemption (preempt/qos, PreemptMode=REQUEUE)"
+    volcano = bool(governance_options(orchestrator).get("volcano", True))
+    if orchestrator.kind == Orchestrator.Kind.KUBERNETES and volcano:
+        return "Volcano's reclaim action"
+    return ""
+
+
+def native_fallback_note(orchestrator: Orchestrator, why: str = "") -> str:
+    kind = orchestrator.get_kind_display() if orchestrator.kind != Orchestrator.Kind.KUBERNETES else (
+        "Kubernetes without Volcano")
+    return f"native mode: {why or kind + ' has no native reclaim'}, so the portal reclaimed itself (as in auto mode)"
+
+
+@dataclass(frozen=True)
+class NativeSetup:
+    """What native mode found this round: ``problem`` "" when the orchestrator's own reclaim is in force (else
+    why not: the portal then reclaims itself), and the writes that keep it configured (Slurm's QOSes)."""
+
+    problem: str = ""
+    commands: tuple[str, ...] = ()
+
+
+def prepare_native(orchestrator: Orchestrator, guarantees: dict[str, float], settings: ReclaimSettings) -> NativeSetup:
+    if not native_lever(orchestrator):
+        return NativeSetup(native_fallback_note(orchestrator))
+    if orchestrator.kind != Orchestrator.Kind.SLURM:
+        return NativeSetup()
+    return _prepare_slurm(orchestrator, guarantees, settings)
+
+
+def _prepare_slurm(orchestrator: Orchestrator, guarantees: dict[str, float], settings: ReclaimSettings) -> NativeSetup:
+    """Write the preemption QOSes from this round's guarantees (``engine/slurm_preemption.py``), once slurmctld is
+    seen to preempt by QOS; a cluster that does not (its slurm.conf is the site's) is reclaimed by the portal."""
+    run, cluster, env = slurm_accounting_access(orchestrator)
+    try:
+        preempting = preempt_type(env)
+        if preempting != "preempt/qos":
+            return NativeSetup(native_fallback_note(
+                orchestrator, f"slurmctld's PreemptType is {preempting}, not preempt/qos"))
+        design = preemption_design(guarantees, Team.objects.values_list("slug", flat=True),
+                                   borrow_qos=settings.borrow_qos, min_runtime_s=settings.policy.min_runtime_s)
+        commands = SlurmPreemptionWriter(run, cluster, dry_run=settings.dry_run).apply(design)
+    except CollectorError as error:
+        return NativeSetup(native_fallback_note(orchestrator, f"the preemption QOSes could not be written ({error})"))
+    return NativeSetup("", tuple(commands))
 
 
 def reclaiming_orchestrators() -> list[Orchestrator]:
@@ -77,8 +141,8 @@ def reclaiming_orchestrators() -> list[Orchestrator]:
 
 
 def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimPlan | None:
-    """One round on one orchestrator: decide, then store (review), apply (auto) or record (native). None when
-    no team below its guarantee waits on borrowed GPUs there."""
+    """One round on one orchestrator: decide, then store (review), apply (auto; native without a native lever)
+    or record (native). None when no team below its guarantee waits on borrowed GPUs there."""
     now = now or timezone.now()
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
     settings = reclaim_settings(orchestrator)
@@ -95,37 +159,75 @@ def reclaim_round(orchestrator_id: int, now: datetime | None = None) -> ReclaimP
 def _reclaim_round(orchestrator: Orchestrator, settings: ReclaimSettings, now: datetime) -> ReclaimPlan | None:
     inputs = reclaim_inputs(orchestrator)
     guarantees = guarantees_by_orchestrator([orchestrator], now)[orchestrator.pk]
+    native = prepare_native(orchestrator, guarantees, settings) if settings.mode == "native" else NativeSetup()
     decision = plan_reclaims(inputs.nodes, inputs.running, inputs.pending, guarantees, now=now.timestamp(),
                              policy=settings.policy)
     if not decision.reclaims:
+        if native.commands:
+            _record_native_setup(orchestrator, native, settings, now)
         return None
-    plan = _store(orchestrator, decision, settings, now)
-    if settings.mode == "auto":
-        return apply_reclaim_plan(plan.pk)
+    plan = _store(orchestrator, decision, settings, now, native)
+    if plan.state == ReclaimPlan.State.APPROVED:
+        slurm_native = settings.mode == "native" and not native.problem
+        return apply_reclaim_plan(plan.pk, _native_slurm_stopper(settings.borrow_qos) if slurm_native else None)
     return plan
 
 
 @transaction.atomic
 def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: ReclaimSettings,
-           now: datetime) -> ReclaimPlan:
+           now: datetime, native: NativeSetup) -> ReclaimPlan:
     """The round's plan; a newer decision supersedes a plan nobody decided yet (it may name victims that ended)."""
     for stale in open_plans(orchestrator).filter(state=ReclaimPlan.State.PENDING).select_for_update():
         stamp_author(stale, by=None, reason="superseded by a newer reclaim decision")
         stale.state = ReclaimPlan.State.SUPERSEDED
         stale.save()
-    state = {"auto": ReclaimPlan.State.APPROVED, "native": ReclaimPlan.State.NATIVE}.get(
-        settings.mode, ReclaimPlan.State.PENDING)
+    state, reason = _disposition(orchestrator, settings.mode, native)
     plan = ReclaimPlan(
         orchestrator=orchestrator, created_at=now, mode=settings.mode, dry_run=settings.dry_run, state=state,
         reclaims=[_reclaim_document(reclaim) for reclaim in decision.reclaims],
         passed=[asdict(claim) for claim in decision.passed],
         cause="; ".join(reclaim.cause for reclaim in decision.reclaims),
-        decided_at=now if settings.mode == "auto" else None,
-        reason="auto mode" if settings.mode == "auto" else "",
+        decided_at=now if state != ReclaimPlan.State.PENDING else None,
+        reason=reason, actions=_setup_actions(native, settings),
     )
     stamp_author(plan, by=None, reason=plan.cause[:1000] or "reclaim")
     plan.save()
     return plan
+
+
+def _disposition(orchestrator: Orchestrator, mode: str, native: NativeSetup) -> tuple[str, str]:
+    """The new plan's state and the reason it records: review waits for an admin; auto is applied at once;
+    native is left to the orchestrator's own reclaim, or applied by the portal where there is none."""
+    if mode == "auto":
+        return ReclaimPlan.State.APPROVED, "auto mode"
+    if mode == "native":
+        if native.problem:
+            return ReclaimPlan.State.APPROVED, native.problem
+        if orchestrator.kind == Orchestrator.Kind.SLURM:
+            return ReclaimPlan.State.APPROVED, (
+                "native mode: jobs in the borrow QOS are left to slurmctld's preemption; a borrower in another QOS "
+                "(submitted before native reclaim, or with --qos) cannot be preempted by it and is requeued by the "
+                "portal")
+        return (ReclaimPlan.State.NATIVE,
+                f"native mode: left to {native_lever(orchestrator)}; recorded, nothing stopped by the portal")
+    return ReclaimPlan.State.PENDING, ""
+
+
+def _setup_actions(native: NativeSetup, settings: ReclaimSettings) -> list[dict]:
+    return [{"victim": "", "verb": "qos", "changed": True, "dry_run": settings.dry_run, "request": command,
+             "message": "native reclaim's QOS written" if not settings.dry_run else "dry run: QOS not written"}
+            for command in native.commands]
+
+
+def _record_native_setup(orchestrator: Orchestrator, native: NativeSetup, settings: ReclaimSettings,
+                         now: datetime) -> None:
+    """The QOS writes of a round that reclaimed nothing, audited like a plan (the reclaim page lists it)."""
+    cause = f"native reclaim on {orchestrator.name}: preemption QOSes written from this round's guarantees"
+    plan = ReclaimPlan(orchestrator=orchestrator, created_at=now, mode="native", dry_run=settings.dry_run,
+                       state=ReclaimPlan.State.NATIVE, cause=cause, decided_at=now, reason=cause,
+                       actions=_setup_actions(native, settings))
+    stamp_author(plan, by=None, reason=cause)
+    plan.save()
 
 
 def _reclaim_document(reclaim) -> dict:
@@ -197,7 +299,7 @@ def apply_reclaim_plan(plan_id: int, stoppers=None) -> ReclaimPlan:
                     actions += [_action(gang, result) for result in stop(gang)]
                 except (CollectorError, ValueError) as error:
                     errors.append(f"{gang}: {error}")
-        plan.actions, plan.error = actions, "; ".join(errors)
+        plan.actions, plan.error = [*plan.actions, *actions], "; ".join(errors)
         plan.state = ReclaimPlan.State.FAILED if errors else ReclaimPlan.State.APPLIED
         stamp_author(plan, by=None, reason=f"reclaim applied: {plan.cause}"[:1000])
         plan.save()
@@ -219,7 +321,39 @@ def victim_stopper(orchestrator: Orchestrator, dry_run: bool):
         eviction = KubernetesEviction(kubernetes_api(orchestrator), dry_run=dry_run,
                                       grace_period_s=reclaim_settings(orchestrator).eviction_grace_s)
         return eviction.evict_workload
+    if orchestrator.kind == Orchestrator.Kind.RAY:
+        return lambda submission_id: [_stop_ray_job(orchestrator, submission_id, dry_run)]
     raise ValidationError({"kind": f"no reclaim lever for {orchestrator.kind} orchestrators"})
+
+
+def _native_slurm_stopper(borrow_qos: str):
+    """Native mode on Slurm: a victim running in the borrow QOS is slurmctld's to preempt (the portal leaves it);
+    one in another QOS is not preemptible by slurmctld, so the portal requeues it as in auto mode."""
+    def stopper(orchestrator: Orchestrator, dry_run: bool):
+        requeue = victim_stopper(orchestrator, dry_run)
+        slurm_conf = option(orchestrator, "slurm_conf")
+        reader = SlurmRequeue(env={"SLURM_CONF": slurm_conf} if slurm_conf else None)
+
+        def stop(job: str) -> list[ActionResult]:
+            qos = reader.job_qos(job)
+            if qos == borrow_qos:
+                return [ActionResult("leave", job, dry_run, False, "",
+                                     f"job {job} runs in {qos}: left to slurmctld's preemption")]
+            return requeue(job)
+
+        return stop
+
+    return stopper
+
+
+def _stop_ray_job(orchestrator: Orchestrator, submission_id: str, dry_run: bool) -> ActionResult:
+    """The Jobs API's stop, the lever the pool ceiling pulls too (``RayPool``): the whole job, every group,
+    task and actor of it (reclaim_inputs makes them one gang)."""
+    stopper = RayJobStop(endpoint_of(orchestrator), dry_run=dry_run)
+    try:
+        return stopper.stop(submission_id)
+    finally:
+        stopper.close()
 
 
 # ------------------------------------------------------------------------------------------- Ray's ceiling
@@ -264,13 +398,11 @@ class RayPool:
                     for job in jobs if job.gpus > 0]
         decision = plan_ceiling(holdings, change.desired.max_gpus, guarantees, now=now.timestamp(),
                                 min_runtime_s=reclaim_settings(self.orchestrator).policy.min_runtime_s)
-        stopper = RayJobStop(endpoint_of(self.orchestrator), dry_run=self.dry_run)
         try:
-            actions = [_action(stop.workload_id, stopper.stop(stop.workload_id)) for stop in decision.stops]
+            actions = [_action(stop.workload_id, _stop_ray_job(self.orchestrator, stop.workload_id, self.dry_run))
+                       for stop in decision.stops]
         except CollectorError as error:
             return ApplyResult(change.id, change.action, False, f"stopping a Ray job: {error}")
-        finally:
-            stopper.close()
         _record_ceiling(self.orchestrator, decision, actions, now, self.dry_run)
         held_after = decision.held_after
         if held_after > change.desired.max_gpus:

@@ -10,6 +10,8 @@
 # $SLURM_ACCT_DB (default gpuportal_slurm_acct_<hash of the state dir>, so parallel fleets never
 # share one) on the MariaDB at $SLURM_MYSQL_HOST:$SLURM_MYSQL_PORT (default 127.0.0.1:3306, root,
 # no password), dropped and made anew on every start.
+# Preemption is off unless $SLURM_PREEMPT_TYPE is set (e.g. preempt/qos, with PreemptMode
+# $SLURM_PREEMPT_MODE, default REQUEUE): native reclaim's live test turns it on.
 #
 # Everything lives in $SLURM_STATE_DIR (default /tmp/gpuportal-slurm) and is wiped on every start,
 # so each run begins with an empty queue. Prints KEY=VALUE lines (also written to $STATE/env):
@@ -135,6 +137,11 @@ last=$(printf "%02d" "$NODES")
     echo "AccountingStorageEnforce=associations,limits,qos"
     echo "AccountingStorageTRES=gres/gpu"
     echo "PriorityType=priority/multifactor"
+    if [ -n "${SLURM_PREEMPT_TYPE:-}" ]; then
+        echo "# native reclaim (docs/governance.md): slurmctld requeues a borrower's job for an owner's"
+        echo "PreemptType=$SLURM_PREEMPT_TYPE"
+        echo "PreemptMode=${SLURM_PREEMPT_MODE:-REQUEUE}"
+    fi
     echo "PriorityWeightFairshare=10000"
     echo "PriorityWeightAge=1000"
     echo "JobCompType=jobcomp/none"

@@ -12,9 +12,12 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduling import tasks
+from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snapshot, WorkloadState
+from scheduling.engine.types import OrchestratorKind
 from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, reclaim_inputs
 from scheduling.services import reclaim
+from scheduling.services.ingest import ingest_snapshot
 
 HOUR_AGO = timedelta(hours=1)
 
@@ -134,10 +137,102 @@ def test_the_reclaim_options_are_checked_on_save(db) -> None:
     bad.options = {"reclaim": {"grace_s": -1}}
     with pytest.raises(ValidationError, match=r"options\.reclaim\.grace_s"):
         bad.full_clean()
+    bad.options = {"reclaim": {"borrow_qos": "scavenger; drop"}}
+    with pytest.raises(ValidationError, match=r"options\.reclaim\.borrow_qos"):
+        bad.full_clean()
 
 
-def test_ray_has_no_per_team_reclaim_round_its_lever_holds_the_pool_ceiling(db) -> None:
+@pytest.fixture
+def ray_borrowed(db, cast):
+    """ray (3 x 8 GPUs) as a collect round ingests it: recsys's submitted job raysubmit_b holds two 8-GPU placement
+    groups, a driver recsys started by hand holds 8 more; nlp (16 guaranteed) waits with a gang of 2 x 8 GPUs (a job
+    is stopped whole, so its GPUs must not exceed what the owner waits for)."""
+    now = timezone.now()
     ray = Orchestrator.objects.create(name="ray", kind="ray", endpoint="http://ray.example:8265",
-                                      options={"reclaim": {"mode": "auto"}})
-    assert ray not in reclaim.reclaiming_orchestrators()
-    assert reclaim.reclaim_round(ray.pk) is None
+                                      options={"reclaim": {"mode": "auto", "dry_run": True, "grace_s": 0,
+                                                           "min_runtime_s": 0}})
+    recsys = Team.objects.create(slug="recsys", name="Recsys")
+    Queue.objects.create(team=recsys, weight=Decimal(10), guaranteed=0, burst_limit=24)
+    Queue.objects.create(team=Team.objects.get(slug="nlp"), weight=Decimal(100), guaranteed=16, burst_limit=16)
+    started = (now - HOUR_AGO).timestamp()
+
+    def group(name: str, node: str, team: str, submission: str, state=WorkloadState.RUNNING) -> ObservedWorkload:
+        running = state is WorkloadState.RUNNING
+        return ObservedWorkload(external_id=f"pg:{name}", orchestrator="ray", team=team, state=state,
+                                gang_size=1 if running else 2, gpus_per_member=8.0, submitted_at=started,
+                                started_at=started if running else None, nodes=(node,) if running else (),
+                                submission_id=submission)
+
+    snapshot = Snapshot("ray", OrchestratorKind.RAY, now,
+                        nodes=tuple(ObservedNode(n, "ray", 8, 8, gpu_model="H100") for n in ("r1", "r2", "r3")),
+                        workloads=(group("b1", "r1", "recsys", "raysubmit_b"),
+                                   group("b2", "r2", "recsys", "raysubmit_b"), group("hand", "r3", "recsys", ""),
+                                   group("owner", "", "nlp", "raysubmit_nlp", WorkloadState.PENDING)))
+    ingest_snapshot(ray, snapshot)
+    return ray
+
+
+def test_ray_workload_rows_keep_their_jobs_submission_id_from_the_collect_round(ray_borrowed) -> None:
+    rows = dict(Workload.objects.filter(orchestrator=ray_borrowed).values_list("external_id", "submission_id"))
+    assert rows == {"pg:b1": "raysubmit_b", "pg:b2": "raysubmit_b", "pg:hand": "", "pg:owner": "raysubmit_nlp"}
+
+
+def test_on_ray_a_borrowers_job_is_one_victim_stopped_whole_by_its_submission_id(ray_borrowed) -> None:
+    """Both groups of raysubmit_b go as one gang (the Jobs API stops the job, not a group); the hand-started
+    driver is never a victim (nothing can stop it)."""
+    inputs = reclaim_inputs(ray_borrowed)
+    assert {(w.id, w.gang_id, w.preemptible) for w in inputs.running} == {
+        ("pg:b1", "raysubmit_b", True), ("pg:b2", "raysubmit_b", True), ("pg:hand", "pg:hand", False)}
+    plan = reclaim.reclaim_round(ray_borrowed.pk)
+    assert plan is not None and plan.state == ReclaimPlan.State.APPLIED, plan and plan.error
+    [claim] = plan.reclaims
+    assert {v["workload_id"] for v in claim["victims"]} == {"pg:b1", "pg:b2"}
+    assert [(a["victim"], a["verb"], a["dry_run"], a["request"]) for a in plan.actions] == [
+        ("raysubmit_b", "stop", True, "POST /api/jobs/raysubmit_b/stop")]
+
+
+def test_native_mode_on_ray_falls_back_to_the_portals_own_reclaim_and_says_so(ray_borrowed, cast, client) -> None:
+    ray_borrowed.options = {"reclaim": {**ray_borrowed.options["reclaim"], "mode": "native"}}
+    ray_borrowed.save()
+    plan = reclaim.reclaim_round(ray_borrowed.pk)
+    assert (plan.mode, plan.state) == ("native", ReclaimPlan.State.APPLIED)
+    assert plan.reason == "native mode: Ray has no native reclaim, so the portal reclaimed itself (as in auto mode)"
+    assert [a["victim"] for a in plan.actions] == ["raysubmit_b"]
+    client.force_login(cast["admin"])
+    page = client.get("/reclaim/").content.decode()
+    assert "Ray has no native reclaim, so the portal reclaimed itself" in page and "stop raysubmit_b" in page
+
+
+def test_native_mode_on_a_slurm_whose_preemption_cannot_be_read_is_reclaimed_by_the_portal_saying_why(
+        borrowed, tmp_path) -> None:
+    """slurmctld is not reachable through this slurm.conf: native reclaim cannot be known to be in force, so the
+    portal requeues (a dry run here) and the plan names why. The QOS path itself runs live
+    (tests/governance_live/test_reclaim_live.py)."""
+    borrowed.options = {"slurm_conf": str(tmp_path / "missing.conf"),
+                        "reclaim": {**borrowed.options["reclaim"], "mode": "native"}}
+    borrowed.save()
+    plan = reclaim.reclaim_round(borrowed.pk)
+    assert (plan.mode, plan.state) == ("native", ReclaimPlan.State.APPLIED)
+    assert plan.reason.startswith("native mode: ") and plan.reason.endswith(
+        "so the portal reclaimed itself (as in auto mode)")
+    assert [(a["verb"], a["victim"]) for a in plan.actions] == [("requeue", "102")]
+
+
+def test_native_mode_on_kubernetes_without_volcano_falls_back_and_with_volcano_is_left_to_it(db) -> None:
+    plain = Orchestrator(name="k", kind="kubernetes", endpoint="https://k.example",
+                         options={"governance": {"volcano": False}})
+    volcano = Orchestrator(name="v", kind="kubernetes", endpoint="https://v.example")
+    assert reclaim.native_lever(plain) == "" and reclaim.native_lever(volcano) == "Volcano's reclaim action"
+    assert "Kubernetes without Volcano has no native reclaim" in reclaim.native_fallback_note(plain)
+
+
+def test_a_native_rounds_qos_writes_read_as_a_count_on_the_reclaim_page(db, cast, client) -> None:
+    hpc = Orchestrator.objects.create(name="hpc", kind="slurm", endpoint="https://hpc.example:6820")
+    names = ("scavenger", "nlp-guaranteed", "vision-guaranteed")
+    writes = [{"victim": "", "verb": "qos", "changed": True, "dry_run": False, "request": f"sacctmgr -i add qos {name}",
+               "message": "native reclaim's QOS written"} for name in names]
+    ReclaimPlan.objects.create(orchestrator=hpc, created_at=timezone.now(), mode="native",
+                               state=ReclaimPlan.State.NATIVE, actions=writes, reason="native reclaim on hpc")
+    client.force_login(cast["admin"])
+    page = client.get("/reclaim/").content.decode()
+    assert "3 QOS writes" in page and "Left to the orchestrator" in page and "qos;" not in page

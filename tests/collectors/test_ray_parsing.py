@@ -82,8 +82,10 @@ def test_pending_workloads_add_up_to_the_autoscaler_demand(snapshot):
 def test_teams_come_from_job_metadata_then_the_entrypoint(snapshot):
     assert {(w.team, w.user) for w in snapshot.workloads} == {("llm", "alice")}
     jobs = [{"job_id": "03000000", "entrypoint": "python train.py --team=vision", "metadata": {}}]
-    assert _JobIndex(jobs, TeamMapping()).owner("03000000") == {"team": "vision", "user": "", "claims": ()}
-    assert _JobIndex(jobs, TeamMapping()).owner("unknown") == {"team": "unassigned", "user": "", "claims": ()}
+    assert _JobIndex(jobs, TeamMapping()).owner("03000000") == {"team": "vision", "user": "", "claims": (),
+                                                               "submission_id": ""}
+    assert _JobIndex(jobs, TeamMapping()).owner("unknown") == {"team": "unassigned", "user": "", "claims": (),
+                                                              "submission_id": ""}
 
 
 def test_the_submitter_comes_from_metadata_user_or_submitter_before_the_legacy_owner_key():
@@ -177,3 +179,22 @@ def test_shared_other_state_listings_are_whole(name, rows):
 def test_shared_version_and_health_answers():
     assert load_shared("ray", "api_version.json")["ray_version"] == "2.60.0"
     assert (shared_dir("ray") / "api_gcs_healthz.json").read_text().strip() == "success"
+
+
+def test_every_gpu_workload_names_its_jobs_submission_id_and_a_hand_started_driver_none(snapshot):
+    """Reclaim stops a Ray borrower through the Jobs API, by the submission id of the job a placement group, task
+    or actor belongs to (issue 31 item 3); a driver started by hand (``type: DRIVER``) has none."""
+    assert {w.submission_id for w in snapshot.workloads} == {"portal-demo-1796225579"}
+    jobs = load_fixture("ray", "api_jobs.json")
+    by_hand = [{**job, "submission_id": None, "type": "DRIVER"} for job in jobs]
+    assert {w.submission_id for w in build_snapshot("ray-a", **_documents(jobs_doc=by_hand)).workloads} == {""}
+
+
+def test_the_shared_samples_jobs_api_answer_gives_the_submission_id_of_its_workloads():
+    documents = _documents(**{
+        "jobs_doc": load_shared("ray", "api_jobs.json"),
+        "placement_groups_doc": load_shared("ray", "api_v0_placement_groups_detail_true.json"),
+    })
+    submission = load_shared("ray", "api_jobs_SUBMISSION_ID.json")["submission_id"]
+    groups = [w for w in build_snapshot("ray-a", **documents).workloads if w.external_id.startswith("pg:")]
+    assert groups and {w.submission_id for w in groups} == {submission}
