@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0028_reclaim_plan'),
+        ('scheduling', '0032_plan_versions'),
     ]
 
     operations = [
