@@ -22,7 +22,7 @@ from scheduling.collectors.errors import CollectorError
 from scheduling.collectors.governance_apply import ApplyResult
 from scheduling.collectors.ray import RayCollector
 from scheduling.collectors.reclaim_actuators import KubernetesEviction, RayJobStop, SlurmRequeue
-from scheduling.engine.governance_types import RayPoolBounds
+from scheduling.engine.governance_types import KUEUE_RECLAIM_ANY, NativeKind, RayPoolBounds
 from scheduling.engine.reclaim import (
     CeilingDecision,
     Holding,
@@ -31,7 +31,7 @@ from scheduling.engine.reclaim import (
     plan_ceiling,
     plan_reclaims,
 )
-from scheduling.models import Orchestrator, ReclaimPlan, Workload
+from scheduling.models import AppliedObject, Orchestrator, ReclaimPlan, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
 from scheduling.services.audit import require_reason, stamp_author
@@ -108,11 +108,38 @@ def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: Recl
         passed=[asdict(claim) for claim in decision.passed],
         cause="; ".join(reclaim.cause for reclaim in decision.reclaims),
         decided_at=now if settings.mode == "auto" else None,
-        reason="auto mode" if settings.mode == "auto" else "",
+        reason={"auto": "auto mode", "native": native_reclaim(orchestrator, decision)}.get(settings.mode, ""),
     )
     stamp_author(plan, by=None, reason=plan.cause[:1000] or "reclaim")
     plan.save()
     return plan
+
+
+def native_reclaim(orchestrator: Orchestrator, decision: ReclaimDecision) -> str:
+    """Who takes the borrowed GPUs back in native mode, from what the portal last wrote there: on Kubernetes,
+    Kueue, for each owner whose ClusterQueue carries ``reclaimWithinCohort: Any``; nobody for an owner whose
+    queue does not (yet: the next governance round writes it). Said in the plan, so nobody reads "native" as
+    "done" where no native reclaim is in force."""
+    owners = sorted({reclaim.owner for reclaim in decision.reclaims})
+    if orchestrator.kind != Orchestrator.Kind.KUBERNETES:
+        return f"native: left to {orchestrator.name}'s own preemption for {', '.join(owners)}"
+    queues = {
+        settings["name"]: settings
+        for settings in AppliedObject.objects.filter(
+            orchestrator=orchestrator, kind=NativeKind.KUEUE_CLUSTER_QUEUE.value
+        ).values_list("settings", flat=True)
+    }
+    said = []
+    for owner in owners:
+        queue = queues.get(owner)
+        if queue and queue.get("reclaim_within_cohort") == KUEUE_RECLAIM_ANY:
+            said.append(f"Kueue reclaims for {owner}: ClusterQueue {owner} has reclaimWithinCohort Any in cohort "
+                        f"{queue.get('cohort')}, so Kueue evicts Workloads running on borrowed quota once "
+                        f"{owner}'s pending work fits its nominal quota of {queue.get('nominal_gpus')}")
+        else:
+            said.append(f"no native reclaim in force for {owner}: no ClusterQueue {owner} with reclaimWithinCohort "
+                        f"Any written on {orchestrator.name}")
+    return "native: " + "; ".join(said)
 
 
 def _reclaim_document(reclaim) -> dict:

@@ -12,9 +12,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduling import tasks
-from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
+from scheduling.engine.governance_types import KueueClusterQueue
+from scheduling.models import AppliedObject, EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, reclaim_inputs
 from scheduling.services import reclaim
+from scheduling.services.enforcement import to_json
 
 HOUR_AGO = timedelta(hours=1)
 
@@ -141,3 +143,21 @@ def test_ray_has_no_per_team_reclaim_round_its_lever_holds_the_pool_ceiling(db) 
                                       options={"reclaim": {"mode": "auto"}})
     assert ray not in reclaim.reclaiming_orchestrators()
     assert reclaim.reclaim_round(ray.pk) is None
+
+
+def test_a_native_round_on_kueue_records_that_kueue_reclaims_only_where_the_queue_says_so(borrowed) -> None:
+    """Native mode leaves the eviction to Kueue: the plan says so for an owner whose ClusterQueue the portal
+    wrote with reclaimWithinCohort Any, and says that nothing reclaims where no such queue was written."""
+    Orchestrator.objects.filter(pk=borrowed.pk).update(
+        kind="kubernetes", options={"reclaim": {"mode": "native", "grace_s": 300, "min_runtime_s": 600}})
+    plan = reclaim.reclaim_round(borrowed.pk)
+    assert plan is not None and plan.state == ReclaimPlan.State.NATIVE and not plan.actions
+    assert plan.reason == "native: no native reclaim in force for nlp: no ClusterQueue nlp with reclaimWithinCohort " \
+                          "Any written on hpc"
+    queue = KueueClusterQueue("nlp", "gpuportal", "default-flavor", 8, 8, None, "Any")
+    AppliedObject.objects.create(orchestrator=borrowed, object_id="kueue_cluster_queue:nlp", kind=queue.kind.value,
+                                 team="nlp", settings=to_json(queue), applied_at=timezone.now())
+    plan = reclaim.reclaim_round(borrowed.pk)
+    assert plan.reason.startswith("native: Kueue reclaims for nlp: ClusterQueue nlp has reclaimWithinCohort Any in "
+                                  "cohort gpuportal")
+    assert "nominal quota of 8" in plan.reason
