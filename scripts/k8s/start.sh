@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Start a real Kubernetes control plane on loopback: our own etcd, kube-apiserver (TLS with a CA made
 # here, static bearer tokens, RBAC, the ResourceQuota admission plugin), the real kube-scheduler and
-# kube-controller-manager (its resourcequota and namespace controllers, so a quota's status.used is real
-# and a deleted namespace empties), and KWOK's controller, which plays the kubelets of the nodes annotated
+# kube-controller-manager (its resourcequota, namespace and job controllers, so a quota's status.used is
+# real, a deleted namespace empties and a Job's pods exist), and KWOK's controller, which plays the kubelets of the nodes annotated
 # kwok.x-k8s.io/node=fake (Ready, heartbeats; their pods go Running and finish: scripts/k8s/kwok-stages.yaml).
 # The releases are those of scripts/k8s/build (built and cached by scripts/k8s/install.sh).
 #
@@ -11,6 +11,7 @@
 #   K8S_ADMIN_KUBECONFIG   system:masters (seeding, direct queries)
 #   K8S_PORTAL_KUBECONFIG  user "gpuportal" with only the portal's RBAC role (collector, actuator)
 #   K8S_SCHEDULER_KUBECONFIG, K8S_API_URL, K8S_STATE_DIR
+# Kueue is started on top by scripts/k8s/kueue.py (kueue.kubeconfig is written for it here).
 # Needs root only for the cache path; scripts/k8s/install.sh must have run first.
 set -euo pipefail
 
