@@ -171,6 +171,10 @@ def test_governance_writes_queues_kueue_accepts_and_its_jobs_are_admitted_and_ru
 
 def test_a_team_borrows_to_its_cap_and_kueue_reclaims_for_the_owner_in_native_mode(governed) -> None:
     cluster, _ = governed
+    # The round recorded what it wrote for native mode: Kueue, not the portal, takes borrowed GPUs back here.
+    for slug in TEAMS:
+        applied = AppliedObject.objects.get(object_id=f"kueue_cluster_queue:{slug}")
+        assert applied.settings["reclaim_within_cohort"] == "Any"
     # nlp beyond its nominal 8: borrows vision's idle quota and the unguaranteed GPUs, up to its cap of 24.
     for index in range(3):
         submit(cluster, "nlp", f"train-{index}", 8)
