@@ -75,3 +75,15 @@ def in_process_app():
     app = Celery("in-process", set_as_current=False)
     app.conf.task_always_eager = True
     return app
+
+
+def governance_round() -> dict:
+    """One governance round as the CLI runs it (``governance --once --json``): the report per orchestrator."""
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("governance", "--once", "--json", stdout=out)
+    return json.loads(out.getvalue())

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduling.engine.governance_types import (
     GPU_QUOTA_KEY,
     GPU_RESOURCE,
+    KUEUE_RECLAIM_NEVER,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     TEAM_LABEL,
@@ -101,6 +102,8 @@ def kueue_cluster_queue_body(queue: KueueClusterQueue) -> dict[str, Any]:
         "cohort": queue.cohort,
         "namespaceSelector": {"matchLabels": {TEAM_LABEL: queue.name}},
         "resourceGroups": [{"coveredResources": [GPU_RESOURCE], "flavors": flavors}],
+        # Only this policy is the portal's; Kueue's defaults stand for the others (withinClusterQueue, ...).
+        "preemption": {"reclaimWithinCohort": queue.reclaim_within_cohort},
     }
     return _kueue_object("ClusterQueue", {"name": queue.name}, spec)
 
@@ -156,6 +159,7 @@ def parse_volcano_queue(raw: dict[str, Any]) -> VolcanoQueue:
 def parse_kueue_cluster_queue(raw: dict[str, Any]) -> KueueClusterQueue:
     metadata = _metadata(raw, "kueue clusterqueue")
     spec = raw.get("spec") or {}
+    reclaim = str((spec.get("preemption") or {}).get("reclaimWithinCohort") or KUEUE_RECLAIM_NEVER)
     for group in spec.get("resourceGroups") or ():
         for flavor in group.get("flavors") or ():
             for resource in flavor.get("resources") or ():
@@ -168,8 +172,9 @@ def parse_kueue_cluster_queue(raw: dict[str, Any]) -> KueueClusterQueue:
                         nominal_gpus=quantity(resource.get("nominalQuota")),
                         borrowing_limit_gpus=quantity(limits[0]) if limits[0] is not None else None,
                         lending_limit_gpus=quantity(limits[1]) if limits[1] is not None else None,
+                        reclaim_within_cohort=reclaim,
                     )
-    return KueueClusterQueue(metadata["name"], str(spec.get("cohort") or ""), "", 0, None, None)
+    return KueueClusterQueue(metadata["name"], str(spec.get("cohort") or ""), "", 0, None, None, reclaim)
 
 
 def parse_kueue_local_queue(raw: dict[str, Any]) -> KueueLocalQueue:

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 from .calendar import Bounds
 from .governance_types import (
     GPU_TRES,
+    KUEUE_RECLAIM_ANY,
+    KUEUE_RECLAIM_NEVER,
     PRIORITY_CLASSES,
     K8sNamespace,
     K8sPriorityClass,
@@ -41,6 +43,7 @@ from .governance_types import (
     SlurmAccount,
     SlurmUser,
     VolcanoQueue,
+    kueue_lender_name,
     settings,
 )
 from .types import OrchestratorKind
@@ -122,6 +125,7 @@ class GovOrchestrator:
     kueue: bool = False
     kueue_cohort: str = "gpuportal"
     kueue_flavor: str = "default-flavor"
+    kueue_reclaim: bool = False  # reclaim mode "native": Kueue's reclaimWithinCohort takes borrowed GPUs back
     pool_gpus: int = 0
     namespace_demand: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # ns -> (running, pending) GPUs
 
@@ -219,6 +223,11 @@ def team_name_problems(team: GovTeam, orch: GovOrchestrator) -> list[InputProble
         if (orch.volcano or orch.kueue) and not _DNS_LABEL.match(team.slug):
             problems.append(
                 InputProblem("team.slug", f"{orch.name}: {team.slug!r} names a queue and is not {DNS_LABEL_RULE}")
+            )
+        if orch.kueue and team.slug == kueue_lender_name(orch.kueue_cohort):
+            problems.append(
+                InputProblem("team.slug", f"{orch.name}: {team.slug!r} is the ClusterQueue of the GPUs guaranteed "
+                                          f"to no team in cohort {orch.kueue_cohort}")
             )
         problems += [
             InputProblem("team.namespaces", f"{orch.name}: {team.slug}: namespace {ns!r} is not {DNS_LABEL_RULE}")
@@ -580,6 +589,8 @@ def _kubernetes(data: GovernanceInput, orch: GovOrchestrator, at: float, split: 
             _volcano_queue(out, ent, shares[team.slug], own[team.slug])
         if orch.kueue:
             _kueue_queues(out, orch, team, ent, own[team.slug])
+    if orch.kueue:
+        _kueue_lender(out, orch, sum(own[team.slug] for team in data.teams))
     return out.state(orch.name)
 
 
@@ -618,12 +629,29 @@ def _volcano_queue(out: _Collector, ent: Entitlement, share: float, own: int) ->
 def _kueue_queues(out: _Collector, orch: GovOrchestrator, team: GovTeam, ent: Entitlement, own: int) -> None:
     borrow = None if ent.cap is None else max(0, ent.cap - own)
     flavor = orch.gpu_model or orch.kueue_flavor
+    reclaim = KUEUE_RECLAIM_ANY if orch.kueue_reclaim else KUEUE_RECLAIM_NEVER
     out.add(
-        KueueClusterQueue(team.slug, orch.kueue_cohort, flavor, own, borrow, None),
+        KueueClusterQueue(team.slug, orch.kueue_cohort, flavor, own, borrow, None, reclaim),
         f"nominal {own} ({_guarantee_text(ent)}), may borrow {borrow} in cohort {orch.kueue_cohort}",
+        f"reclaimWithinCohort {reclaim}: "
+        + ("reclaim mode native, Kueue evicts borrowers when this queue's guaranteed work waits" if orch.kueue_reclaim
+           else "Kueue takes nothing back (reclaim mode is not native)"),
     )
     for ns in namespaces_of(team):
         out.add(KueueLocalQueue(ns, team.slug, team.slug), f"submits from {ns} to ClusterQueue {team.slug}")
+
+
+def _kueue_lender(out: _Collector, orch: GovOrchestrator, guaranteed: int) -> None:
+    """The pool's GPUs guaranteed to no team, in a queue of the cohort that nothing submits to and that never
+    borrows: Kueue lends only quota some queue of the cohort holds, so without it no team could borrow them."""
+    unguaranteed = max(0, orch.pool_gpus - guaranteed)
+    name = kueue_lender_name(orch.kueue_cohort)
+    out.add(
+        KueueClusterQueue(name, orch.kueue_cohort, orch.gpu_model or orch.kueue_flavor, unguaranteed, 0, None),
+        f"nominal {unguaranteed}: the pool's {orch.pool_gpus} GPUs less the {guaranteed} guaranteed to teams"
+        + (" (more guaranteed than the pool holds)" if orch.pool_gpus < guaranteed else ""),
+        f"lends them to the teams of cohort {orch.kueue_cohort}; no LocalQueue submits to it",
+    )
 
 
 def _ray(data: GovernanceInput, orch: GovOrchestrator, at: float, split: Split | None) -> DesiredState:

@@ -98,10 +98,18 @@ class VolcanoQueue(_Native):
     reclaimable: bool
 
 
+# Kueue's values of ``spec.preemption.reclaimWithinCohort``: Never (its default), LowerPriority, Any.
+KUEUE_RECLAIM_NEVER = "Never"
+KUEUE_RECLAIM_ANY = "Any"
+
+
 @dataclass(frozen=True, slots=True)
 class KueueClusterQueue(_Native):
     """One ``ClusterQueue`` per team in one cohort, one flavor per GPU model: ``nominalQuota`` = the
-    guarantee, ``borrowingLimit`` = what it may borrow beyond it, ``lendingLimit`` = what it may lend."""
+    guarantee, ``borrowingLimit`` = what it may borrow beyond it, ``lendingLimit`` = what it may lend;
+    ``reclaim_within_cohort`` = ``spec.preemption.reclaimWithinCohort`` (``Any``: a workload that fits its
+    queue's nominal quota evicts workloads other queues of the cohort run on borrowed quota). The cohort's
+    lender queue (:func:`kueue_lender_name`) holds the pool's GPUs guaranteed to no team."""
 
     kind: ClassVar[NativeKind] = NativeKind.KUEUE_CLUSTER_QUEUE
     name: str
@@ -110,6 +118,13 @@ class KueueClusterQueue(_Native):
     nominal_gpus: int
     borrowing_limit_gpus: int | None
     lending_limit_gpus: int | None
+    reclaim_within_cohort: str = KUEUE_RECLAIM_NEVER
+
+
+def kueue_lender_name(cohort: str) -> str:
+    """The ClusterQueue of a cohort that holds the GPUs no team is guaranteed, so teams can borrow them: a
+    cohort lends only the quota its queues hold, and a GPU in no queue is in no cohort."""
+    return f"{cohort}-unguaranteed"
 
 
 @dataclass(frozen=True, slots=True)

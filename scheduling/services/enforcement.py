@@ -59,6 +59,7 @@ from scheduling.engine.governance_types import (
     SlurmAccount,
     SlurmUser,
     VolcanoQueue,
+    kueue_lender_name,
 )
 from scheduling.engine.owners import NameKind
 from scheduling.engine.types import OrchestratorKind
@@ -82,7 +83,7 @@ from . import entitlement_split, governance_trigger, identity, versions
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import lock_capacity
-from .reclaim import RayPool
+from .reclaim import RayPool, reclaim_settings
 
 AUTO, REVIEW = "auto", "review"
 # What a cluster's reader or writer may raise when it is down: a collector's error, the OS's, the transport's.
@@ -126,6 +127,8 @@ def from_json(data: dict[str, Any]) -> NativeObject:
 
 def team_of(obj: NativeObject | None, namespace_teams: dict[str, str]) -> str:
     """The team slug an object enforces ("" for a pool-wide one such as Ray's bounds or the root account)."""
+    if isinstance(obj, KueueClusterQueue) and obj.name == kueue_lender_name(obj.cohort):
+        return ""  # the pool's unguaranteed GPUs: no team's
     if isinstance(obj, SlurmAccount | VolcanoQueue | KueueClusterQueue):
         return obj.name
     if isinstance(obj, SlurmUser):
@@ -200,6 +203,7 @@ def gov_orchestrator(orchestrator: Orchestrator, *, kueue: bool = False) -> GovO
         kueue=kueue,
         kueue_cohort=options.get("kueue_cohort", "gpuportal"),
         kueue_flavor=options.get("kueue_flavor", "default-flavor"),
+        kueue_reclaim=reclaim_settings(orchestrator).mode == "native",
         pool_gpus=pool_gpus,
         namespace_demand=entitlement_split.namespace_demand(orchestrator) if kind_k8s(orchestrator) else {},
     )

@@ -26,7 +26,7 @@ from scheduling.collectors.governance_apply import ApplyResult
 from scheduling.collectors.ray import RayCollector
 from scheduling.collectors.reclaim_actuators import KubernetesEviction, RayJobStop, SlurmRequeue
 from scheduling.collectors.slurm_preemption import SlurmPreemptionWriter, preempt_type
-from scheduling.engine.governance_types import RayPoolBounds
+from scheduling.engine.governance_types import KUEUE_RECLAIM_ANY, NativeKind, RayPoolBounds
 from scheduling.engine.reclaim import (
     CeilingDecision,
     Holding,
@@ -36,7 +36,7 @@ from scheduling.engine.reclaim import (
     plan_reclaims,
 )
 from scheduling.engine.slurm_preemption import DEFAULT_BORROW_QOS, preemption_design
-from scheduling.models import Orchestrator, ReclaimPlan, Team, Workload
+from scheduling.models import AppliedObject, Orchestrator, ReclaimPlan, Team, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
 from scheduling.services import leases, versions
@@ -86,13 +86,24 @@ def native_lever(orchestrator: Orchestrator) -> str:
     """The orchestrator's own reclaim that *native* mode leaves the work to, "" when it has none (the portal then
     reclaims itself, as in auto mode, and the plan says so): slurmctld requeues a borrower's job when an owner's
     job arrives through the preemption QOSes the round writes (``_prepare_slurm``; docs/governance.md, "Native
-    reclaim on Slurm"); Volcano reclaims for a queue below its ``guarantee``. Ray and plain Kubernetes have none."""
+    reclaim on Slurm"); Kueue for a ClusterQueue with ``reclaimWithinCohort: Any`` (governance writes it in native
+    mode); Volcano reclaims for a queue below its ``guarantee``. Ray and plain Kubernetes have none."""
     if orchestrator.kind == Orchestrator.Kind.SLURM:
         return "Slurm QOS preemption (preempt/qos, PreemptMode=REQUEUE)"
+    if orchestrator.kind == Orchestrator.Kind.KUBERNETES and orchestrator.pk and _kueue_queues(orchestrator).exists():
+        return KUEUE_LEVER
     volcano = bool(governance_options(orchestrator).get("volcano", True))
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES and volcano:
         return "Volcano's reclaim action"
     return ""
+
+
+KUEUE_LEVER = "Kueue's reclaimWithinCohort"
+
+
+def _kueue_queues(orchestrator: Orchestrator):
+    """The Kueue ClusterQueues governance last wrote there (a Kubernetes cluster that runs Kueue has some)."""
+    return AppliedObject.objects.filter(orchestrator=orchestrator, kind=NativeKind.KUEUE_CLUSTER_QUEUE.value)
 
 
 def native_fallback_note(orchestrator: Orchestrator, why: str = "") -> str:
@@ -181,7 +192,7 @@ def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: Recl
         stamp_author(stale, by=None, reason="superseded by a newer reclaim decision")
         stale.state = ReclaimPlan.State.SUPERSEDED
         stale.save()
-    state, reason = _disposition(orchestrator, settings.mode, native)
+    state, reason = _disposition(orchestrator, settings.mode, native, decision)
     plan = ReclaimPlan(
         orchestrator=orchestrator, created_at=now, mode=settings.mode, dry_run=settings.dry_run, state=state,
         reclaims=[_reclaim_document(reclaim) for reclaim in decision.reclaims],
@@ -195,7 +206,8 @@ def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: Recl
     return plan
 
 
-def _disposition(orchestrator: Orchestrator, mode: str, native: NativeSetup) -> tuple[str, str]:
+def _disposition(orchestrator: Orchestrator, mode: str, native: NativeSetup, decision: ReclaimDecision
+                 ) -> tuple[str, str]:
     """The new plan's state and the reason it records: review waits for an admin; auto is applied at once;
     native is left to the orchestrator's own reclaim, or applied by the portal where there is none."""
     if mode == "auto":
@@ -208,8 +220,10 @@ def _disposition(orchestrator: Orchestrator, mode: str, native: NativeSetup) -> 
                 "native mode: jobs in the borrow QOS are left to slurmctld's preemption; a borrower in another QOS "
                 "(submitted before native reclaim, or with --qos) cannot be preempted by it and is requeued by the "
                 "portal")
+        lever = native_lever(orchestrator)
+        detail = f" ({kueue_reclaim(orchestrator, decision)})" if lever == KUEUE_LEVER else ""
         return (ReclaimPlan.State.NATIVE,
-                f"native mode: left to {native_lever(orchestrator)}; recorded, nothing stopped by the portal")
+                f"native mode: left to {lever}{detail}; recorded, nothing stopped by the portal")
     return ReclaimPlan.State.PENDING, ""
 
 
@@ -228,6 +242,25 @@ def _record_native_setup(orchestrator: Orchestrator, native: NativeSetup, settin
                        actions=_setup_actions(native, settings))
     stamp_author(plan, by=None, reason=cause)
     plan.save()
+
+
+def kueue_reclaim(orchestrator: Orchestrator, decision: ReclaimDecision) -> str:
+    """For each owner, whether Kueue takes the borrowed GPUs back, from what the portal last wrote: yes where its
+    ClusterQueue carries ``reclaimWithinCohort: Any``; nobody where it does not (yet: the next governance round
+    writes it). Said in the plan, so nobody reads "native" as "done" where no native reclaim is in force."""
+    owners = sorted({reclaim.owner for reclaim in decision.reclaims})
+    queues = {settings["name"]: settings for settings in _kueue_queues(orchestrator).values_list("settings", flat=True)}
+    said = []
+    for owner in owners:
+        queue = queues.get(owner)
+        if queue and queue.get("reclaim_within_cohort") == KUEUE_RECLAIM_ANY:
+            said.append(f"Kueue reclaims for {owner}: ClusterQueue {owner} has reclaimWithinCohort Any in cohort "
+                        f"{queue.get('cohort')}, so Kueue evicts Workloads running on borrowed quota once "
+                        f"{owner}'s pending work fits its nominal quota of {queue.get('nominal_gpus')}")
+        else:
+            said.append(f"no native reclaim in force for {owner}: no ClusterQueue {owner} with reclaimWithinCohort "
+                        f"Any written on {orchestrator.name}")
+    return "; ".join(said)
 
 
 def _reclaim_document(reclaim) -> dict:

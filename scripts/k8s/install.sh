@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Make this machine ready for the live Kubernetes fixture (Debian 12, root), idempotently:
 #   - runtime packages: openssl (the fixture's CA, certs and tokens) and curl (start.sh's health checks);
-#   - kube-apiserver, kube-controller-manager, kube-scheduler, etcd and KWOK's `kwok`, built from Go modules
-#     at the releases pinned in scripts/k8s/build/*/go.mod (scripts/k8s/build/build.sh) and cached by a
-#     content hash of the build modules, the recipe and `go version` in /var/cache/gpuportal-k8s/go-bin.
-# Needs Go (the `polyglot` machines have /usr/local/go) and the Go module proxy. A cold build takes ~20 min
+#   - kube-apiserver, kube-controller-manager, kube-scheduler, etcd, KWOK's `kwok` and Kueue's `kueue`, built
+#     from Go modules at the releases pinned in scripts/k8s/build/*/go.mod (scripts/k8s/build/build.sh) and
+#     cached per module by a content hash of its go.mod/go.sum, its recipe and `go version` in
+#     /var/cache/gpuportal-k8s/go-bin.
+# Needs Go (the `polyglot` machines have /usr/local/go) and the Go module proxy. A cold build takes ~19 min
 # of CPU (see docs/kubernetes-fixture.md); a cached run well under a second.
 set -euo pipefail
 

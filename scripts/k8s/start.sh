@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Start a real Kubernetes control plane on loopback: our own etcd, kube-apiserver (TLS with a CA made
 # here, static bearer tokens, RBAC, the ResourceQuota admission plugin), the real kube-scheduler and
-# kube-controller-manager (its resourcequota and namespace controllers, so a quota's status.used is real
-# and a deleted namespace empties), and KWOK's controller, which plays the kubelets of the nodes annotated
+# kube-controller-manager (its resourcequota, namespace and job controllers, so a quota's status.used is
+# real, a deleted namespace empties and a Job's pods exist), and KWOK's controller, which plays the kubelets of the nodes annotated
 # kwok.x-k8s.io/node=fake (Ready, heartbeats; their pods go Running and finish: scripts/k8s/kwok-stages.yaml).
 # The releases are those of scripts/k8s/build (built and cached by scripts/k8s/install.sh).
 #
@@ -11,6 +11,7 @@
 #   K8S_ADMIN_KUBECONFIG   system:masters (seeding, direct queries)
 #   K8S_PORTAL_KUBECONFIG  user "gpuportal" with only the portal's RBAC role (collector, actuator)
 #   K8S_SCHEDULER_KUBECONFIG, K8S_API_URL, K8S_STATE_DIR
+# Kueue is started on top by scripts/k8s/kueue.py (kueue.kubeconfig is written for it here).
 # Needs root only for the cache path; scripts/k8s/install.sh must have run first.
 set -euo pipefail
 
@@ -57,6 +58,7 @@ SCHEDULER_TOKEN=$(token)
 CONTROLLER_MANAGER_TOKEN=$(token)
 PORTAL_TOKEN=$(token)
 KWOK_TOKEN=$(token)
+KUEUE_TOKEN=$(token)
 {
     echo "$ADMIN_TOKEN,fixture-admin,fixture-admin,\"system:masters\""
     # The bootstrap RBAC policy already grants this user what kube-scheduler needs.
@@ -68,6 +70,8 @@ KWOK_TOKEN=$(token)
     # KWOK writes the status of nodes and pods it plays the kubelet for, as a kubelet's node identity
     # would; the fixture gives it the ClusterRole bound below.
     echo "$KWOK_TOKEN,gpuportal-kwok,gpuportal-kwok"
+    # Kueue's controller-manager (scripts/k8s/kueue.py, when a test starts it): its release's own ClusterRole.
+    echo "$KUEUE_TOKEN,gpuportal-kueue,gpuportal-kueue"
 } >"$PKI/tokens.csv"
 chmod 600 "$PKI/tokens.csv"
 
@@ -86,6 +90,11 @@ apiVersion: apiserver.config.k8s.io/v1
 kind: AdmissionConfiguration
 plugins:
   - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: "$PKI/admission-kubeconfig.yaml"
+  - name: ValidatingAdmissionWebhook
     configuration:
       apiVersion: apiserver.config.k8s.io/v1
       kind: WebhookAdmissionConfiguration
@@ -123,6 +132,7 @@ SCHEDULER_KUBECONFIG=$(kubeconfig scheduler "$SCHEDULER_TOKEN")
 CONTROLLER_MANAGER_KUBECONFIG=$(kubeconfig controller-manager "$CONTROLLER_MANAGER_TOKEN")
 PORTAL_KUBECONFIG=$(kubeconfig portal "$PORTAL_TOKEN")
 KWOK_KUBECONFIG=$(kubeconfig kwok "$KWOK_TOKEN")
+kubeconfig kueue "$KUEUE_TOKEN" >/dev/null
 
 # --- etcd: our own (the release k8s.io/kubernetes requires, built beside it), loopback only. fsync is
 # off: the data dir is a throw-away under /tmp, and hundreds of KWOK nodes heartbeating write a lot.
@@ -153,7 +163,8 @@ wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 100
 #   ResourceQuota          a pod beyond its namespace's quota (requests.nvidia.com/gpu) is refused with
 #                          "exceeded quota"; it reads the usage kube-controller-manager keeps in status
 #   MutatingAdmissionWebhook  calls the portal's webhook once a MutatingWebhookConfiguration is registered
-#                          (tests/admission_live does; with none registered it does nothing)
+#                          (tests/admission_live does; with none registered it does nothing); with
+#   ValidatingAdmissionWebhook also Kueue's (scripts/k8s/kueue.py registers them when a test starts Kueue)
 #   ServiceAccount is disabled: no controller-manager creates the namespaces' "default" accounts, so
 #   every pod would be refused. The rest of the default set guards objects the fixture never makes.
 # --endpoint-reconciler-type=none: the "kubernetes" Service endpoint cannot be a loopback address.
@@ -167,8 +178,8 @@ nohup "$BIN/kube-apiserver" \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.96.0.0/24 \
-    --enable-admission-plugins NamespaceLifecycle,TaintNodesByCondition,Priority,DefaultTolerationSeconds,ResourceQuota \
-    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass,ValidatingAdmissionWebhook \
+    --enable-admission-plugins NamespaceLifecycle,TaintNodesByCondition,Priority,DefaultTolerationSeconds,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --disable-admission-plugins ServiceAccount,LimitRanger,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,DefaultIngressClass \
     --endpoint-reconciler-type none \
     --enable-priority-and-fairness=false --profiling=false \
     --v 1 >"$STATE/log/kube-apiserver.log" 2>&1 &
@@ -185,12 +196,13 @@ wait_http kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" 200 -k
 
 # --- kube-controller-manager: only the controllers whose objects the fixture has. resourcequota keeps
 # each quota's status (hard and used) current, which the admission plugin needs before it admits any
-# pod in a namespace with a quota; namespace empties a deleted namespace. No serviceaccount-token
+# pod in a namespace with a quota; namespace empties a deleted namespace; job runs batch/v1 Jobs' pods
+# (and deletes them when Kueue suspends a Job it evicts). No serviceaccount-token
 # controller (no ServiceAccount admission), no node lifecycle (seed.py plays the kubelets).
 # Without --use-service-account-credentials (no ServiceAccount tokens here) every controller runs as
 # system:kube-controller-manager: give that user the bootstrap roles those two controllers' own
 # service accounts would have, and nothing more.
-for controller in resourcequota namespace; do
+for controller in resourcequota namespace job; do
     curl -sf -o /dev/null --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
         -H 'Content-Type: application/json' -X POST "$URL/apis/rbac.authorization.k8s.io/v1/clusterrolebindings" \
         -d "{\"metadata\": {\"name\": \"gpuportal-fixture:$controller-controller\"},
@@ -201,7 +213,7 @@ for controller in resourcequota namespace; do
         || die "could not bind system:controller:$controller-controller"
 done
 nohup "$BIN/kube-controller-manager" --kubeconfig "$CONTROLLER_MANAGER_KUBECONFIG" --leader-elect=false \
-    --controllers resourcequota,namespace --use-service-account-credentials=false \
+    --controllers resourcequota,namespace,job --use-service-account-credentials=false \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
     --profiling=false --v 1 >"$STATE/log/kube-controller-manager.log" 2>&1 &
 echo $! >"$STATE/run/kube-controller-manager.pid"

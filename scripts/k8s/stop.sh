@@ -23,6 +23,7 @@ stop() {
     done
     kill -9 "$pid" 2>/dev/null
 }
+stop kueue
 stop kwok
 stop kube-controller-manager
 stop kube-scheduler

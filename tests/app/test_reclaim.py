@@ -13,10 +13,12 @@ from django.utils import timezone
 
 from scheduling import tasks
 from scheduling.collectors.snapshot import ObservedNode, ObservedWorkload, Snapshot, WorkloadState
+from scheduling.engine.governance_types import KueueClusterQueue
 from scheduling.engine.types import OrchestratorKind
-from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
+from scheduling.models import AppliedObject, EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, reclaim_inputs
 from scheduling.services import reclaim
+from scheduling.services.enforcement import to_json
 from scheduling.services.ingest import ingest_snapshot
 
 HOUR_AGO = timedelta(hours=1)
@@ -236,3 +238,28 @@ def test_a_native_rounds_qos_writes_read_as_a_count_on_the_reclaim_page(db, cast
     client.force_login(cast["admin"])
     page = client.get("/reclaim/").content.decode()
     assert "3 QOS writes" in page and "Left to the orchestrator" in page and "qos;" not in page
+
+
+def test_a_native_round_on_kueue_records_that_kueue_reclaims_only_where_the_queue_says_so(borrowed) -> None:
+    """Native mode leaves the eviction to Kueue on a cluster where governance wrote Kueue ClusterQueues: the plan
+    says so for an owner whose queue carries reclaimWithinCohort Any, and that nothing reclaims where it does not."""
+    Orchestrator.objects.filter(pk=borrowed.pk).update(
+        kind="kubernetes", options={"reclaim": {"mode": "native", "grace_s": 300, "min_runtime_s": 600}})
+
+    def written(reclaim_within_cohort: str) -> None:
+        queue = KueueClusterQueue("nlp", "gpuportal", "default-flavor", 8, 8, None, reclaim_within_cohort)
+        AppliedObject.objects.update_or_create(
+            orchestrator=borrowed, object_id="kueue_cluster_queue:nlp",
+            defaults={"kind": queue.kind.value, "team": "nlp", "settings": to_json(queue),
+                      "applied_at": timezone.now()})
+
+    written("Never")
+    plan = reclaim.reclaim_round(borrowed.pk)
+    assert plan is not None and plan.state == ReclaimPlan.State.NATIVE and not plan.actions
+    assert plan.reason == ("native mode: left to Kueue's reclaimWithinCohort (no native reclaim in force for nlp: no "
+                           "ClusterQueue nlp with reclaimWithinCohort Any written on hpc); recorded, nothing stopped "
+                           "by the portal")
+    written("Any")
+    plan = reclaim.reclaim_round(borrowed.pk)
+    assert "(Kueue reclaims for nlp: ClusterQueue nlp has reclaimWithinCohort Any in cohort gpuportal" in plan.reason
+    assert "nominal quota of 8" in plan.reason

@@ -40,6 +40,11 @@ ROUND_TRIPS = [
         kueue_cluster_queue_body,
         parse_kueue_cluster_queue,
     ),
+    (
+        KueueClusterQueue("research", "fleet", "h100", 8, 16, None, "Any"),
+        kueue_cluster_queue_body,
+        parse_kueue_cluster_queue,
+    ),
     (KueueLocalQueue("nlp", "research", "research"), kueue_local_queue_body, parse_kueue_local_queue),
     (K8sPriorityClass("gpuportal-batch", 1000, "batch"), priority_class_body, parse_priority_class),
 ]
@@ -79,3 +84,14 @@ def test_quota_usage_is_unknown_until_the_controller_has_synced_it():
 def test_an_object_without_a_name_is_malformed():
     with pytest.raises(MalformedResponse):
         parse_volcano_queue({"spec": {"weight": 3}})
+
+
+def test_a_cluster_queue_without_a_preemption_policy_reads_back_as_kueues_default_never():
+    body = kueue_cluster_queue_body(KueueClusterQueue("research", "fleet", "h100", 8, 16, None, "Any"))
+    del body["spec"]["preemption"]
+    assert parse_kueue_cluster_queue(body).reclaim_within_cohort == "Never"
+
+
+def test_the_cluster_queue_sets_only_the_portals_preemption_policy():
+    body = kueue_cluster_queue_body(KueueClusterQueue("research", "fleet", "h100", 8, 16, None, "Any"))
+    assert body["spec"]["preemption"] == {"reclaimWithinCohort": "Any"}  # Kueue's defaults stand for the rest

@@ -19,6 +19,7 @@ from scheduling.engine.governance_state import (
     desired_state,
     diff,
     object_id,
+    team_name_problems,
 )
 from scheduling.engine.governance_types import (
     K8sNamespace,
@@ -28,6 +29,7 @@ from scheduling.engine.governance_types import (
     SlurmAccount,
     SlurmUser,
     VolcanoQueue,
+    kueue_lender_name,
 )
 from scheduling.engine.types import OrchestratorKind
 
@@ -133,6 +135,43 @@ def test_kueue_objects_appear_only_where_kueue_is_installed():
         "research", "gpuportal", "default-flavor", 8, 16, None
     )
     assert "kueue_local_queue:serving/production" in got
+
+
+KUEUE = GovOrchestrator("k8s", OrchestratorKind.KUBERNETES, kueue=True, pool_gpus=64)
+
+
+def test_the_gpus_guaranteed_to_no_team_sit_in_the_cohorts_lender_queue():
+    # the teams' ClusterQueues hold 8 + 4 + 16 = 28 of the pool's 64 as nominal quota; the other 36 are lent
+    lender = objects(KUEUE)[f"kueue_cluster_queue:{kueue_lender_name('gpuportal')}"]
+    assert lender == KueueClusterQueue("gpuportal-unguaranteed", "gpuportal", "default-flavor", 36, 0, None)
+    assert sum(q.nominal_gpus for q in objects(KUEUE).values() if isinstance(q, KueueClusterQueue)) == 64
+
+
+@given(pool=st.integers(0, 200), guarantees=st.lists(st.integers(0, 64), min_size=1, max_size=5))
+def test_the_lender_holds_the_pool_less_every_guarantee_and_never_less_than_nothing(pool, guarantees):
+    teams = tuple(GovTeam(f"t{i}", None, ()) for i in range(len(guarantees)))
+    queues = tuple(GovQueue(f"t{i}", 10, g, g + 8) for i, g in enumerate(guarantees))
+    orch = GovOrchestrator("k8s", OrchestratorKind.KUBERNETES, kueue=True, pool_gpus=pool)
+    got = [o for o in state(orch, teams=teams, queues=queues).objects if isinstance(o, KueueClusterQueue)]
+    [lender] = [q for q in got if q.name == kueue_lender_name("gpuportal")]
+    guaranteed = sum(q.nominal_gpus for q in got if q is not lender)
+    assert lender.nominal_gpus == max(0, pool - guaranteed) and lender.borrowing_limit_gpus == 0
+    assert {q.cohort for q in got} == {"gpuportal"}  # lends only within the teams' cohort
+
+
+def test_native_reclaim_mode_makes_kueue_reclaim_within_the_cohort():
+    assert {q.reclaim_within_cohort for q in objects(KUEUE).values() if isinstance(q, KueueClusterQueue)} == {"Never"}
+    native = GovOrchestrator("k8s", OrchestratorKind.KUBERNETES, kueue=True, kueue_reclaim=True, pool_gpus=64)
+    got = state(native)
+    queues = {o.name: o for o in got.objects if isinstance(o, KueueClusterQueue)}
+    assert queues["nlp"].reclaim_within_cohort == "Any"
+    assert any("Kueue evicts borrowers" in reason for reason in got.reasons["kueue_cluster_queue:nlp"])
+
+
+def test_a_team_may_not_take_the_lender_queues_name():
+    [problem] = team_name_problems(GovTeam("gpuportal-unguaranteed", None, ()), KUEUE)
+    assert problem.field == "team.slug" and "guaranteed to no team in cohort gpuportal" in problem.message
+    assert team_name_problems(GovTeam("gpuportal-unguaranteed", None, ()), K8S) == []  # no Kueue there
 
 
 def test_ray_gets_pool_bounds_only_and_says_so():

@@ -94,16 +94,10 @@ def rss_mib(pid_file: Path) -> float:
     return 0.0
 
 
-@dataclass
-class Cluster:
-    admin: k8s.ApiClient  # system:masters: seeding and the direct queries tests compare against
-    portal: k8s.ApiClient  # the portal's own RBAC role: what the collector and actuator use
-    state: Path
-    env: dict[str, str]
-    start_seconds: float
-    seed_seconds: float
-    rss_mib: dict[str, float]
-    bound: dict[str, str]
+class AdminApis:
+    """The typed APIs of a fixture's system:masters client (``admin``)."""
+
+    admin: k8s.ApiClient
 
     @property
     def core(self) -> k8s.CoreV1Api:
@@ -112,6 +106,18 @@ class Cluster:
     @property
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.admin)
+
+
+@dataclass
+class Cluster(AdminApis):
+    admin: k8s.ApiClient  # system:masters: seeding and the direct queries tests compare against
+    portal: k8s.ApiClient  # the portal's own RBAC role: what the collector and actuator use
+    state: Path
+    env: dict[str, str]
+    start_seconds: float
+    seed_seconds: float
+    rss_mib: dict[str, float]
+    bound: dict[str, str]
 
 
 # ------------------------------------------------------------------------------ the API's own answers

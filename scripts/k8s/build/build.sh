@@ -2,13 +2,16 @@
 # Build the live Kubernetes fixture's binaries from Go modules and cache them by content hash:
 #   kubernetes/  kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes) and etcd
 #                (go.etcd.io/etcd/server/v3 at the release k8s.io/kubernetes itself requires);
-#   kwok/        KWOK's controller `kwok` (sigs.k8s.io/kwok), the fixture's kubelets.
+#   kwok/        KWOK's controller `kwok` (sigs.k8s.io/kwok), the fixture's kubelets;
+#   kueue/       Kueue's controller-manager `kueue` (sigs.k8s.io/kueue) and its release's CRDs, webhook
+#                registrations and ClusterRole (kueue-config/).
 # Each directory is a build module of the project's own (go.mod + go.sum, committed); each module is ONE
-# `go build` of its programs, so shared packages compile once, and both share one build cache.
+# `go build` of its programs, so shared packages compile once, and all share one build cache.
 #
-# The cache key (BUILD_ID in $OUT) is a hash of this script, every go.mod/go.sum here and `go version`: a
-# bumped release, a changed recipe or another Go rebuilds; anything else is a cache hit in well under a
-# second. Output: $K8S_GO_BIN (default /var/cache/gpuportal-k8s/go-bin). Needs Go >= the modules' `go`
+# Each module has its own cache key ($OUT/BUILD_ID.<module>): a hash of `go version`, the module's
+# go.mod/go.sum and its recipe (its build_<module> function below). A bumped release, a changed recipe or
+# another Go rebuilds that module only; anything else is a cache hit in well under a second.
+# K8S_BUILD_MODULES="kueue" builds a subset. Output: $K8S_GO_BIN (default /var/cache/gpuportal-k8s/go-bin). Needs Go >= the modules' `go`
 # line and the Go module proxy (GOPROXY). No sources or binaries are committed to the project.
 set -euo pipefail
 
@@ -16,7 +19,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${K8S_CACHE:-/var/cache/gpuportal-k8s}
 OUT=${K8S_GO_BIN:-$CACHE/go-bin}
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-MODULES=(kubernetes kwok)
+declare -A MAIN=([kubernetes]=k8s.io/kubernetes [kwok]=sigs.k8s.io/kwok [kueue]=sigs.k8s.io/kueue)
+read -r -a MODULES <<<"${K8S_BUILD_MODULES:-kubernetes kwok kueue}"  # a subset: K8S_BUILD_MODULES="kueue"
 
 log() { echo "build-k8s: $*"; }
 die() { echo "build-k8s: $*" >&2; exit 1; }
@@ -26,12 +30,50 @@ export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build-cache" GOFLAGS=-mod=m
     CGO_ENABLED=0
 mkdir -p "$CACHE" "$GOMODCACHE" "$GOCACHE"
 
-build_id() {
+# One function per build module: its recipe. Each writes its programs into $1.
+build_kubernetes() {
+    local version major_minor minor pkg ldflags="-s -w"
+    version=$(module_version kubernetes k8s.io/kubernetes)
+    # The version the binaries report (`--version`, /version): k8s's own build stamps it the same way.
+    major_minor=${version#v}
+    minor=${major_minor#*.}
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=${major_minor%%.*}"
+        ldflags+=" -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=archive"
+    done
+    (cd "$HERE/kubernetes" && "$GO" build -trimpath -ldflags "$ldflags" -o "$1/" \
+        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler go.etcd.io/etcd/server/v3)
+    # `go build` names go.etcd.io/etcd/server/v3's program after the element before the major version suffix.
+    mv "$1/server" "$1/etcd"
+}
+build_kwok() {
+    (cd "$HERE/kwok" && "$GO" build -trimpath -ldflags "-s -w" -o "$1/" sigs.k8s.io/kwok/cmd/kwok)
+}
+build_kueue() {
+    # Kueue's controller-manager (cmd/kueue), stamped with its release as Kueue's Makefile does.
+    local version
+    version=$(module_version kueue sigs.k8s.io/kueue)
+    (cd "$HERE/kueue" && "$GO" build -trimpath -o "$1/" \
+        -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" sigs.k8s.io/kueue/cmd/kueue)
+    # The release's own CRDs, webhook registrations and controller roles, which scripts/k8s/kueue.py
+    # installs (the webhooks rewritten to URLs on loopback): what runs and what is installed never differ.
+    local src
+    src=$(cd "$HERE/kueue" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components
+    mkdir -p "$1/kueue-config/crd"
+    cp "$src"/crd/bases/*.yaml "$1/kueue-config/crd/"
+    cp "$src/webhook/manifests.yaml" "$1/kueue-config/webhooks.yaml"
+    cp "$src/rbac/role.yaml" "$1/kueue-config/role.yaml"
+    cp "$src/rbac/manager_secrets_role.yaml" "$1/kueue-config/secrets-role.yaml"
+    chmod -R u+w "$1/kueue-config"  # the module cache is read-only
+}
+
+module_id() {  # the cache key of one module: Go, the module's go.mod/go.sum and its recipe
     {
         "$GO" version
-        sha256sum "$HERE/build.sh"
-        for module in "${MODULES[@]}"; do sha256sum "$HERE/$module/go.mod" "$HERE/$module/go.sum"; done
-    } | sed "s|$HERE/||" | sha256sum | cut -c1-16
+        (cd "$HERE/$1" && sha256sum go.mod go.sum)
+        declare -f "build_$1"
+    } | sha256sum | cut -c1-16
 }
 module_version() {  # module-dir module-path -> the version the build module requires
     (cd "$HERE/$1" && "$GO" list -m -f '{{.Version}}' "$2")
@@ -40,40 +82,24 @@ module_version() {  # module-dir module-path -> the version the build module req
 # Two builds at once (two worktrees, two CI steps) wait for each other instead of building twice.
 exec 8>"$CACHE/.go-build.lock"
 flock 8
-ID=$(build_id)
-if [ "$(cat "$OUT/BUILD_ID" 2>/dev/null)" = "$ID" ]; then
-    log "cached in $OUT (BUILD_ID $ID)"
-    exit 0
-fi
-
-STAGE="$CACHE/go-bin.new"
-rm -rf "$STAGE"
-mkdir -p "$STAGE"
-started=$(date +%s)
-
-K8S_VERSION=$(module_version kubernetes k8s.io/kubernetes)
-KWOK_VERSION=$(module_version kwok sigs.k8s.io/kwok)
-log "$("$GO" version); kubernetes $K8S_VERSION, etcd $(module_version kubernetes go.etcd.io/etcd/server/v3), kwok $KWOK_VERSION"
-
-# The version the binaries report (`--version`, /version): k8s's own build stamps it the same way.
-major_minor=${K8S_VERSION#v}
-K8S_LDFLAGS="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    K8S_LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=${major_minor%%.*}"
-    minor=${major_minor#*.}
-    K8S_LDFLAGS+=" -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=archive"
+mkdir -p "$OUT"
+# ($OUT/BUILD_ID is the single key of the older two-module recipe: left alone for trees that still use it.)
+for module in "${MODULES[@]}"; do
+    id=$(module_id "$module")
+    if [ "$(cat "$OUT/BUILD_ID.$module" 2>/dev/null)" = "$id" ]; then
+        log "$module cached in $OUT (BUILD_ID.$module $id)"
+        continue
+    fi
+    stage="$CACHE/go-bin.new-$module"
+    rm -rf "$stage"
+    mkdir -p "$stage"
+    started=$(date +%s)
+    log "$("$GO" version): building $module (${MAIN[$module]} $(module_version "$module" "${MAIN[$module]}"))"
+    rm -f "$OUT/BUILD_ID.$module"
+    "build_$module" "$stage"
+    for made in "$stage"/*; do rm -rf "$OUT/${made##*/}"; mv "$made" "$OUT/"; done
+    rmdir "$stage"
+    echo "$id" >"$OUT/BUILD_ID.$module"
+    log "$module built in $(( $(date +%s) - started )) s"
 done
-(cd "$HERE/kubernetes" && "$GO" build -trimpath -ldflags "$K8S_LDFLAGS" -o "$STAGE/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler go.etcd.io/etcd/server/v3)
-# `go build` names go.etcd.io/etcd/server/v3's program after the element before the major version suffix.
-mv "$STAGE/server" "$STAGE/etcd"
-log "kubernetes built in $(( $(date +%s) - started )) s"
-
-(cd "$HERE/kwok" && "$GO" build -trimpath -ldflags "-s -w" -o "$STAGE/" sigs.k8s.io/kwok/cmd/kwok)
-log "kwok built; all in $(( $(date +%s) - started )) s"
-
-echo "$ID" >"$STAGE/BUILD_ID"
-rm -rf "$OUT"
-mv "$STAGE" "$OUT"
-log "cached in $OUT: $("$OUT/kube-apiserver" --version), etcd $("$OUT/etcd" --version | head -n1), $(du -sh "$OUT" | cut -f1)"
+log "cached in $OUT ($(du -sh "$OUT" | cut -f1)):$(cat "$OUT"/BUILD_ID.* | tr '\n' ' ')"
