@@ -17,7 +17,8 @@ one pod) and from Philly's multi-node jobs (gangs: ``members`` >= 2 pods of up t
   nothing) on the same nodes, in the same order, no cluster involved.
 
 One JSON line per scheduler: jobs and gangs (members > 1) placed whole, gangs bound in part and the GPUs they hold,
-GPUs in use / the cluster's (utilisation), time to place (first Job created -> last pod bound, polled every
+GPUs in use / the cluster's (utilisation), fragmentation as FGD measures it (the free GPUs the workload's size mix
+cannot use, ``fragmented_gpus_fgd``), time to place (first Job created -> last pod bound, polled every
 0.25 s) and the median/p95 of each Job's time from creation to its last member bound. Figures, never assertions;
 the machine is shared (load in each line). The seed's claim that gang scheduling adds 200-800 ms per pod is not
 measured here: no gang scheduler runs (Volcano is not served by the module proxy).
@@ -46,7 +47,9 @@ from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
+from scheduling.engine.fragmentation import expected_fragment_milli  # noqa: E402
 from scheduling.engine.placement import ClusterState  # noqa: E402
+from scheduling.engine.sizemix import normalised_mix, size_mix_of  # noqa: E402
 from scheduling.engine.types import Node, Placement, Request  # noqa: E402
 from scheduling.traces.registry import load_trace  # noqa: E402
 
@@ -175,6 +178,7 @@ def run_cluster(fixture: Fixture, name: str, jobs: list[Request], capacity: int,
         created[request.id] = time.monotonic()
     bound_at: dict[str, float] = {}  # pod -> when first seen bound
     job_of: dict[str, str] = {}
+    node_of: dict[str, str] = {}
     last_change = time.monotonic()
     while time.monotonic() - last_change < IDLE_S:
         now = time.monotonic()
@@ -182,9 +186,15 @@ def run_cluster(fixture: Fixture, name: str, jobs: list[Request], capacity: int,
             if pod.spec.node_name and pod.metadata.name not in bound_at:
                 bound_at[pod.metadata.name] = now
                 job_of[pod.metadata.name] = (pod.metadata.labels or {}).get("job-name", "")
+                node_of[pod.metadata.name] = pod.spec.node_name
                 last_change = now
         time.sleep(POLL_S)
     figures = cluster_figures(jobs, bound_at, job_of, created, started, capacity)
+    per_member = {request.id: request.gpus_per_member for request in jobs}
+    used: dict[str, float] = {}
+    for pod, node in node_of.items():
+        used[node] = used.get(node, 0.0) + per_member.get(job_of[pod], 0.0)
+    figures["fragmented_gpus_fgd"] = fgd_fragmented(used, jobs, capacity // GPUS_PER_NODE)
     if kueue:
         workloads = k8s.CustomObjectsApi(fixture.admin).list_namespaced_custom_object(*KUEUE, ns, "workloads")
         conditions = [(w.get("status") or {}).get("conditions") or () for w in workloads["items"]]
@@ -228,6 +238,15 @@ def cluster_figures(jobs: list[Request], bound_at: dict[str, float], job_of: dic
     }
 
 
+def fgd_fragmented(used: dict[str, float], jobs: list[Request], nodes: int) -> float:
+    """FGD's measure (engine/fragmentation.py) of the state a scheduler left: the free GPUs the workload's
+    member-size mix is expected not to be able to use, summed over the nodes (whole-GPU members here)."""
+    mix = normalised_mix(size_mix_of(jobs))
+    free = [GPUS_PER_NODE - int(gpus) for gpus in used.values()] + [GPUS_PER_NODE] * (nodes - len(used))
+    milli = sum(expected_fragment_milli([1000] * gpus + [0] * (GPUS_PER_NODE - gpus), mix) for gpus in free)
+    return round(milli / 1000, 1)
+
+
 # ------------------------------------------------------------------------------------------- the engine
 
 
@@ -235,16 +254,20 @@ def run_engine(policy: str, nodes: int, jobs: list[Request], capacity: int) -> d
     state = ClusterState([Node(name=f"vs{i:04d}", gpu_total=GPUS_PER_NODE, gpu_model="H100", nvlink_domain=f"vs{i}",
                                leaf_switch=f"leaf{i // 16}", spine="spine0") for i in range(nodes)])
     placed, gangs, gpus = 0, 0, 0
+    used: dict[str, float] = {}
     started, started_cpu = time.perf_counter(), time.process_time()
     for request in jobs:
         decision = state.place(request, policy)
         if isinstance(decision, Placement):
             state.commit(decision, request)
             placed, gangs, gpus = placed + 1, gangs + (request.members > 1), gpus + int(request.gpus)
+            for member in decision.assignments:
+                used[member.node] = used.get(member.node, 0.0) + request.gpus_per_member
     return {"scheduler": f"portal-{policy}", "jobs_placed": placed, "gangs_placed": gangs, "gangs_in_part": 0,
             "gpus_held_by_part_gangs": 0, "gpus_in_use": gpus, "utilisation": round(gpus / capacity, 4),
             "time_to_place_s": round(time.perf_counter() - started, 3),
-            "cpu_s": round(time.process_time() - started_cpu, 3)}
+            "cpu_s": round(time.process_time() - started_cpu, 3),
+            "fragmented_gpus_fgd": fgd_fragmented(used, jobs, nodes)}
 
 
 def main() -> None:
