@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import msgspec
 
 from scheduling.engine.owners import Claim, NameKind
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
@@ -44,6 +45,48 @@ JOB_FIELDS_READ = (
     "tasks", "tres_per_job", "array_job_id", "array_task_string", "array_task_id", "account", "user_name",
     "name", "priority", "submit_time", "start_time", "nodes", "job_resources", "partition",
 )  # fmt: skip
+# A job as the collector decodes it: only the fields read (msgspec skips the ~90 others undecoded). Field
+# order is JOB_FIELDS_READ's, so msgspec.structs.astuple gives the job's fingerprint at C speed.
+JobWire = msgspec.defstruct(
+    "JobWire", [(name, Any, msgspec.UNSET) for name in JOB_FIELDS_READ], gc=False, forbid_unknown_fields=False
+)
+
+
+class JobsWire(msgspec.Struct, gc=False):
+    """The /jobs answer: its jobs, errors, warnings and (v0.0.40+) slurmctld's ``last_update``."""
+
+    jobs: list[JobWire] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
+    errors: Any = msgspec.UNSET
+    warnings: Any = msgspec.UNSET
+    last_update: Any = msgspec.UNSET
+
+
+_JOBS_DECODER = msgspec.json.Decoder(JobsWire)
+
+
+def decode_jobs(body: bytes) -> dict[str, Any]:
+    """A /jobs body as a document of :data:`JobWire` jobs (keys slurmrestd left out stay out); a body that is
+    not whole JSON, or a job that is not an object, is refused whole."""
+    try:
+        wire = _JOBS_DECODER.decode(body)
+    except msgspec.ValidationError as exc:
+        raise MalformedResponse(f"jobs: a bad field: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise MalformedResponse(f"jobs: not whole JSON ({exc}; {len(body)} bytes)") from exc
+    return {name: value for name in JobsWire.__struct_fields__ if (value := getattr(wire, name)) is not msgspec.UNSET}
+
+
+def _job_fields(raw: Any) -> tuple[Any, ...]:
+    """A job's read fields in JOB_FIELDS_READ order (its fingerprint), from a wire job or a dict."""
+    if isinstance(raw, JobWire):
+        return msgspec.structs.astuple(raw)
+    return tuple(raw.get(k, msgspec.UNSET) for k in JOB_FIELDS_READ)
+
+
+def _job_dict(fields: tuple[Any, ...]) -> dict[str, Any]:
+    return {k: v for k, v in zip(JOB_FIELDS_READ, fields, strict=True) if v is not msgspec.UNSET}
+
+
 RUNNING_JOB_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING"})
 HOLD_REASONS = frozenset({"Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldAdmin", "JobHeldUser"})
 
@@ -337,7 +380,7 @@ def _items(document: Any, key: str, where: str) -> list[dict[str, Any]]:
         # slurmrestd answers 200 with an errors array when slurmctld could not be queried.
         raise SourceUnavailable(f"{where}: slurmrestd reported {errors}", retryable=True)
     items = require(document, key, (list,), where)
-    if not all(isinstance(i, dict) for i in items):
+    if not all(isinstance(i, dict | JobWire) for i in items):
         raise MalformedResponse(f"{where}: {key} holds non-objects")
     return items
 
@@ -390,7 +433,7 @@ def job_cache_for(*key: Any) -> SlurmJobCache:
 
 
 def parse_jobs(
-    raws: Iterable[dict[str, Any]],
+    raws: Iterable[Any],
     *,
     orchestrator: str,
     teams: TeamMapping,
@@ -402,11 +445,13 @@ def parse_jobs(
     known = {} if cache is None or full else cache.known
     seen: dict[Any, tuple[tuple[Any, ...], ObservedWorkload | None]] = {}
     for raw in raws:
-        fields = tuple(raw.get(k) for k in JOB_FIELDS_READ)
+        fields = _job_fields(raw)
         hit = known.get(fields[0])
-        workload = (
-            hit[1] if hit is not None and hit[0] == fields else parse_job(raw, orchestrator=orchestrator, teams=teams)
-        )
+        if hit is not None and hit[0] == fields:
+            workload = hit[1]
+        else:
+            as_dict = _job_dict(fields) if isinstance(raw, JobWire) else raw
+            workload = parse_job(as_dict, orchestrator=orchestrator, teams=teams)
         seen[fields[0]] = (fields, workload)
     if cache is not None:
         cache.known = seen
@@ -542,11 +587,11 @@ class SlurmCollector:
         one (and the version takes it), else, and every ``full_every`` rounds, for the full list."""
         cache = self.job_cache
         if cache is None:
-            return self.client.get_json(path)
+            return decode_jobs(self.client.get_body(path))
         if cache.wants_full() or not takes_update_time(self.api_version):
             cache.last_round = "full"
-            return self.client.get_json(path)
-        document = self.client.get_json(path, params={"update_time": cache.cursor})
+            return decode_jobs(self.client.get_body(path))
+        document = decode_jobs(self.client.get_body(path, params={"update_time": cache.cursor}))
         listed = document.get("jobs") if isinstance(document, dict) else None
         if listed or (isinstance(document, dict) and document.get("errors")):
             cache.last_round = "incremental"  # something changed: every job came back
@@ -557,7 +602,7 @@ class SlurmCollector:
             return document
         # An empty list without the v0.0.40+ warning: "no change" and "no job left" look alike; ask in full.
         cache.last_round = "full"
-        return self.client.get_json(path)
+        return decode_jobs(self.client.get_body(path))
 
     @staticmethod
     def resources() -> Iterable[str]:
