@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.collectors.errors import MalformedResponse
 from scheduling.collectors.reliability import NO_RETRY
 from scheduling.collectors.slurm import (
     JOB_FIELDS_READ,
@@ -25,12 +26,14 @@ from scheduling.collectors.slurm import (
     SlurmCollector,
     SlurmJobCache,
     build_snapshot,
+    decode_jobs,
     parse_job,
+    parse_jobs,
     takes_update_time,
 )
 from scheduling.collectors.snapshot import DEFAULT_TEAMS
 
-from .conftest import load_fixture
+from .conftest import FIXTURES, load_fixture
 
 
 @dataclass
@@ -236,3 +239,18 @@ def test_the_cache_holds_exactly_the_listed_jobs(version):
     cache = SlurmJobCache()
     ctld.collector(cache).collect()
     assert set(cache.known) == {j["job_id"] for j in ctld.jobs}
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42"])
+def test_decoding_only_the_read_fields_gives_the_same_workloads_as_the_whole_document(version):
+    body = (FIXTURES / "slurm" / f"{version}_jobs.json").read_bytes()
+    whole = parse_jobs(json.loads(body)["jobs"], orchestrator="s", teams=DEFAULT_TEAMS)
+    assert parse_jobs(decode_jobs(body)["jobs"], orchestrator="s", teams=DEFAULT_TEAMS) == whole
+    assert whole
+
+
+def test_a_jobs_body_that_is_cut_short_or_holds_a_non_object_is_refused_whole():
+    with pytest.raises(MalformedResponse, match="not whole JSON"):
+        decode_jobs(b'{"jobs": [{"job_id": 1}')
+    with pytest.raises(MalformedResponse, match=r"jobs\[1\]"):
+        decode_jobs(b'{"jobs": [{"job_id": 1}, 7]}')
