@@ -1,6 +1,11 @@
 """How long and how much memory a collection round takes. Prints one JSON line per case.
 
 - ``slurm``: parsing 2,000 nodes / 50,000 jobs (one document each, as slurmrestd 22.05 answers).
+- ``slurm_incremental``: 10,000 nodes / 200,000 jobs (issue 35 item 2). Three rounds, each after 1 % of the
+  jobs churned (started, ended, re-prioritised, newly submitted), interleaved: ``today`` (json.loads of the
+  whole answer, every job parsed: the collector before), ``incremental`` (msgspec decode of the read fields,
+  only changed jobs parsed, merged into the round before) and ``full`` (the periodic full re-parse, msgspec).
+  Goal: a steady (incremental) round <= 5 s CPU.
 - ``k8s``: 5,000 nodes / 150,000 pods / 37,500 PodGroups served page by page (500 items, ``continue``
   tokens) to the real ``KubernetesCollector``, then ``ingest_snapshot`` of three rounds (first, 5 %
   churn, everything changed). Goal: parse + persist <= 10 s and <= 1 GB RSS.
@@ -99,6 +104,74 @@ def run_slurm(nodes: int = 2000, jobs: int = 50_000) -> dict:
         "response_mb": round(sum(map(len, bodies)) / 2**20, 1),
         "seconds": round(elapsed, 2),
         "cpu_seconds": round(cpu, 2),
+        "peak_rss_mb": round(_peak_rss_mb()),
+    }
+
+
+def _slurm_job_list(nodes: int, jobs: int, rng: random.Random) -> tuple[list[dict], dict, dict]:
+    """(jobs, nodes document, partitions document) of the synthetic fleet (as ``slurm_documents``)."""
+    nodes_doc, jobs_doc, partitions = (json.loads(b) for b in slurm_documents(nodes, jobs, rng))
+    return jobs_doc["jobs"], nodes_doc, partitions
+
+
+def _churn(job_list: list[dict], share: float, rng: random.Random, next_id: int, nodes: int) -> int:
+    """Change ``share`` of the jobs as a busy round sees it: a quarter each start, end, change priority,
+    and are newly submitted. Returns the next free job id."""
+    running = json.loads(json.dumps(job_list[0]))
+    for k in range(int(len(job_list) * share)):
+        i = rng.randrange(len(job_list))
+        what = k % 4
+        if what == 0:  # a pending job starts
+            first = rng.randrange(nodes - 1)
+            job_list[i] = dict(job_list[i], job_state="RUNNING", nodes=f"gpu{first:05d}", node_count=1)
+            job_list[i]["gres_detail"] = ["gpu:h100:1(IDX:0)"]
+        elif what == 1:  # a job ends (listed as COMPLETED until MinJobAge)
+            job_list[i] = dict(job_list[i], job_state="COMPLETED")
+        elif what == 2:
+            job_list[i] = dict(job_list[i], priority=rng.randrange(1, 10**6))
+        else:
+            job_list.append(dict(running, job_id=next_id, job_state="PENDING", nodes="", gres_detail=[]))
+            next_id += 1
+    return next_id
+
+
+def run_slurm_incremental(nodes: int = 10_000, jobs: int = 200_000, rounds: int = 3, churn: float = 0.01) -> dict:
+    rng = random.Random(1)
+    job_list, nodes_doc, partitions = _slurm_job_list(nodes, jobs, rng)
+    node_body, partition_body = json.dumps(nodes_doc).encode(), json.dumps(partitions).encode()
+    meta = {"meta": {}, "errors": []}
+    cache = slurm.SlurmJobCache()
+
+    def incremental_round(body: bytes, which: str, job_cache: slurm.SlurmJobCache | None) -> tuple[float, float, int]:
+        started, cpu = time.perf_counter(), time.process_time()
+        nodes_now, parts_now = json.loads(node_body), json.loads(partition_body)
+        jobs_now = json.loads(body) if which == "today" else slurm.decode_jobs(body)
+        if job_cache is not None:
+            job_cache.last_round = which
+        snapshot = slurm.build_snapshot("bench", nodes_now, jobs_now, parts_now, job_cache=job_cache)
+        return time.perf_counter() - started, time.process_time() - cpu, len(snapshot.workloads)
+
+    body = json.dumps(meta | {"jobs": job_list}).encode()
+    incremental_round(body, "full", cache)  # the round before the steady ones (not counted)
+    figures: dict[str, list] = {"today": [], "incremental": [], "full": []}
+    next_id, workloads = jobs + 1, {}
+    for _ in range(rounds):
+        next_id = _churn(job_list, churn, rng, next_id, nodes)
+        body = json.dumps(meta | {"jobs": job_list}).encode()
+        for which, job_cache in (("today", None), ("incremental", cache), ("full", slurm.SlurmJobCache())):
+            wall, cpu, workloads[which] = incremental_round(body, which, job_cache)
+            figures[which].append((round(wall, 2), round(cpu, 2)))
+        assert len(set(workloads.values())) == 1, workloads  # the three agree on what they saw
+    return {
+        "case": "slurm_incremental",
+        "nodes": nodes,
+        "jobs": len(job_list),
+        "churn": churn,
+        "workloads": workloads["incremental"],
+        "response_mb": round(len(body) / 2**20, 1),
+        **{f"{which}_cpu_seconds": [cpu for _wall, cpu in f] for which, f in figures.items()},
+        **{f"{which}_seconds": [wall for wall, _cpu in f] for which, f in figures.items()},
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "peak_rss_mb": round(_peak_rss_mb()),
     }
 
@@ -383,7 +456,7 @@ def _scrape_ok(collection, orchestrator) -> None:
         raise RuntimeError(f"{orchestrator.name}: {outcome.skipped or outcome.run.error}")
 
 
-CASES = {"slurm": run_slurm, "k8s": run_k8s, "live": run_live}
+CASES = {"slurm": run_slurm, "slurm_incremental": run_slurm_incremental, "k8s": run_k8s, "live": run_live}
 
 
 def main() -> None:

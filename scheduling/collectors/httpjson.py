@@ -54,6 +54,16 @@ class JsonClient:
         with total_deadline(self.deadline):
             return with_retries(lambda: self._get_once(path, params), self.retry, self.sleep)
 
+    def get_body(self, path: str, params: Mapping[str, Any] | None = None) -> bytes:
+        """The body of a successful GET, undecoded (for a caller decoding only the fields it reads)."""
+        with total_deadline(self.deadline):
+            return with_retries(lambda: self._get_body_once(path, params), self.retry, self.sleep)
+
+    def _get_body_once(self, path: str, params: Any) -> bytes:
+        response = self.request("GET", path, params=params)
+        check_status(self.name, response)
+        return response.content
+
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request with transport errors mapped; status handling is the caller's (actuators)."""
         try:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import msgspec
 
 from scheduling.engine.owners import Claim, NameKind
 from scheduling.engine.types import OrchestratorKind, WorkloadKind
@@ -25,7 +26,7 @@ from .errors import MalformedResponse, SourceUnavailable
 from .hostlist import count_index_list, expand_hostlist, index_list
 from .httpjson import JsonClient, require
 from .reliability import DEFAULT_RETRY, DEFAULT_TIMEOUT_S, CircuitBreaker, RetryPolicy, guarded
-from .slurm_wire import job_v38, node_v38, partition_v38
+from .slurm_wire import job_v38, node_v38, number, partition_v38
 from .snapshot import (
     DEFAULT_TEAMS,
     ObservedNode,
@@ -35,6 +36,56 @@ from .snapshot import (
     TeamMapping,
     WorkloadState,
 )
+
+# Every job field parse_job (and job_v38 before it) reads: a job whose values of these are unchanged parses to
+# the same workload, so an incremental round reuses it (tests/collectors/test_slurm_incremental.py checks the
+# list against the parser). Volatile fields nothing reads (last_sched_evaluation...) stay out.
+JOB_FIELDS_READ = (
+    "job_id", "job_state", "state_reason", "node_count", "gres_detail", "tres_per_node", "tres_per_task",
+    "tasks", "tres_per_job", "array_job_id", "array_task_string", "array_task_id", "account", "user_name",
+    "name", "priority", "submit_time", "start_time", "nodes", "job_resources", "partition",
+)  # fmt: skip
+# A job as the collector decodes it: only the fields read (msgspec skips the ~90 others undecoded). Field
+# order is JOB_FIELDS_READ's, so msgspec.structs.astuple gives the job's fingerprint at C speed.
+JobWire = msgspec.defstruct(
+    "JobWire", [(name, Any, msgspec.UNSET) for name in JOB_FIELDS_READ], gc=False, forbid_unknown_fields=False
+)
+
+
+class JobsWire(msgspec.Struct, gc=False):
+    """The /jobs answer: its jobs, errors, warnings and (v0.0.40+) slurmctld's ``last_update``."""
+
+    jobs: list[JobWire] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
+    errors: Any = msgspec.UNSET
+    warnings: Any = msgspec.UNSET
+    last_update: Any = msgspec.UNSET
+
+
+_JOBS_DECODER = msgspec.json.Decoder(JobsWire)
+
+
+def decode_jobs(body: bytes) -> dict[str, Any]:
+    """A /jobs body as a document of :data:`JobWire` jobs (keys slurmrestd left out stay out); a body that is
+    not whole JSON, or a job that is not an object, is refused whole."""
+    try:
+        wire = _JOBS_DECODER.decode(body)
+    except msgspec.ValidationError as exc:
+        raise MalformedResponse(f"jobs: a bad field: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise MalformedResponse(f"jobs: not whole JSON ({exc}; {len(body)} bytes)") from exc
+    return {name: value for name in JobsWire.__struct_fields__ if (value := getattr(wire, name)) is not msgspec.UNSET}
+
+
+def _job_fields(raw: Any) -> tuple[Any, ...]:
+    """A job's read fields in JOB_FIELDS_READ order (its fingerprint), from a wire job or a dict."""
+    if isinstance(raw, JobWire):
+        return msgspec.structs.astuple(raw)
+    return tuple(raw.get(k, msgspec.UNSET) for k in JOB_FIELDS_READ)
+
+
+def _job_dict(fields: tuple[Any, ...]) -> dict[str, Any]:
+    return {k: v for k, v in zip(JOB_FIELDS_READ, fields, strict=True) if v is not msgspec.UNSET}
+
 
 RUNNING_JOB_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING"})
 HOLD_REASONS = frozenset({"Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldAdmin", "JobHeldUser"})
@@ -329,9 +380,92 @@ def _items(document: Any, key: str, where: str) -> list[dict[str, Any]]:
         # slurmrestd answers 200 with an errors array when slurmctld could not be queried.
         raise SourceUnavailable(f"{where}: slurmrestd reported {errors}", retryable=True)
     items = require(document, key, (list,), where)
-    if not all(isinstance(i, dict) for i in items):
+    if not all(isinstance(i, dict | JobWire) for i in items):
         raise MalformedResponse(f"{where}: {key} holds non-objects")
     return items
+
+
+# Incremental rounds. slurmctld's update_time is all or nothing (proc_req.c _slurm_rpc_dump_jobs): when no
+# job changed since it the answer is "no change" (an empty list), otherwise every job comes back. So a round
+# asks with a cursor, keeps what it knew when nothing changed, and otherwise re-parses only the jobs whose
+# read fields changed; a job missing from the list is gone (ended and purged).
+FULL_LIST_EVERY = 20  # rounds: at 30 s a round, every job is re-read and re-parsed from scratch every 10 min
+CURSOR_OVERLAP_S = 30  # taken off the cursor: clock skew between portal and slurmctld, and same-second changes
+NO_CHANGE_WARNING = "No job changes"  # v0.0.40+ says so; v0.0.37/38 answer an empty list without a word
+
+
+def takes_update_time(api_version: str) -> bool:
+    """v0.0.37 on take ``update_time`` on /jobs; v0.0.36 has no such parameter (openapi_v3.json of 22.05)."""
+    match = re.fullmatch(r"v0\.0\.(\d+)", api_version)
+    return not match or int(match[1]) >= 37
+
+
+@dataclass
+class SlurmJobCache:
+    """What one orchestrator's earlier rounds knew: the cursor and each job's read fields with its workload.
+    Kept by the caller from round to round (:func:`job_cache_for`); a new one (a restart) means a full list.
+    ``last_round`` is "full", "incremental" or "unchanged", for logs and tests."""
+
+    full_every: int = FULL_LIST_EVERY
+    overlap_s: int = CURSOR_OVERLAP_S
+    cursor: int | None = None
+    known: dict[Any, tuple[tuple[Any, ...], ObservedWorkload | None]] = field(default_factory=dict)
+    rounds_since_full: int = 0
+    last_round: str = ""
+
+    def wants_full(self) -> bool:
+        return self.cursor is None or self.rounds_since_full + 1 >= self.full_every
+
+    def forget(self) -> None:
+        self.cursor, self.known, self.rounds_since_full = None, {}, 0
+
+    def workloads(self) -> tuple[ObservedWorkload, ...]:
+        return tuple(w for _fields, w in self.known.values() if w is not None)
+
+
+_JOB_CACHES: dict[tuple[Any, ...], SlurmJobCache] = {}
+
+
+def job_cache_for(*key: Any) -> SlurmJobCache:
+    """This process's cache for one orchestrator (key: its id, endpoint, API version: a changed endpoint or
+    version starts over). Rounds of one orchestrator never overlap (round leases), so no lock."""
+    return _JOB_CACHES.setdefault(key, SlurmJobCache())
+
+
+def parse_jobs(
+    raws: Iterable[Any],
+    *,
+    orchestrator: str,
+    teams: TeamMapping,
+    cache: SlurmJobCache | None = None,
+    full: bool = True,
+) -> tuple[ObservedWorkload, ...]:
+    """Workloads of a full job list. With a cache and not ``full``, a job whose read fields equal last
+    round's keeps last round's workload; the cache then holds exactly this list (ended jobs drop out)."""
+    known = {} if cache is None or full else cache.known
+    seen: dict[Any, tuple[tuple[Any, ...], ObservedWorkload | None]] = {}
+    for raw in raws:
+        fields = _job_fields(raw)
+        hit = known.get(fields[0])
+        if hit is not None and hit[0] == fields:
+            workload = hit[1]
+        else:
+            as_dict = _job_dict(fields) if isinstance(raw, JobWire) else raw
+            workload = parse_job(as_dict, orchestrator=orchestrator, teams=teams)
+        seen[fields[0]] = (fields, workload)
+    if cache is not None:
+        cache.known = seen
+    return tuple(w for _fields, w in seen.values() if w is not None)
+
+
+def advance_cursor(cache: SlurmJobCache, jobs_doc: Any, taken_at: datetime) -> None:
+    """The cursor after a round: slurmctld's own ``last_update`` where the answer gives it (v0.0.40+), else
+    the time the round began; less the overlap, so a change in the same second or under clock skew is asked
+    for again."""
+    stamp = number(jobs_doc.get("last_update")) if isinstance(jobs_doc, dict) else None
+    seen = int(stamp) if isinstance(stamp, int | float) and stamp > 0 else int(taken_at.timestamp())
+    cache.cursor = seen - cache.overlap_s
+    cache.rounds_since_full = 0 if cache.last_round == "full" else cache.rounds_since_full + 1
 
 
 def build_snapshot(
@@ -343,14 +477,17 @@ def build_snapshot(
     topology: Mapping[str, TopologyPath] | None = None,
     teams: TeamMapping = DEFAULT_TEAMS,
     taken_at: datetime | None = None,
+    job_cache: SlurmJobCache | None = None,
 ) -> Snapshot:
-    """Parse the three slurmrestd documents of one round into a snapshot (pure; used by tests)."""
+    """Parse the three slurmrestd documents of one round into a snapshot (pure; used by tests). With a
+    ``job_cache`` whose ``last_round`` is "unchanged", ``jobs_doc`` is not read: the cache's jobs stand."""
     nodes = tuple(parse_node(raw, orchestrator=name, topology=topology) for raw in _items(nodes_doc, "nodes", "nodes"))
-    workloads = tuple(
-        w
-        for raw in _items(jobs_doc, "jobs", "jobs")
-        if (w := parse_job(raw, orchestrator=name, teams=teams)) is not None
-    )
+    if job_cache is not None and job_cache.last_round == "unchanged":
+        workloads = job_cache.workloads()
+    else:
+        full = job_cache is None or job_cache.last_round != "incremental"
+        raws = _items(jobs_doc, "jobs", "jobs")
+        workloads = parse_jobs(raws, orchestrator=name, teams=teams, cache=job_cache, full=full)
     workloads = fill_indices_from_nodes(workloads, nodes)
     gpus_by_node = {n.name: n.gpu_total for n in nodes}
     queues = tuple(
@@ -394,8 +531,10 @@ class SlurmCollector:
         breaker: CircuitBreaker | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         sleep: Callable[[float], None] = time.sleep,
+        job_cache: SlurmJobCache | None = None,
     ) -> None:
         self.name = name
+        self.job_cache = job_cache
         self.api_version = api_version
         self.topology = topology
         self.teams = teams
@@ -425,8 +564,45 @@ class SlurmCollector:
 
     def _collect(self) -> Snapshot:
         taken_at = datetime.now(UTC)
-        docs = [self.client.get_json(f"/slurm/{self.api_version}/{what}") for what in self.resources()]
-        return build_snapshot(self.name, *docs, topology=self.topology, teams=self.teams, taken_at=taken_at)
+        base = f"/slurm/{self.api_version}"
+        nodes_doc = self.client.get_json(f"{base}/nodes")
+        jobs_doc = self._jobs(f"{base}/jobs", taken_at)
+        partitions_doc = self.client.get_json(f"{base}/partitions")
+        snapshot = build_snapshot(
+            self.name,
+            nodes_doc,
+            jobs_doc,
+            partitions_doc,
+            topology=self.topology,
+            teams=self.teams,
+            taken_at=taken_at,
+            job_cache=self.job_cache,
+        )
+        if self.job_cache is not None:
+            advance_cursor(self.job_cache, jobs_doc, taken_at)
+        return snapshot
+
+    def _jobs(self, path: str, taken_at: datetime) -> Any:
+        """The jobs document of this round; sets the cache's ``last_round``. Asks with the cursor when there is
+        one (and the version takes it), else, and every ``full_every`` rounds, for the full list."""
+        cache = self.job_cache
+        if cache is None:
+            return decode_jobs(self.client.get_body(path))
+        if cache.wants_full() or not takes_update_time(self.api_version):
+            cache.last_round = "full"
+            return decode_jobs(self.client.get_body(path))
+        document = decode_jobs(self.client.get_body(path, params={"update_time": cache.cursor}))
+        listed = document.get("jobs") if isinstance(document, dict) else None
+        if listed or (isinstance(document, dict) and document.get("errors")):
+            cache.last_round = "incremental"  # something changed: every job came back
+            return document
+        warnings = str(document.get("warnings") or "") if isinstance(document, dict) else ""
+        if listed == [] and (NO_CHANGE_WARNING in warnings or not cache.known):
+            cache.last_round = "unchanged"
+            return document
+        # An empty list without the v0.0.40+ warning: "no change" and "no job left" look alike; ask in full.
+        cache.last_round = "full"
+        return decode_jobs(self.client.get_body(path))
 
     @staticmethod
     def resources() -> Iterable[str]:

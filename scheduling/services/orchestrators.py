@@ -28,7 +28,7 @@ from scheduling.collectors import (
 )
 from scheduling.collectors.httpjson import JsonClient
 from scheduling.collectors.prometheus import PrometheusCollector, auth_headers
-from scheduling.collectors.slurm import jwt_headers
+from scheduling.collectors.slurm import job_cache_for, jwt_headers
 from scheduling.collectors.slurm_accounting import (
     SLURMDB_VERSIONS,
     FinishedJob,
@@ -196,7 +196,10 @@ def build_collector(orchestrator: Orchestrator, breaker: CircuitBreaker):
         "timeout": float(options.get("timeout_s", 10.0)),
     }
     if orchestrator.kind == Orchestrator.Kind.SLURM:
-        return SlurmCollector(*_slurmrestd(orchestrator), **common)
+        endpoint, token, user, version = _slurmrestd(orchestrator)
+        # One cache per orchestrator in this worker process: its next round asks only for what changed.
+        cache = job_cache_for(orchestrator.pk, endpoint, version)
+        return SlurmCollector(endpoint, token, user, version, job_cache=cache, **common)
     if orchestrator.kind == Orchestrator.Kind.RAY:
         return RayCollector(endpoint_of(orchestrator), **common)
     if orchestrator.kind == Orchestrator.Kind.KUBERNETES:

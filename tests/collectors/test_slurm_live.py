@@ -137,3 +137,47 @@ def test_a_missing_token_is_refused_with_401_and_not_retried(slurm_fleet):
     with pytest.raises(SourceUnavailable) as error:
         collector.collect()
     assert error.value.status == 401 and not error.value.retryable
+
+
+def test_an_incremental_round_sees_a_job_submitted_one_finished_and_one_cancelled(slurm_fleet, slurm_jobs):
+    """Issue 35 item 2 on the real 22.05 fleet: round 1 is full, round 2 asks with the cursor (update_time)
+    and merges; a job submitted, one that ended and one cancelled in between are each reflected in it,
+    and the merged workloads equal a full list read without any cache."""
+    from scheduling.collectors.slurm import SlurmJobCache
+
+    topology = parse_topology(slurm_fleet.run("scontrol", "show", "topology"))
+    cache = SlurmJobCache(overlap_s=1)
+
+    def collect(cache=cache):
+        return SlurmCollector(
+            slurm_fleet.url, slurm_fleet.token, slurm_fleet.user, topology=topology, job_cache=cache
+        ).collect()
+
+    def job(*args: str, wrap: str) -> str:
+        return slurm_fleet.run(
+            "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--time=1", *args, "--wrap", wrap
+        ).strip()
+
+    finishing = job("-A", "vision", "-J", "finishing", "--gres=gpu:1", wrap="sleep 6")
+    cancelled = job("-A", "vision", "-J", "cancelled", "--gres=gpu:1", wrap="sleep 3000")
+    wait_for(
+        lambda: {slurm_fleet.squeue().get(j, ("",))[0] for j in (finishing, cancelled)} == {"RUNNING"},
+        timeout=30,
+        what="the two short jobs to start (backfilled: --time=1)",
+    )
+    first = {w.external_id: w for w in collect().workloads}
+    assert cache.last_round == "full"
+    assert first[finishing].state is WorkloadState.RUNNING and first[cancelled].state is WorkloadState.RUNNING
+
+    submitted = job("-A", "llm", "-J", "submitted", "--gres=gpu:1", "--hold", wrap="sleep 3000")
+    slurm_fleet.run("scancel", cancelled)
+    wait_for(lambda: finishing not in slurm_fleet.squeue(), timeout=30, what="the 6 s job to end")
+    try:
+        later = {w.external_id: w for w in collect().workloads}
+        assert cache.last_round == "incremental"
+        assert later[submitted].state is WorkloadState.HELD
+        assert finishing not in later and cancelled not in later
+        assert set(later) - {submitted} <= set(first)
+        assert later == {w.external_id: w for w in collect(SlurmJobCache()).workloads}  # a fresh full list
+    finally:
+        slurm_fleet.run("scancel", submitted)
