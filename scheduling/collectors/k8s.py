@@ -415,6 +415,20 @@ class KubernetesCollector:
                 if exc.status != 404:
                     raise
                 errors = ("volcano CRDs not installed: no queues or pod groups",)
+        return self.snapshot_of(nodes, pods, queues, podgroups, errors=errors, taken_at=taken_at)
+
+    def snapshot_of(
+        self,
+        nodes: Iterable[Any],
+        pods: Iterable[Any],
+        queues: Iterable[Any],
+        podgroups: Iterable[Any],
+        *,
+        errors: tuple[str, ...],
+        taken_at: datetime,
+    ) -> Snapshot:
+        """The round's snapshot of objects already read (listed now, or kept by a watch: k8s_watch), with this
+        round's read of the admission webhook."""
         admission, admission_error = self.admission()
         return build_snapshot(
             self.name,
