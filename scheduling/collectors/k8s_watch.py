@@ -331,6 +331,11 @@ class WatchingCollector:
         for thread in self._threads:
             thread.join(timeout)
 
+    def using(self, breaker: Any) -> WatchingCollector:
+        """This collector with a round's circuit breaker (the breaker's state lives in the database, per scrape)."""
+        self.source.breaker = breaker
+        return self
+
     @property
     def synced(self) -> bool:
         return all(w.synced for w in self.lists.values())
