@@ -37,7 +37,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
-from .k8s import VOLCANO, KubernetesCollector, pod_gpus
+from .k8s import VOLCANO, KubernetesCollector, SnapshotMemo, pod_gpus
 from .reliability import guarded
 from .snapshot import Snapshot
 
@@ -314,6 +314,7 @@ class WatchingCollector:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.fallbacks = 0
+        self.memo = SnapshotMemo()  # rounds run one at a time (one watch process; scrapes hold a lease)
 
     def start(self) -> WatchingCollector:
         for what, watched in self.lists.items():
@@ -366,4 +367,5 @@ class WatchingCollector:
             items.get("podgroups", ()),
             errors=errors,
             taken_at=taken_at,
+            memo=self.memo,
         )
