@@ -297,11 +297,7 @@ def run_k8s(nodes: int = 5000, pods: int = 150_000, persist: bool = True) -> dic
     snapshot = collect_k8s(cluster)
     wall, cpu = _since(mark)
     record = {
-        "case": "k8s",
-        "nodes": len(snapshot.nodes),
-        "pods": pods,
-        "podgroups": pods // 4,
-        "workloads": len(snapshot.workloads),
+        **_sizes("k8s", snapshot, pods),
         "response_mb": round(cluster.response_bytes / 2**20, 1),
         "parse_seconds": _round(wall - cluster.making_wall),
         "parse_cpu_seconds": _round(cpu - cluster.making_cpu),
@@ -314,6 +310,16 @@ def run_k8s(nodes: int = 5000, pods: int = 150_000, persist: bool = True) -> dic
         record["cpu_seconds"] = _round(record["parse_cpu_seconds"] + record["persist_cpu_seconds"])
     record["peak_rss_mb"] = round(_peak_rss_mb())
     return record
+
+
+def _sizes(case: str, snapshot, pods: int) -> dict:
+    return {
+        "case": case,
+        "nodes": len(snapshot.nodes),
+        "pods": pods,
+        "podgroups": pods // 4,
+        "workloads": len(snapshot.workloads),
+    }
 
 
 CHURN = 0.05  # share of gangs that start, stop or move between two scrapes 30 s apart (a busy cluster)
@@ -350,6 +356,105 @@ def persist_k8s(snapshots) -> dict:
 
 def _round(value: float) -> float:
     return round(value, 2)
+
+
+# ------------------------------------------------------------------------------- Kubernetes by watch
+
+WATCH_CHURN = 0.01  # share of gangs (4 pods each) that change between two rounds 30 s apart
+NODE_EVENTS = 0.10  # share of nodes MODIFIED a round (a kubelet posts its status when it changes, else every 5 min)
+
+
+def watching_collector(cluster: SyntheticKubernetes):
+    """The real ``WatchingCollector`` over the synthetic cluster's list calls (its threads not started: the
+    benchmark lists and feeds events itself, so what is timed is exactly the round's work)."""
+    from kubernetes import client
+
+    from scheduling.collectors.k8s_watch import WatchingCollector
+
+    source = k8s.KubernetesCollector(client.ApiClient(), name="bench-k8s", page_size=PAGE)
+    source.core = source.custom = cluster
+    return WatchingCollector(source)
+
+
+def churn_events(nodes: int, pods: int) -> tuple[list[bytes], list[bytes]]:
+    """The watch events of one round: the pods of the ``WATCH_CHURN`` gangs that changed (each MODIFIED as the
+    next round's cluster has it: bound elsewhere, or waiting) and ``NODE_EVENTS`` of the nodes MODIFIED."""
+    later = SyntheticKubernetes(nodes, pods, round_no=1, churn=WATCH_CHURN)
+    moved = [g for g in range(pods // 4) if random.Random(g * 7 + later.seed).random() < WATCH_CHURN]
+    pod_events = [b'{"type":"MODIFIED","object":%s}' % later._pod(4 * g + m).encode() for g in moved for m in range(4)]
+    step = round(1 / NODE_EVENTS)
+    node_events = [b'{"type":"MODIFIED","object":%s}' % later._node(i).encode() for i in range(0, nodes, step)]
+    return pod_events, node_events
+
+
+def run_k8s_watch(nodes: int = 5000, pods: int = 150_000, persist: bool = True) -> dict:
+    """The first round after a restart (every list read once, the snapshot from the cache) and a steady round
+    (one round's watch events applied, the snapshot from the cache), each then persisted as a round does."""
+    cluster = SyntheticKubernetes(nodes, pods)
+    watching = watching_collector(cluster)
+    mark = _clock()
+    for watched in watching.lists.values():
+        watched.relist()
+    first = watching.collect()
+    first_wall, first_cpu = _since(mark)
+    pod_events, node_events = churn_events(nodes, pods)
+    mark = _clock()
+    for line in pod_events:
+        watching.lists["pods"].apply(line)
+    for line in node_events:
+        watching.lists["nodes"].apply(line)
+    steady = watching.collect()
+    steady_wall, steady_cpu = _since(mark)
+    record = {
+        **_sizes("k8s_watch", steady, pods),
+        "churn": WATCH_CHURN,
+        "pod_events": len(pod_events),
+        "node_events": len(node_events),
+        "fallbacks": watching.fallbacks,
+        "first_round_parse_seconds": _round(first_wall - cluster.making_wall),
+        "first_round_parse_cpu_seconds": _round(first_cpu - cluster.making_cpu),
+        "steady_parse_seconds": _round(steady_wall),
+        "steady_parse_cpu_seconds": _round(steady_cpu),
+        "parse_peak_rss_mb": round(_peak_rss_mb()),
+    }
+    if persist:
+        figures = persist_rounds(first, steady)
+        del first, steady
+        record |= figures
+        persist_cpu = figures["persist_steady_cpu_seconds"]
+        record["steady_cpu_seconds"] = _round(record["steady_parse_cpu_seconds"] + persist_cpu)
+    record["peak_rss_mb"] = round(_peak_rss_mb())
+    record["load"] = os.getloadavg()
+    return record
+
+
+def persist_rounds(first, steady) -> dict:
+    """``ingest_snapshot`` of the first round (creates every row) and of the steady round that follows, in a
+    transaction rolled back at the end."""
+    from benchmarks.busy import setup_django
+
+    setup_django()
+    from django.db import connection, transaction
+
+    from scheduling.models import Orchestrator, Team
+    from scheduling.services.ingest import ingest_snapshot
+
+    figures: dict = {"database": connection.vendor}
+    with transaction.atomic():
+        orchestrator = Orchestrator.objects.create(name="bench-k8s", kind="kubernetes", endpoint="https://bench.k8s")
+        Team.objects.bulk_create([Team(slug=f"team{i}", name=f"Team {i}") for i in range(40)], ignore_conflicts=True)
+        start = datetime.now(UTC)
+        for n, (name, snapshot) in enumerate((("first", first), ("steady", steady))):
+            mark = _clock()
+            ingest_snapshot(orchestrator, replace(snapshot, taken_at=start + timedelta(seconds=30 * n)))
+            figures[f"persist_{name}_seconds"], figures[f"persist_{name}_cpu_seconds"] = map(_round, _since(mark))
+        transaction.set_rollback(True)
+    return figures
+
+
+def run_k8s_relist() -> dict:
+    """Today's re-list round parse only (no persist), to interleave with ``k8s_watch`` on the same machine."""
+    return run_k8s(persist=False) | {"case": "k8s_relist", "load": os.getloadavg()}
 
 
 # ------------------------------------------------------------------------------------- live round
@@ -456,7 +561,15 @@ def _scrape_ok(collection, orchestrator) -> None:
         raise RuntimeError(f"{orchestrator.name}: {outcome.skipped or outcome.run.error}")
 
 
-CASES = {"slurm": run_slurm, "slurm_incremental": run_slurm_incremental, "k8s": run_k8s, "live": run_live}
+CASES = {
+    "slurm": run_slurm,
+    "slurm_incremental": run_slurm_incremental,
+    "k8s": run_k8s,
+    "k8s_relist": run_k8s_relist,
+    "k8s_watch": run_k8s_watch,
+    "k8s_watch_parse": lambda: run_k8s_watch(persist=False),
+    "live": run_live,
+}
 
 
 def main() -> None:

@@ -205,8 +205,13 @@ def _group_workloads(
     min_member = int(spec.minMember or 1)
     min_gpus = quantity((spec.minResources or {}).get(resource))
     gang_size = max(len(members), min_member) if podgroup is not None else len(members)
-    context = {"orchestrator": orchestrator, "teams": teams, "podgroup": podgroup, "total": gang_size,
-               "admission": admission}
+    context = {
+        "orchestrator": orchestrator,
+        "teams": teams,
+        "podgroup": podgroup,
+        "total": gang_size,
+        "admission": admission,
+    }
     workloads = []
     if bound:
         workloads.append(_workload(key, bound, WorkloadState.RUNNING, len(bound), **context))
@@ -286,8 +291,10 @@ def admission_gaps(pods: Iterable[wire.Pod], admission: Admission | None) -> tup
     return tuple(
         AdmissionGap(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid, created)
         for pod in pods
-        if not pod.metadata.annotations.decision and (created := epoch(pod.metadata.creationTimestamp)) is not None
-        and created >= admission.since and admission.sent(pod)
+        if not pod.metadata.annotations.decision
+        and (created := epoch(pod.metadata.creationTimestamp)) is not None
+        and created >= admission.since
+        and admission.sent(pod)
     )
 
 
@@ -310,16 +317,19 @@ def build_snapshot(
     errors: tuple[str, ...] = (),
     taken_at: datetime | None = None,
     admission: Admission | None = None,
+    memo: SnapshotMemo | None = None,
 ) -> Snapshot:
     """Parse listed items (every page already joined; decoded Structs or plain dicts) into a snapshot
     (pure; tests and benchmark). ``admission``: the portal's admission webhook as registered (``None`` when it
-    is not, or was not readable), for each workload's ``admission_gaps``."""
+    is not, or was not readable), for each workload's ``admission_gaps``. ``memo``: what the last round built from the
+    very same objects, reused (a watch cache's rounds: k8s_watch)."""
     allocated: dict[str, int] = defaultdict(int)
     groups: dict[str, list[Member]] = defaultdict(list)
     pending = 0
+    gpus_of = memo.gpus_counter(resource) if memo is not None else functools.partial(pod_gpus, resource=resource)
     for raw in pods:
         pod = wire.as_wire(raw, wire.Pod, "pod")
-        gpus = pod_gpus(pod, resource)
+        gpus = gpus_of(pod)
         if not gpus or pod.status.phase in TERMINATED_PHASES:
             continue
         if pod.spec.nodeName:
@@ -330,9 +340,8 @@ def build_snapshot(
     typed_groups = (wire.as_wire(g, wire.PodGroup, "podgroup") for g in podgroups)
     by_group = {f"{g.metadata.namespace}/{g.metadata.name}": g for g in typed_groups}
     context = {"orchestrator": name, "teams": teams, "resource": resource, "admission": admission}
-    workloads = tuple(
-        w for key, members in groups.items() for w in _group_workloads(key, members, by_group.get(key), **context)
-    )
+    gang = functools.partial(_group_workloads, **context) if memo is None else memo.gangs(context)
+    workloads = tuple(w for key, members in groups.items() for w in gang(key, members, by_group.get(key)))
     typed_nodes = (wire.as_wire(n, wire.Node, "node") for n in nodes)
     observed_nodes = tuple(
         parse_node(
@@ -350,6 +359,53 @@ def build_snapshot(
         pending_gpus=float(pending),
         errors=errors,
     )
+
+
+GangBuilder = Callable[[str, list[Member], wire.PodGroup | None], list[ObservedWorkload]]
+
+
+class SnapshotMemo:
+    """A watch cache's rounds see the very same pod and PodGroup objects again unless an event replaced them:
+    each pod's GPU count and each gang's workloads are kept from the last round and reused while the gang's
+    members and PodGroup are the same objects (identity, not equality: an event always makes a new object) and
+    the round's context (team mapping, admission) is equal. The objects are held, so an id is never reused."""
+
+    def __init__(self) -> None:
+        self._gpus: dict[int, tuple[wire.Pod, int]] = {}
+        self._gangs: dict[str, tuple[list[Member], wire.PodGroup | None, list[ObservedWorkload]]] = {}
+        self._context: dict[str, Any] | None = None
+
+    def gpus_counter(self, resource: str) -> Callable[[wire.Pod], int]:
+        last, self._gpus = self._gpus, {}
+
+        def gpus(pod: wire.Pod) -> int:
+            kept = last.get(id(pod))
+            count = kept[1] if kept is not None and kept[0] is pod else pod_gpus(pod, resource)
+            self._gpus[id(pod)] = (pod, count)
+            return count
+
+        return gpus
+
+    def gangs(
+        self, context: dict[str, Any]
+    ) -> Callable[[str, list[Member], wire.PodGroup | None], list[ObservedWorkload]]:
+        last = self._gangs if context == self._context else {}
+        self._gangs, self._context = {}, context
+
+        def gang(key: str, members: list[Member], podgroup: wire.PodGroup | None) -> list[ObservedWorkload]:
+            kept = last.get(key)
+            if kept is not None and kept[1] is podgroup and _same_pods(kept[0], members):
+                workloads = kept[2]
+            else:
+                workloads = _group_workloads(key, members, podgroup, **context)
+            self._gangs[key] = (members, podgroup, workloads)
+            return workloads
+
+        return gang
+
+
+def _same_pods(before: list[Member], now: list[Member]) -> bool:
+    return len(before) == len(now) and all(a[0] is b[0] for a, b in zip(before, now, strict=True))
 
 
 def _api_error(what: str, exc: ApiException) -> SourceUnavailable:
@@ -415,6 +471,21 @@ class KubernetesCollector:
                 if exc.status != 404:
                     raise
                 errors = ("volcano CRDs not installed: no queues or pod groups",)
+        return self.snapshot_of(nodes, pods, queues, podgroups, errors=errors, taken_at=taken_at)
+
+    def snapshot_of(
+        self,
+        nodes: Iterable[Any],
+        pods: Iterable[Any],
+        queues: Iterable[Any],
+        podgroups: Iterable[Any],
+        *,
+        errors: tuple[str, ...],
+        taken_at: datetime,
+        memo: SnapshotMemo | None = None,
+    ) -> Snapshot:
+        """The round's snapshot of objects already read (listed now, or kept by a watch: k8s_watch), with this
+        round's read of the admission webhook."""
         admission, admission_error = self.admission()
         return build_snapshot(
             self.name,
@@ -428,6 +499,7 @@ class KubernetesCollector:
             errors=errors + admission_error,
             taken_at=taken_at,
             admission=admission,
+            memo=memo,
         )
 
     def admission(self) -> tuple[Admission | None, tuple[str, ...]]:
@@ -447,16 +519,21 @@ class KubernetesCollector:
         except (SourceUnavailable, MalformedResponse) as exc:  # findings wait; the round's nodes and pods do not
             return None, (f"{exc}: admission bypasses not checked",)
         except SelectorError as exc:
-            return None, (f"kubernetes: admission webhook {self.admission_webhook}: {exc}: admission bypasses "
-                          "not checked",)
+            return None, (
+                f"kubernetes: admission webhook {self.admission_webhook}: {exc}: admission bypasses not checked",
+            )
         return Admission(since, webhooks, labels), ()
 
     def _admission_config(self) -> wire.WebhookConfiguration | None:
         if not self.admission_webhook:
             return None
         try:
-            body = self._raw("read", "admission webhook", self.registrations.read_mutating_webhook_configuration,
-                             self.admission_webhook)
+            body = self._raw(
+                "read",
+                "admission webhook",
+                self.registrations.read_mutating_webhook_configuration,
+                self.admission_webhook,
+            )
         except SourceUnavailable as exc:
             if exc.status == 404:  # not registered: pods made before the webhook exists are no bypasses
                 return None
@@ -539,8 +616,11 @@ def with_labelled_namespaces(teams: TeamMapping, admission: Admission | None) ->
     when the webhook is registered). The explicit mapping wins over a label."""
     if admission is None:
         return teams
-    labelled = {name: labels[GOVERNANCE_TEAM_LABEL] for name, labels in admission.namespace_labels.items()
-                if labels.get(GOVERNANCE_TEAM_LABEL)}
+    labelled = {
+        name: labels[GOVERNANCE_TEAM_LABEL]
+        for name, labels in admission.namespace_labels.items()
+        if labels.get(GOVERNANCE_TEAM_LABEL)
+    }
     if not labelled:
         return teams
     return dataclasses.replace(teams, namespace_teams={**labelled, **teams.namespace_teams})

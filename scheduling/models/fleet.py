@@ -64,10 +64,14 @@ class Orchestrator(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     # The scrape holding the lease; only it may release it (services/collection.py).
     lease_token = models.CharField(max_length=32, blank=True, default="", editable=False)
+    # Until when a `manage.py watch_kubernetes` process collects this source from its watch cache: the Celery
+    # round leaves it alone until then, and re-lists it again once the watcher has stopped renewing this.
+    watched_until = models.DateTimeField(null=True, blank=True, editable=False)
     objects = OrchestratorQuerySet.as_manager()
     history = HistoricalRecords(
         excluded_fields=[
-            "last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until", "lease_token"
+            "last_success_at", "last_error", "last_error_at", "breaker_state", "lease_until", "lease_token",
+            "watched_until",
         ]
     )
 

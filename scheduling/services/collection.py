@@ -9,8 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from scheduling.collectors import BreakerState, CircuitBreaker, CollectorError
 from scheduling.collectors.deadline import total_deadline
@@ -53,9 +55,13 @@ class ScrapeOutcome:
     skipped: str = ""
 
 
-def scrape(orchestrator_id: int) -> ScrapeOutcome:
+CollectorFor = Callable[[Orchestrator, CircuitBreaker], Any]
+
+
+def scrape(orchestrator_id: int, collector_for: CollectorFor = build_collector) -> ScrapeOutcome:
     """Scrape one orchestrator unless another worker holds its lease; the whole scrape's HTTP calls end within
-    GPUPORTAL_SCRAPE_DEADLINE_S, and one that does not is a failure that marks the source stale."""
+    GPUPORTAL_SCRAPE_DEADLINE_S, and one that does not is a failure that marks the source stale.
+    ``collector_for``: the collector of the row with this scrape's breaker (a watch process passes its cache's)."""
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
     token = acquire_lease(orchestrator_id)
     if token is None:
@@ -65,7 +71,7 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
     started = time.perf_counter()
     try:
         with total_deadline(settings.GPUPORTAL_SCRAPE_DEADLINE_S):
-            run = _collect_and_ingest(orchestrator, breaker, started)
+            run = _collect_and_ingest(orchestrator, breaker, started, collector_for)
     except CollectorError as error:
         run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
     finally:
@@ -77,11 +83,13 @@ def scrape(orchestrator_id: int) -> ScrapeOutcome:
     return ScrapeOutcome(orchestrator.name, run)
 
 
-def _collect_and_ingest(orchestrator: Orchestrator, breaker: CircuitBreaker, started: float) -> CollectorRun:
+def _collect_and_ingest(
+    orchestrator: Orchestrator, breaker: CircuitBreaker, started: float, collector_for: CollectorFor
+) -> CollectorRun:
     if orchestrator.kind == Orchestrator.Kind.PROMETHEUS:
         # Issue 11: a metrics source fills busy time into the schedulers' samples (services/busy.py).
         return scrape_busy(orchestrator, breaker, secret_of(orchestrator))
-    snapshot = build_collector(orchestrator, breaker).collect()
+    snapshot = collector_for(orchestrator, breaker).collect()
     return ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
 
 
@@ -143,9 +151,10 @@ def round_lease_length() -> timedelta:
 
 
 def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
-    """One round: the demo federation advances in-process; each real orchestrator's scrape is handed to
-    ``enqueue_scrape`` (its own task). The round's fragmentation sample is the fleet as stored now (real
-    sources as of their latest scrape); samples past the retention are pruned.
+    """One round: the demo federation advances in-process; each real orchestrator's scrape (but those a watch
+    process collects: services/kubernetes_watch.py) is handed to ``enqueue_scrape`` (its own task). The round's
+    fragmentation sample is the fleet as stored now (real sources as of their latest scrape); samples past the
+    retention are pruned.
 
     One round at a time: rounds a worker outage queued up, or a redelivered one, skip while another holds
     the round's lease (two at once advanced the demo twice over one window and raced on its rollups)."""
@@ -154,7 +163,9 @@ def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
             raise RoundSkipped(f"another {COLLECTION_ROUND} holds the lease")
         result = run_demo_round()
         record_fragmentation_sample()
-        for orchestrator_id in real_orchestrators().values_list("pk", flat=True):
+        # A source a `watch_kubernetes` process collects from its watch cache is left to it while it renews its mark.
+        unwatched = real_orchestrators().exclude(watched_until__gt=timezone.now())
+        for orchestrator_id in unwatched.values_list("pk", flat=True):
             enqueue_scrape(orchestrator_id)
         prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
         prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)

@@ -22,6 +22,13 @@ ENSURE_CUSTOM = [
 ]
 USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
     ("", "nodes", "list"): [("k8s.py", 'self.list_all("nodes", self.core.list_node')],
+    # The watch process (k8s_watch.py): each watched list is listed and then watched through the same call.
+    ("", "nodes", "watch"): [("k8s_watch.py", 'Resource("nodes", source.core.list_node')],
+    ("", "pods", "watch"): [("k8s_watch.py", "source.core.list_pod_for_all_namespaces")],
+    ("scheduling.volcano.sh", "queues", "watch"): [("k8s_watch.py", 'Resource("queues", custom, (*VOLCANO, "queues")')],
+    ("scheduling.volcano.sh", "podgroups", "watch"): [
+        ("k8s_watch.py", 'Resource("podgroups", custom, (*VOLCANO, "podgroups")')
+    ],
     ("", "nodes", "get"): [
         ("actuators.py", "self.core.read_node(node"),
         ("verbs.py", "CoreV1Api(self.api).read_node(node)"),
