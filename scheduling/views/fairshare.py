@@ -97,9 +97,9 @@ def fairshare(request: HttpRequest) -> HttpResponse:
             except ValidationError as error:
                 tree_errors = error.message_dict
             else:
-                messages.success(
-                    request, f"Saved {len(changes)} entitlement change(s): {reason.cleaned_data['reason']}"
-                )
+                count, where = len(changes), enforcement_reads.governance_reach().where()
+                saved = f"Saved {count} entitlement change{'' if count == 1 else 's'}"
+                messages.success(request, f"{saved} ({reason.cleaned_data['reason']}): {where}.")
                 return redirect("fairshare-history")
         if request.POST.get("action") != "save":
             reason = ReasonForm(initial={"reason": request.POST.get("reason", "")})

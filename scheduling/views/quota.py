@@ -147,6 +147,8 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
         check = feasibility.check_request(item.team, item.gpus, item.gpu_model, item.starts_at, item.ends_at, item.pk)
     history = item.history.select_related("history_user").order_by("history_date")
     grant = getattr(item, "grant", None) if item.state != QuotaRequest.State.SUBMITTED else None
+    reach = enforcement_reads.governance_reach() if grant else None
+    pinned = grant.orchestrator.name if grant and grant.orchestrator else ""
     return render(
         request,
         "scheduling/quota_detail.html",
@@ -162,6 +164,9 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "extensions": item.extensions.order_by("created_at"),
             "grant": grant,
             "enforcement": enforcement_reads.team_enforcement(item.team) if grant else [],
+            "reach": reach,
+            "grant_where": reach.where(pinned) if reach else "",
+            "grant_enforced": reach.enforces(pinned) if reach else False,
         },
     )
 
