@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.forms import PoolPolicyForm
 from scheduling.models import PoolPolicy, RebalancePlan
+from scheduling.selectors import fleet as fleet_reads
 from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
 
@@ -36,11 +37,15 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
     require_fleet_plans(request, "The rebalancer")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
     decision = rebalance.decide_now(window.until)
+    owned = {pool.name: pool.gpus_total for pool in fleet_reads.pools_now()}  # the overview's figure, read alike
     names, rows = _split_rows(rebalance_reads.split_history(window.since, window.until))
     plans = RebalancePlan.objects.select_related("decided_by")
     context = {
         "window": window,
         "decision": decision,
+        # (target, GPUs owned, of them not taking work: draining, drained or down)
+        "targets": [(t, owned.get(t.orchestrator, 0), owned.get(t.orchestrator, 0) - t.current_gpus)
+                    for t in decision.targets],
         "names": names,
         "rows": rows,
         "waiting": list(plans.filter(state=RebalancePlan.State.PROPOSED).prefetch_related("moves__node",
