@@ -67,6 +67,7 @@ def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "plan": plan,
         "moves": list(plan.moves.select_related("node", "source", "target")),
+        "changes": rebalance.recheck_plan(plan) if plan.state == RebalancePlan.State.PROPOSED else [],
         "history": list(plan.history.select_related("history_user").order_by("history_date")),
         "can_decide": request.user.has_perm("scheduling.edit_pool_policies"),
     }
@@ -83,12 +84,15 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
     if not request.user.has_perm("scheduling.edit_pool_policies"):
         raise PermissionDenied("Only portal admins approve or reject rebalance plans.")
     decision = request.POST.get("decision")
-    act = {"approve": rebalance.approve_plan, "reject": rebalance.reject_plan}.get(decision or "")
-    if act is None:
+    if decision not in ("approve", "reject"):
         messages.error(request, "Choose approve or reject.")
         return redirect("rebalance-plan", pk=plan.pk)
+    decided = {"by": request.user, "reason": request.POST.get("reason", ""), "seen_version": _posted_version(request)}
     try:
-        act(plan, by=request.user, reason=request.POST.get("reason", ""), seen_version=_posted_version(request))
+        if decision == "approve":  # re-checked against the latest round; changed facts need the admin's tick
+            rebalance.approve_plan(plan, accept_changes=request.POST.get("accept_changes") == "1", **decided)
+        else:
+            rebalance.reject_plan(plan, **decided)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect("rebalance-plan", pk=plan.pk)
