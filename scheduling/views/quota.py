@@ -13,6 +13,7 @@ from scheduling.forms import AmendRequestForm, DecisionForm, ExtendGrantForm, Qu
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access, over_cap
 from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.selectors import first_step as first_step_reads
 from scheduling.selectors.teams import teams_now
 from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
@@ -58,10 +59,14 @@ def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
 def quota_new(request: HttpRequest) -> HttpResponse:
     # Beside the form, what each team one may ask for has and uses now: sizing a request starts there.
     standing = over_cap.with_notes(teams_now(access.teams_visible_to(request.user)))
+    # In no team, the team list is empty: the page says why and whom to ask instead of an empty choice.
+    no_team = access.in_no_team(request.user)
+    ask = first_step_reads.admins_to_ask() if no_team else ""
     if request.method != "POST":
-        return render(request, "scheduling/quota_form.html", {"form": _request_form(request), "standing": standing})
+        context = {"form": _request_form(request), "standing": standing, "no_team": no_team, "ask": ask}
+        return render(request, "scheduling/quota_form.html", context)
     form = _request_form(request, request.POST)
-    context: dict = {"form": form, "standing": standing}
+    context = {"form": form, "standing": standing, "no_team": no_team, "ask": ask}
     if form.is_valid():
         data = form.cleaned_data
         check = feasibility.check_request(
