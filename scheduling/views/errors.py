@@ -4,8 +4,8 @@ Bad query parameters: a 400 page naming the parameter and the rule, with a link 
 templates/404.html. Middleware hooks rather than ``handler400``/``handler404``: Django shows its debug
 pages instead of the handlers when DEBUG is on (the demo), and ``handler400`` also answers
 SuspiciousOperation, whose messages are not for users; an address no URL pattern matches is answered with
-templates/404.html too, DEBUG or not (the debug 404 lists every pattern). A 403 always goes through Django's handler, which
-renders templates/403.html with the reason; the API answers its own errors in JSON before this runs.
+templates/404.html too, DEBUG or not (the debug 404 lists every pattern). A 403 always goes through Django's
+handler, which renders templates/403.html with the reason; the API answers its own errors in JSON before this runs.
 """
 
 from django.conf import settings
