@@ -590,7 +590,7 @@ HEADLINE_KEYS = (
     ("idle_h", "Idle GPU-h"),
     ("unavailable_h", "Down/drained GPU-h"),
     ("pending_h", "Pending demand GPU-h"),
-    ("p90_wait_s", "p90 queue wait (s)"),
+    ("p90_wait_s", "p90 queue wait"),  # seconds, shown as a duration (the CSV keeps seconds: its key says so)
     ("fragmented_avg", "Free-but-unusable GPUs (avg)"),
     ("floor_breach_hours", "Floor-breach hours"),
     ("stale_h", "Source stale hours"),

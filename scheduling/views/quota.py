@@ -115,7 +115,9 @@ def _submitted(request: HttpRequest, outcome: idempotency.Outcome) -> HttpRespon
     if outcome.replayed:
         messages.info(request, f"Request #{created.pk} was already sent from this form; here it is.")
     else:
-        messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
+        names = notifications.decider_names(created)
+        who = ", ".join(names) if names else "no one yet: the team has no lead and the portal no admin"
+        messages.success(request, f"Request #{created.pk} for {created.team} sent to {who}, who decide it.")
     return redirect("quota-detail", pk=created.pk)
 
 
@@ -214,7 +216,8 @@ def _extend(request: HttpRequest, item: QuotaRequest, form: ExtendGrantForm) -> 
     except ValidationError as error:
         _errors_to_form(form, error)
         return None
-    messages.success(request, f"Extension requested as #{extension.pk}; it goes to the deciders of {item.team}.")
+    names = ", ".join(notifications.decider_names(extension)) or "no one yet"
+    messages.success(request, f"Extension requested as #{extension.pk}; it goes to {names}, who decide it.")
     return extension
 
 
