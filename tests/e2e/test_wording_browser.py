@@ -39,3 +39,16 @@ def test_the_reports_queue_wait_reads_as_a_duration(session, federation):
     assert "(s)" not in row.inner_text()
     assert cells[0] == "—" or re.fullmatch(r"\d+ (d|h|min|s)( \d+ (h|min|s))?", cells[0]), cells
     assert admin.errors == []
+
+
+def test_a_plural_team_name_takes_a_bare_apostrophe(session, federation):
+    """"Recommendation models's team page" read as a typo; the possessive of a name ending in s is "models'"."""
+    from scheduling.wording import possessive
+
+    assert possessive("Recommendation models") == "Recommendation models'" and possessive("alice") == "alice's"
+    admin = session()
+    admin.log_in("admin", "admin")
+    page = admin.go("/utilisation/teams/recsys/")
+    assert page.get_by_role("link", name="Recommendation models' team page").is_visible()
+    assert "models's" not in page.locator("body").inner_text()
+    assert admin.errors == []
