@@ -203,13 +203,18 @@ def _claim_for(tree: _Tree, name: str, limit: float) -> _Claim:
 def _explain(tree: _Tree, claim: _Claim, held: Mapping[str, float]) -> list[str]:
     spec = tree.specs[claim.name]
     notes: list[str] = []
-    if claim.floor:
-        notes.append(f"guaranteed {claim.floor:g} GPUs honoured first")
+    demand = tree.demand[claim.name]
+    if claim.floor and claim.floor < spec.guaranteed - EPSILON:
+        # The guarantee reserves no more than is wanted (or the limit allows): say both figures.
+        bound = f"its demand is {demand:g}" if claim.floor >= demand - EPSILON else "its limit"
+        notes.append(f"guarantee {spec.guaranteed:g} GPUs: {claim.floor:g} of it claimed first ({bound})")
+    elif claim.floor:
+        notes.append(f"guarantee {claim.floor:g} GPUs honoured first")
     capped = spec.burst_limit is not None and claim.allocation >= spec.burst_limit - EPSILON
-    if capped and tree.demand[claim.name] > claim.allocation + EPSILON:
+    if capped and demand > claim.allocation + EPSILON:
         notes.append(f"capped at burst limit {spec.burst_limit}")
-    if claim.allocation >= tree.demand[claim.name] - EPSILON:
-        notes.append(f"demand of {tree.demand[claim.name]:g} GPUs fully served")
+    if claim.allocation >= demand - EPSILON:
+        notes.append(_entitled_to_all(demand, _subtree_sum(tree, claim.name, held) if held else None))
     elif claim.allocation > claim.floor + EPSILON:
         notes.append(f"weight {spec.weight:g} gives {claim.allocation - claim.floor:g} GPUs above the floor")
     if claim.name in held:
@@ -217,6 +222,22 @@ def _explain(tree: _Tree, claim: _Claim, held: Mapping[str, float]) -> list[str]
         if over > EPSILON:
             notes.append(f"holds {held[claim.name]:g} GPUs, {over:g} above its entitlement (reclaimable)")
     return notes
+
+
+def _subtree_sum(tree: _Tree, name: str, values: Mapping[str, float]) -> float:
+    """A team's figure summed with its sub-teams' (demand is a subtree's; what is held must be too)."""
+    return values.get(name, 0.0) + sum(_subtree_sum(tree, child, values) for child in tree.children.get(name, []))
+
+
+def _entitled_to_all(demand: float, running: float | None) -> str:
+    """Entitled to all of its demand; what of it still waits is waiting for room, not for share (the preview
+    once said "fully served" beside 14 GPUs pending)."""
+    if running is None or running >= demand - EPSILON:
+        return f"entitled to all of its demand ({demand:g} GPUs)"
+    return (
+        f"entitled to all of its demand ({demand:g} GPUs): {running:g} running, {demand - running:g} pending "
+        "(waiting for free GPUs, not for share)"
+    )
 
 
 def decayed_usage(samples: Sequence[tuple[float, float]], now: float, half_life_s: float) -> float:

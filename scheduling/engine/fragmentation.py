@@ -71,16 +71,20 @@ def largest_placeable(nodes: Iterable[Node], shapes: Sequence[int] = DEFAULT_SHA
     """For each gang size in ``shapes`` (GPUs), how many such gangs could start now, each counted alone.
 
     A gang of ``s`` GPUs is shaped as members of ``min(s, 8)`` whole GPUs (one DGX-style host each), so
-    the count is a greedy ``sum(free_whole // member) // members``. It ignores topology, GPU model and
-    CPU/memory: it is an upper bound that shows which sizes fragmentation has already made impossible.
+    the count is a greedy ``sum(free_whole // member) // members`` within each pool: one orchestrator's nodes
+    of one GPU model, since no orchestrator starts a gang on another's nodes nor mixes models in one (summed
+    over the whole fleet, four free nodes here and four there read as a 64-GPU gang no one could start). It
+    ignores topology and CPU/memory: an upper bound that shows which sizes fragmentation has made impossible.
     """
-    whole_free = [node.gpu_free_whole for node in nodes if node.schedulable]
+    pools: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for node in nodes:
+        if node.schedulable:
+            pools[(node.orchestrator, node.gpu_model)].append(node.gpu_free_whole)
     counts: dict[int, int] = {}
     for shape in shapes:
         member = min(shape, MAX_GPUS_PER_MEMBER)
         members_per_gang = -(-shape // member)
-        slots = sum(free // member for free in whole_free)
-        counts[shape] = slots // members_per_gang
+        counts[shape] = sum(sum(free // member for free in pool) // members_per_gang for pool in pools.values())
     return counts
 
 

@@ -21,7 +21,9 @@ from scheduling.models import (
     Orchestrator,
     Team,
 )
+from scheduling.models.fleet import DEMO_PREFIX
 
+DEMO_CLUSTER = "the demo's simulated cluster"  # why governance leaves a demo:// orchestrator alone
 RAY_NOTE = RAY_POOL_ONLY  # the engine's note on every Ray desired state, shown as it is
 WAITING = (EnforcementPlan.State.PENDING, EnforcementPlan.State.APPROVED)
 HIDDEN = {"kind", "name", "namespace", "user", "account", "orchestrator"}  # identity, shown in the object id
@@ -113,6 +115,62 @@ def _plain_values(data: dict[str, Any] | None) -> str:
     if not data:
         return "—"
     return ", ".join(f"{k}={'—' if v is None else v}" for k, v in data.items())
+
+
+@dataclass(frozen=True)
+class GovernanceReach:
+    """Where governance takes effect now, for the pages that say so: the last finished round, the orchestrators
+    it writes to (Slurm and Kubernetes), those it only observes (Ray) and those it leaves alone (the demo's
+    simulated ones, disabled ones): a round may run every 30 s and reach no cluster at all."""
+
+    last_round_at: datetime | None
+    enforced_on: tuple[str, ...]
+    observed_on: tuple[str, ...]
+    not_governed: tuple[str, ...]  # "name (why)"
+
+    def enforces(self, orchestrator: str = "") -> bool:
+        """Whether a change pinned to ``orchestrator`` (or a fleet-wide one) is written to some cluster."""
+        return orchestrator in self.enforced_on if orchestrator else bool(self.enforced_on)
+
+    def where(self, orchestrator: str = "") -> str:
+        """Where a change (a grant pinned to ``orchestrator``, or a fleet-wide one) is written, in words."""
+        if orchestrator and not self.enforces(orchestrator):
+            return f"{orchestrator} is not governed: the portal writes it nowhere" + self._left_alone()
+        targets = (orchestrator,) if orchestrator else self.enforced_on
+        if not targets:
+            return "no orchestrator is governed: the portal writes it to no cluster" + self._left_alone()
+        observed = f"; {_names(self.observed_on)} only observed (Ray has no per-team quota)" if self.observed_on else ""
+        return f"written to {_names(targets)} at the next governance round{observed}"
+
+    def _left_alone(self) -> str:
+        return f" ({', '.join(self.not_governed)})" if self.not_governed else ""
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def governance_reach() -> GovernanceReach:
+    """Two queries: the last finished round, and every orchestrator that schedules jobs (governed: the rule of
+    ``Orchestrator.objects.governed``, enabled and not the demo's, read from the same rows)."""
+    last = (
+        EnforcementRun.objects.filter(dry_run=False, finished_at__isnull=False)
+        .order_by("-started_at")
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    enforced: list[str] = []
+    observed: list[str] = []
+    alone: list[str] = []
+    schedulers = Orchestrator.objects.filter(kind__in=Orchestrator.SCHEDULER_KINDS).order_by("name")
+    for name, kind, enabled, endpoint in schedulers.values_list("name", "kind", "enabled", "endpoint"):
+        if not enabled or endpoint.startswith(DEMO_PREFIX):
+            alone.append(f"{name}: {'disabled' if not enabled else DEMO_CLUSTER}")
+        elif kind == Orchestrator.Kind.RAY:
+            observed.append(name)
+        else:
+            enforced.append(name)
+    return GovernanceReach(last, tuple(enforced), tuple(observed), tuple(alone))
 
 
 def team_enforcement(team: Team) -> list[OrchestratorEnforcement]:

@@ -62,10 +62,10 @@ def pools_now() -> list[PoolNow]:
 
 def engine_nodes(nodes=None, *, unmovable: frozenset[int] = frozenset()) -> tuple[EngineNode, ...]:
     """The fleet (or the ``nodes`` queryset, in its own order) as the engine sees it; a node's allocated GPUs
-    are its lowest indices, and the pks in ``unmovable`` (nodes already in an open plan) are unschedulable."""
-    return tuple(
-        engine_node(row[1:], schedulable=row[0] not in unmovable) for row in node_rows(nodes, with_pk=True)
-    )
+    are its lowest indices, and the pks in ``unmovable`` (nodes already in an open plan) are held where they are
+    (pinned: not moved twice) while still counted in their pool: until its drain starts, such a node serves and
+    its orchestrator owns it (the overview counts it; the rebalancer once dropped it, and the pages disagreed)."""
+    return tuple(engine_node(row[1:], in_plan=row[0] in unmovable) for row in node_rows(nodes, with_pk=True))
 
 
 LARGEST_GANGS_TABLES = ("scheduling_node", "scheduling_orchestrator")  # all it reads (a test holds it to that)
@@ -87,9 +87,9 @@ def node_rows(nodes=None, *, with_pk: bool = False) -> list[tuple]:
     return list(nodes.values_list(*fields))
 
 
-def engine_node(row: tuple, allocated: int | None = None, *, schedulable: bool = True) -> EngineNode:
-    """The one ORM -> engine translation of a node (a ``node_rows`` row); ``schedulable=False`` takes it out
-    of placement whatever its state (the rebalancer's nodes in flight)."""
+def engine_node(row: tuple, allocated: int | None = None, *, in_plan: bool = False) -> EngineNode:
+    """The one ORM -> engine translation of a node (a ``node_rows`` row); ``in_plan``: the node is in an open
+    rebalance plan, so the rebalancer may not move it again (its state says whether it takes work)."""
     name, total, model, alloc, domain, leaf, spine, orch, pinned, state = row
     used = min(total, alloc if allocated is None else allocated)
     return EngineNode(
@@ -101,8 +101,8 @@ def engine_node(row: tuple, allocated: int | None = None, *, schedulable: bool =
         leaf_switch=leaf,
         spine=spine,
         orchestrator=orch,
-        pinned=pinned,
-        schedulable=schedulable and state not in Node.UNSCHEDULABLE,
+        pinned=pinned or in_plan,
+        schedulable=state not in Node.UNSCHEDULABLE,
     )
 
 

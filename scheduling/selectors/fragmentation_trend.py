@@ -54,7 +54,7 @@ class FleetScorer:
         for row in self.schedulable:
             total = row[1]
             busy = min(total, max(row[3] if used is None else used.get(row[0], 0), 0))
-            key = (total, row[2], busy)
+            key = (total, row[2], busy, row[7])  # the pool (model, orchestrator): a gang starts within one
             if key not in self.shapes:
                 shape = engine_node(row, allocated=busy)
                 self.shapes[key] = (shape, fragmented_gpus([shape], self.mix), largest_placeable([shape], GANG_SHAPES))
@@ -65,16 +65,19 @@ class FleetScorer:
 
     def _placeable_sum(self, counts: dict[tuple, int]) -> dict[int, int]:
         """``largest_placeable`` of the fleet from each shape's own answer: gangs up to one host (8 GPUs)
-        are counted per node, so they add up; larger gangs are whole 8-GPU members, so they are the
-        fleet's 8-GPU slots divided by the members a gang needs (the engine's own rule)."""
+        are counted per node, so they add up; larger gangs are whole 8-GPU members within one pool (model and
+        orchestrator), so they are each pool's 8-GPU slots divided by the members a gang needs, summed (the
+        engine's own rule)."""
         totals: dict[int, int] = dict.fromkeys(GANG_SHAPES, 0)
+        slots: dict[tuple, int] = defaultdict(int)
         for key, count in counts.items():
             for size, placeable in self.shapes[key][2].items():
                 if size <= MAX_GPUS_PER_MEMBER:
                     totals[size] += placeable * count
+            slots[(key[1], key[3])] += self.shapes[key][2].get(MAX_GPUS_PER_MEMBER, 0) * count
         for size in GANG_SHAPES:
             if size > MAX_GPUS_PER_MEMBER:
-                totals[size] = totals[MAX_GPUS_PER_MEMBER] // (size // MAX_GPUS_PER_MEMBER)
+                totals[size] = sum(pool // (size // MAX_GPUS_PER_MEMBER) for pool in slots.values())
         return totals
 
 

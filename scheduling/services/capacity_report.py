@@ -31,6 +31,7 @@ from scheduling.selectors import fragmentation_trend, ledger, usage
 from scheduling.selectors import report as reads
 from scheduling.selectors.pool_policies import rule_of
 from scheduling.services import forecast
+from scheduling.wording import possessive
 
 REPORT_VERSION = 1
 HOUR = 3600.0
@@ -612,7 +613,7 @@ HEADLINE_KEYS = (
     ("idle_h", "Idle GPU-h"),
     ("unavailable_h", "Down/drained GPU-h"),
     ("pending_h", "Pending demand GPU-h"),
-    ("p90_wait_s", "p90 queue wait (s)"),
+    ("p90_wait_s", "p90 queue wait"),  # seconds, shown as a duration (the CSV keeps seconds: its key says so)
     ("fragmented_avg", "Free-but-unusable GPUs (avg)"),
     ("floor_breach_hours", "Floor-breach hours"),
     ("stale_h", "Source stale hours"),
@@ -860,8 +861,8 @@ def _idle_allocations(done, now, before):
             yield Action(
                 "idle-allocation",
                 "medium",
-                f"{t['name']}'s GPUs were busy only {t['busy_pct']:.0f} % of the time they were allocated: see the "
-                "idle-allocated jobs on the utilisation page.",
+                f"{possessive(t['name'])} GPUs were busy only {t['busy_pct']:.0f} % of the time they were "
+                "allocated: see the idle-allocated jobs on the utilisation page.",
             )
 
 

@@ -24,6 +24,7 @@ from scheduling.models import Orchestrator, Queue, QuotaGrant, Team, UsageRollup
 from scheduling.selectors.planning import DemandHistory, floor_hour, hourly_demand
 from scheduling.selectors.pool_policies import local_moment
 from scheduling.services import table_changes
+from scheduling.wording import possessive
 
 HISTORY_WEEKS = 8
 HORIZON_HOURS = 14 * 24
@@ -190,7 +191,7 @@ def _exhaustion(series: SeriesForecast, guaranteed: float, today: date) -> Exhau
         on, sentence = (
             today,
             (
-                f"{series.label}'s mean demand ({fit.level_now:.1f} GPUs) already exceeds its guarantee of "
+                f"{possessive(series.label)} mean demand ({fit.level_now:.1f} GPUs) already exceeds its guarantee of "
                 f"{guaranteed:g} GPUs: it relies on burst capacity."
             ),
         )

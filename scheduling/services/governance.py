@@ -11,6 +11,7 @@ Rules, each reported against the field it concerns:
 """
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -38,6 +39,26 @@ class QueueChange:
     seen_version: int | None = None
 
 
+ENTITLEMENT_FIELDS = frozenset({"weight", "guaranteed", "burst_limit"})
+# What an edit changed: per (team id, GPU model), the fields it changed (a new queue: all of them). A rule broken
+# by siblings is reported on one whose field of that rule was edited, then on any edited one.
+Edited = Mapping[tuple[int, str], frozenset[str]]
+
+
+def edited_fields(changes: list[QueueChange], stored: Mapping[tuple[int, str], Queue]) -> dict:
+    """Per changed queue, the fields ``changes`` change against ``stored`` (the queues before the edit)."""
+    edited: dict[tuple[int, str], frozenset[str]] = {}
+    for change in changes:
+        key = (change.team.pk, change.gpu_model)
+        before = stored.get(key)
+        edited[key] = (
+            ENTITLEMENT_FIELDS
+            if before is None
+            else frozenset(f for f in ENTITLEMENT_FIELDS if getattr(before, f) != getattr(change, f))
+        )
+    return edited
+
+
 def _field_error(queue: Queue, field: str, message: str) -> ValidationError:
     return ValidationError({field: f"{queue.team.slug}/{queue.gpu_model or 'any'}: {message}"})
 
@@ -53,9 +74,7 @@ def check_queue(queue: Queue) -> None:
         )
 
 
-def check_tree(
-    queues: list[Queue], edited: frozenset[tuple[int, str]] = frozenset(), parents: Parents | None = None
-) -> None:
+def check_tree(queues: list[Queue], edited: Edited | None = None, parents: Parents | None = None) -> None:
     """Check the whole tree as it would be after a change (``queues`` = every queue, edited or not; ``parents``:
     team id -> parent id after it, by default as stored with the queues' teams' parents on top). A rule broken
     by a group of siblings is reported on the one the admin edited (``edited``: team id and GPU model), not on
@@ -63,16 +82,22 @@ def check_tree(
     for queue in queues:
         check_queue(queue)
     parents = team_parents(queues) if parents is None else parents
+    edited = edited or {}
     _check_weights(queues, edited, parents)
     _check_carved_guarantees(queues, edited, parents)
     _check_promises(queues, parents)
 
 
-def _blamed(group: list[Queue], edited: frozenset[tuple[int, str]]) -> Queue:
-    return next((q for q in reversed(group) if (q.team_id, q.gpu_model) in edited), group[-1])
+def _blamed(group: list[Queue], edited: Edited, field: str) -> Queue:
+    """The queue of ``group`` whose ``field`` the admin edited, else one they edited, else the last."""
+    keys = [(q, (q.team_id, q.gpu_model)) for q in reversed(group)]
+    return next(
+        (q for q, key in keys if field in edited.get(key, ())),
+        next((q for q, key in keys if key in edited), group[-1]),
+    )
 
 
-def _check_weights(queues: list[Queue], edited: frozenset[tuple[int, str]], parents: Parents) -> None:
+def _check_weights(queues: list[Queue], edited: Edited, parents: Parents) -> None:
     """Weights are shares of the parent's share: one parent's children sum to at most 100 % per GPU model."""
     by_parent: dict[tuple[int | None, str], list[Queue]] = defaultdict(list)
     for queue in queues:
@@ -82,13 +107,13 @@ def _check_weights(queues: list[Queue], edited: frozenset[tuple[int, str]], pare
         if total_weight > 100:
             names = ", ".join(f"{q.team.slug} {q.weight}%" for q in siblings)
             raise _field_error(
-                _blamed(siblings, edited),
+                _blamed(siblings, edited, "weight"),
                 "weight",
                 f"weights of one parent's children sum to {total_weight}% ({names}); at most 100%.",
             )
 
 
-def _check_carved_guarantees(queues: list[Queue], edited: frozenset[tuple[int, str]], parents: Parents) -> None:
+def _check_carved_guarantees(queues: list[Queue], edited: Edited, parents: Parents) -> None:
     """A sub-team's guarantee is carved out of the nearest ancestor's queue of its GPU model: those carved out
     of one queue sum to at most its guarantee. (One with no such queue above it is a promise: _check_promises.)"""
     by_team = {(q.team_id, q.gpu_model): q for q in queues}
@@ -101,7 +126,7 @@ def _check_carved_guarantees(queues: list[Queue], edited: frozenset[tuple[int, s
         holder, guaranteed = by_team[key], sum(q.guaranteed for q in group)
         if guaranteed > holder.guaranteed:
             raise _field_error(
-                _blamed(group, edited),
+                _blamed(group, edited, "guaranteed"),
                 "guaranteed",
                 f"sub-teams' guarantees sum to {guaranteed} GPUs, more than their parent's {holder.guaranteed} "
                 f"({holder}).",
@@ -128,13 +153,14 @@ def apply_queue_changes(changes: list[QueueChange], *, by, reason: str) -> list[
     lock_capacity()  # approvals check guarantees under this lock: an edit must not slip between check and grant
     existing = {(q.team_id, q.gpu_model): q for q in Queue.objects.select_for_update().select_related("team")}
     _require_seen_versions(changes, existing)
+    edited = edited_fields(changes, existing)
     touched: list[Queue] = []
     for change in changes:
         queue = existing.get((change.team.pk, change.gpu_model)) or Queue(team=change.team, gpu_model=change.gpu_model)
         queue.weight, queue.guaranteed, queue.burst_limit = change.weight, change.guaranteed, change.burst_limit
         existing[(change.team.pk, change.gpu_model)] = queue
         touched.append(queue)
-    check_tree(list(existing.values()), edited=frozenset((c.team.pk, c.gpu_model) for c in changes))
+    check_tree(list(existing.values()), edited=edited)
     for queue in touched:
         stamp_author(queue, by=by, reason=reason)
         queue.save()
@@ -170,7 +196,7 @@ def check_queue_edit(queue: Queue) -> None:
     others = [q for q in Queue.objects.select_related("team") if q.pk is None or q.pk != queue.pk]
     if any((q.team_id, q.gpu_model) == (queue.team_id, queue.gpu_model) for q in others):
         raise _field_error(queue, "gpu_model", "the team already has a queue for this GPU model; edit that one.")
-    check_tree([*others, queue], edited=frozenset({(queue.team_id, queue.gpu_model)}))
+    check_tree([*others, queue], edited={(queue.team_id, queue.gpu_model): ENTITLEMENT_FIELDS})
 
 
 @transaction.atomic

@@ -35,6 +35,14 @@ def deciders_of(request: QuotaRequest) -> list[str]:
     return emails
 
 
+def decider_names(request: QuotaRequest) -> list[str]:
+    """Who decides ``request``, by username, as a page tells the requester: the leads of its team and the teams
+    above it, else the portal admins (the same people deciders_of mails, also those without an address)."""
+    leads = leads_above(request.team_id).exclude(pk=request.requester_id)
+    people = leads if leads.exists() else portal_admins().exclude(pk=request.requester_id)
+    return sorted(people.values_list("username", flat=True))
+
+
 def _addresses(users) -> list[str]:
     return sorted(set(users.exclude(email="").values_list("email", flat=True)))
 

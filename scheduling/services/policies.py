@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from scheduling.models import Queue
 from scheduling.selectors.policies import EntitlementRow, QueueValues, entitlement_preview
 
-from .governance import QueueChange, apply_queue_changes, check_tree
+from .governance import QueueChange, apply_queue_changes, check_tree, edited_fields
 
 
 def proposed_tree(changes: list[QueueChange]) -> list[Queue]:
@@ -73,7 +73,8 @@ def propose(queues: list[Queue], edited: Iterable[dict]) -> Proposal:
 def check_proposed(changes: list[QueueChange]) -> dict[str, list[str]]:
     """The governance errors the tree would have after ``changes``, by field ({} when it is valid)."""
     try:
-        check_tree(proposed_tree(changes), edited=frozenset((c.team.pk, c.gpu_model) for c in changes))
+        stored = {(q.team_id, q.gpu_model): q for q in Queue.objects.all()}
+        check_tree(proposed_tree(changes), edited=edited_fields(changes, stored))
     except ValidationError as error:
         return error.message_dict
     return {}

@@ -43,7 +43,8 @@ from django.utils import timezone
 from scheduling.collectors import CollectorError
 from scheduling.collectors.verbs import OrchestratorVerbs
 from scheduling.engine.calendar import describe_moment
-from scheduling.engine.rebalance import RebalanceDecision, plan_rebalance
+from scheduling.engine.rebalance import RebalanceDecision, drain_costs, plan_rebalance
+from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import Node as NodeRow
 from scheduling.models import NodeMove, Orchestrator, RebalancePlan
 from scheduling.selectors.fleet import owned_node_count
@@ -105,9 +106,11 @@ class Proposal:
     skipped: str = ""
 
 
-def _effect_document(decision: RebalanceDecision, now: datetime) -> dict:
+def _effect_document(decision: RebalanceDecision, now: datetime, held: dict[str, int] | None = None) -> dict:
     return {
         "at": now.isoformat(),
+        # GPUs each moved node held when proposed: approval compares them with the latest round (recheck_plan)
+        "held_gpus": held or {},
         "local_time": describe_moment(*local_moment(now)),
         "targets": [asdict(t) for t in decision.targets],
         "effects": [asdict(e) for e in decision.effects],
@@ -137,7 +140,7 @@ def propose_plan(now: datetime | None = None) -> Proposal:
         plan = RebalancePlan(
             dry_run=any(dry_run_for(o) for o in involved),
             reason=_plan_reason(decision),
-            expected_effect=_effect_document(decision, now),
+            expected_effect=_effect_document(decision, now, _held_gpus([m.node for m in decision.moves])),
             state=RebalancePlan.State.APPROVED if auto else RebalancePlan.State.PROPOSED,
             decided_at=now if auto else None,
         )
@@ -157,6 +160,63 @@ def propose_plan(now: datetime | None = None) -> Proposal:
             ]
         )
     return Proposal(plan, decision)
+
+
+def _held_gpus(names: list[str]) -> dict[str, int]:
+    return dict(NodeRow.objects.filter(name__in=names).values_list("name", "gpu_allocated"))
+
+
+# ------------------------------------------------------------------------------------------ recheck
+
+
+def _drain_costs_now(now: datetime) -> dict[str, float | None]:
+    """Per node, the GPU-seconds a drain loses now (None: a gang there may not be broken): the engine's rule."""
+    orchestrators = scheduler_orchestrators()
+    preempt = {o.pk: rebalance_options(o).preempt_gangs for o in orchestrators}
+    return drain_costs(nodes_now(orchestrators), running_now(orchestrators, preempt), now.timestamp())
+
+
+def recheck_plan(plan: RebalancePlan, now: datetime | None = None) -> list[str]:
+    """What changed, per move, between the plan's proposal and the latest round: a node that was idle and now
+    holds GPUs (and what draining it loses now), one that may not be drained any more, one that changed owner
+    or went down. Empty: the plan stands on the facts it was proposed on."""
+    now = now or timezone.now()
+    moves = list(plan.moves.select_related("node", "node__orchestrator", "source"))
+    costs = _drain_costs_now(now)
+    held_then = (plan.expected_effect or {}).get("held_gpus") or {}
+    changes: list[str] = []
+    for move in moves:
+        node, round_at = move.node, move.source.last_success_at
+        as_of = f" (as of the round at {round_at:%H:%M} UTC)" if round_at else ""
+        if node.orchestrator_id != move.source_id:
+            changes.append(f"{node.name} belongs to {node.orchestrator.name} now, not {move.source.name}{as_of}")
+            continue
+        if node.state == NodeRow.State.DOWN:
+            changes.append(f"{node.name} is down now{as_of}")
+            continue
+        # Plans from before held_gpus was recorded: a drain cost of 0 meant an idle node.
+        was = held_then.get(node.name, 0 if move.drain_cost_gpu_s == 0 else None)
+        cost = costs.get(node.name, 0.0)
+        if cost is None:
+            changes.append(f"{node.name} runs a gang that may not be broken now{as_of}: it cannot be drained")
+        elif was is not None and node.gpu_allocated != was:
+            then = "idle" if was == 0 else f"holding {was} GPUs"
+            changes.append(
+                f"{node.name} was {then} when proposed and holds {node.gpu_allocated} of {node.gpu_total} GPUs "
+                f"now{as_of}: draining it loses {cost / 3600:.1f} GPU-h, not {move.drain_cost_gpu_s / 3600:.1f}"
+            )
+    return changes
+
+
+def _restate_moves(plan: RebalancePlan, now: datetime) -> None:
+    """An approval on changed facts: each move's drain cost and reason say what draining costs now."""
+    costs = _drain_costs_now(now)
+    for move in plan.moves.select_related("node"):
+        cost = costs.get(move.node.name) or 0.0
+        held = move.node.gpu_allocated
+        move.drain_cost_gpu_s = cost
+        move.reason = f"{move.reason.split('; at approval:')[0]}; at approval: holds {held} GPUs"[:300]
+        move.save(update_fields=["drain_cost_gpu_s", "reason", "updated_at"])
 
 
 def resumable_plan_ids() -> list[int]:
@@ -183,8 +243,22 @@ def _require_admin(by) -> None:
 
 
 @transaction.atomic
-def approve_plan(plan: RebalancePlan, *, by, reason: str, seen_version: int | None = None) -> RebalancePlan:
-    return _decide(plan, RebalancePlan.State.APPROVED, by=by, reason=reason, seen_version=seen_version)
+def approve_plan(
+    plan: RebalancePlan, *, by, reason: str, seen_version: int | None = None, accept_changes: bool = False
+) -> RebalancePlan:
+    """Approve after checking the plan against the latest round: a plan whose facts changed (recheck_plan) is
+    refused with what changed, unless the admin has read it (``accept_changes``); its moves then carry
+    today's drain cost, and the audited reason says it was approved on changed facts."""
+    changes = recheck_plan(plan)
+    if changes and not accept_changes:
+        again = "Approve again with “approve on today's facts” ticked, or reject it for the rebalancer to propose anew."
+        raise ValidationError({"moves": [f"Changed since {plan} was proposed: {c}." for c in changes] + [again]})
+    if changes:
+        reason = f"{require_reason(reason)} (approved on changed facts: {'; '.join(changes)})"[:COMMENT_MAX_CHARS]
+    decided = _decide(plan, RebalancePlan.State.APPROVED, by=by, reason=reason, seen_version=seen_version)
+    if changes:
+        _restate_moves(decided, timezone.now())
+    return decided
 
 
 @transaction.atomic

@@ -212,6 +212,34 @@ def _clean_policies(value: Any) -> list[dict[str, Any]]:
     return cleaned
 
 
+DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def describe_inputs(inputs: dict[str, Any]) -> list[str]:
+    """A scenario's changes as sentences for its page (it showed the stored dict, Python's repr and all)."""
+    lines = [f"Replays {plural(inputs.get('weeks') or 0, 'week')} of history (random seed {inputs.get('seed', 0)})."]
+    for change in inputs.get("fleet") or ():
+        verb = "Adds" if change["nodes"] > 0 else "Removes"
+        per_node = f" of {plural(change['gpus_per_node'], 'GPU')}" if change.get("gpus_per_node") else ""
+        lines.append(f"{verb} {plural(abs(change['nodes']), change['gpu_model'] + ' node')}{per_node}.")
+    for slug, weight in (inputs.get("weights") or {}).items():
+        lines.append(f"Sets {slug}'s weight to {weight} %.")
+    for rule in inputs.get("policies") or ():
+        days = ", ".join(DAY_NAMES[d - 1] for d in rule["weekdays"] if 1 <= d <= 7) or "every day"
+        lines.append(
+            f"Adds the pool rule “{rule['name']}” on {rule['orchestrator']}: a floor of "
+            f"{plural(rule['floor_gpus'], 'GPU')}, {days} {rule['start']}–{rule['end']}."
+        )
+    if inputs.get("quota_request"):
+        lines.append(f"Grants quota request #{inputs['quota_request']} as approved.")
+    return lines
+
+
+def plural(count: int | float, noun: str) -> str:
+    """'1 GPU', '2 GPUs', '1 week': counts as people write them (pages said '1 GPUs')."""
+    return f"{count:g} {noun}" + ("" if count == 1 else "s")
+
+
 def _clock(value: Any, what: str) -> str:
     try:
         parsed = time.fromisoformat(str(value))

@@ -25,3 +25,16 @@ def duration(seconds: float | int | str | None) -> str:
     if largest + 1 < len(UNITS) and rest // UNITS[largest + 1][1]:
         parts.append(f"{rest // UNITS[largest + 1][1]} {UNITS[largest + 1][0]}")
     return " ".join(parts)
+
+
+@register.filter
+def signed_duration(seconds: float | int | str | None) -> str:
+    """A change of a duration: "+1 h 8 min", "−25 s", "0 s"; "—" without a value."""
+    try:
+        total = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "—"
+    if total != total:  # NaN
+        return "—"
+    sign = "+" if total > 0 else "−" if total < 0 else ""
+    return sign + duration(abs(total))

@@ -34,6 +34,7 @@ class Row:
     form: object
     errors: list[str]
     changed: bool = False
+    error_fields: frozenset[str] = frozenset()  # the inputs a tree rule blames (weight, guaranteed, ...)
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -56,6 +57,7 @@ def _rows(queues, depth, teams, formset, tree_errors: dict[str, list[str]], chan
             continue
         label = f"{queue.team.slug}/{queue.gpu_model or 'any'}:"
         errors = [text for texts in tree_errors.values() for text in texts if text.startswith(label)]
+        blamed = frozenset(f for f, texts in tree_errors.items() if any(t.startswith(label) for t in texts))
         parent = teams[queue.team.parent_id].slug if queue.team.parent_id in teams else ""
         rows.append(
             Row(
@@ -66,6 +68,7 @@ def _rows(queues, depth, teams, formset, tree_errors: dict[str, list[str]], chan
                 form,
                 errors,
                 (queue.team_id, queue.gpu_model) in changed,
+                blamed,
             )
         )
     return rows
@@ -97,9 +100,9 @@ def fairshare(request: HttpRequest) -> HttpResponse:
             except ValidationError as error:
                 tree_errors = error.message_dict
             else:
-                messages.success(
-                    request, f"Saved {len(changes)} entitlement change(s): {reason.cleaned_data['reason']}"
-                )
+                count, where = len(changes), enforcement_reads.governance_reach().where()
+                saved = f"Saved {count} entitlement change{'' if count == 1 else 's'}"
+                messages.success(request, f"{saved} ({reason.cleaned_data['reason']}): {where}.")
                 return redirect("fairshare-history")
         if request.POST.get("action") != "save":
             reason = ReasonForm(initial={"reason": request.POST.get("reason", "")})

@@ -7,6 +7,7 @@ from django.shortcuts import render
 from scheduling import charts
 from scheduling.selectors import access, busy, fleet, ledger, rebalance, usage
 from scheduling.selectors import teams as teams_reads
+from scheduling.selectors.first_step import first_step
 from scheduling.services.table_changes import cached_while_unchanged
 
 from .common import time_range
@@ -37,6 +38,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "nodes": sum(p.nodes for p in pools),
         },
         "stale": [p for p in pools if p.stale],
+        "first_step": first_step(request.user),
         "ledger_alerts": ledger.high_severity_open(),
         "gangs": gangs,
         "largest_gang": max((size for size, count in gangs.items() if count), default=0),

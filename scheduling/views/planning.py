@@ -103,7 +103,8 @@ def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:
 @login_required
 def whatif_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scenario = _readable_or_404(request, pk)
-    context = {"scenario": scenario, "rows": [], "charts": [], "liveness": whatif.liveness(scenario, timezone.now())}
+    context = {"scenario": scenario, "rows": [], "charts": [], "liveness": whatif.liveness(scenario, timezone.now()),
+               "changes": whatif.describe_inputs(scenario.inputs or {})}
     if scenario.status == WhatIfScenario.Status.DONE:
         results = scenario.results
         context["rows"] = whatif.comparison(results)

@@ -13,6 +13,7 @@ from scheduling.forms import AmendRequestForm, DecisionForm, ExtendGrantForm, Qu
 from scheduling.models import Node, QuotaRequest
 from scheduling.selectors import access, over_cap
 from scheduling.selectors import enforcement as enforcement_reads
+from scheduling.selectors import first_step as first_step_reads
 from scheduling.selectors.teams import teams_now
 from scheduling.services import feasibility, idempotency, notifications, quota
 from scheduling.tables import QuotaRequestTable
@@ -60,10 +61,14 @@ def _request_form(request: HttpRequest, data=None) -> QuotaRequestForm:
 def quota_new(request: HttpRequest) -> HttpResponse:
     # Beside the form, what each team one may ask for has and uses now: sizing a request starts there.
     standing = over_cap.with_notes(teams_now(access.teams_visible_to(request.user)))
+    # In no team, the team list is empty: the page says why and whom to ask instead of an empty choice.
+    no_team = access.in_no_team(request.user)
+    ask = first_step_reads.admins_to_ask() if no_team else ""
     if request.method != "POST":
-        return render(request, "scheduling/quota_form.html", {"form": _request_form(request), "standing": standing})
+        context = {"form": _request_form(request), "standing": standing, "no_team": no_team, "ask": ask}
+        return render(request, "scheduling/quota_form.html", context)
     form = _request_form(request, request.POST)
-    context: dict = {"form": form, "standing": standing}
+    context = {"form": form, "standing": standing, "no_team": no_team, "ask": ask}
     if form.is_valid():
         data = form.cleaned_data
         check = feasibility.check_request(
@@ -112,7 +117,9 @@ def _submitted(request: HttpRequest, outcome: idempotency.Outcome) -> HttpRespon
     if outcome.replayed:
         messages.info(request, f"Request #{created.pk} was already sent from this form; here it is.")
     else:
-        messages.success(request, f"Request #{created.pk} sent to the deciders of {created.team}.")
+        names = notifications.decider_names(created)
+        who = ", ".join(names) if names else "no one yet: the team has no lead and the portal no admin"
+        messages.success(request, f"Request #{created.pk} for {created.team} sent to {who}, who decide it.")
     return redirect("quota-detail", pk=created.pk)
 
 
@@ -149,6 +156,8 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
         check = feasibility.check_request(item.team, item.gpus, item.gpu_model, item.starts_at, item.ends_at, item.pk)
     history = item.history.select_related("history_user").order_by("history_date")
     grant = getattr(item, "grant", None) if item.state != QuotaRequest.State.SUBMITTED else None
+    reach = enforcement_reads.governance_reach() if grant else None
+    pinned = grant.orchestrator.name if grant and grant.orchestrator else ""
     return render(
         request,
         "scheduling/quota_detail.html",
@@ -164,6 +173,9 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "extensions": item.extensions.order_by("created_at"),
             "grant": grant,
             "enforcement": enforcement_reads.team_enforcement(item.team) if grant else [],
+            "reach": reach,
+            "grant_where": reach.where(pinned) if reach else "",
+            "grant_enforced": reach.enforces(pinned) if reach else False,
         },
     )
 
@@ -206,7 +218,8 @@ def _extend(request: HttpRequest, item: QuotaRequest, form: ExtendGrantForm) -> 
     except ValidationError as error:
         _errors_to_form(form, error)
         return None
-    messages.success(request, f"Extension requested as #{extension.pk}; it goes to the deciders of {item.team}.")
+    names = ", ".join(notifications.decider_names(extension)) or "no one yet"
+    messages.success(request, f"Extension requested as #{extension.pk}; it goes to {names}, who decide it.")
     return extension
 
 

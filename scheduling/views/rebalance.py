@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from scheduling.forms import PoolPolicyForm
 from scheduling.models import ExpanderDecision, PoolPolicy, RebalancePlan
+from scheduling.selectors import fleet as fleet_reads
 from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
 
@@ -36,11 +37,15 @@ def rebalance_overview(request: HttpRequest) -> HttpResponse:
     require_fleet_plans(request, "The rebalancer")
     window = time_range(request, default="24h", allowed=("6h", "24h", "7d"))
     decision = rebalance.decide_now(window.until)
+    owned = {pool.name: pool.gpus_total for pool in fleet_reads.pools_now()}  # the overview's figure, read alike
     names, rows = _split_rows(rebalance_reads.split_history(window.since, window.until))
     plans = RebalancePlan.objects.select_related("decided_by")
     context = {
         "window": window,
         "decision": decision,
+        # (target, GPUs owned, of them not taking work: draining, drained or down)
+        "targets": [(t, owned.get(t.orchestrator, 0), owned.get(t.orchestrator, 0) - t.current_gpus)
+                    for t in decision.targets],
         "names": names,
         "rows": rows,
         "waiting": list(plans.filter(state=RebalancePlan.State.PROPOSED).prefetch_related("moves__node",
@@ -63,6 +68,7 @@ def rebalance_plan(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "plan": plan,
         "moves": list(plan.moves.select_related("node", "source", "target")),
+        "changes": rebalance.recheck_plan(plan) if plan.state == RebalancePlan.State.PROPOSED else [],
         "history": list(plan.history.select_related("history_user").order_by("history_date")),
         "can_decide": request.user.has_perm("scheduling.edit_pool_policies"),
     }
@@ -73,12 +79,15 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
     if not request.user.has_perm("scheduling.edit_pool_policies"):
         raise PermissionDenied("Only portal admins approve or reject rebalance plans.")
     decision = request.POST.get("decision")
-    act = {"approve": rebalance.approve_plan, "reject": rebalance.reject_plan}.get(decision or "")
-    if act is None:
+    if decision not in ("approve", "reject"):
         messages.error(request, "Choose approve or reject.")
         return redirect("rebalance-plan", pk=plan.pk)
+    decided = {"by": request.user, "reason": request.POST.get("reason", ""), "seen_version": posted_version(request)}
     try:
-        act(plan, by=request.user, reason=request.POST.get("reason", ""), seen_version=posted_version(request))
+        if decision == "approve":  # re-checked against the latest round; changed facts need the admin's tick
+            rebalance.approve_plan(plan, accept_changes=request.POST.get("accept_changes") == "1", **decided)
+        else:
+            rebalance.reject_plan(plan, **decided)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect("rebalance-plan", pk=plan.pk)

@@ -3,6 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.functional import SimpleLazyObject
 
 from scheduling import charts
 from scheduling.filters import QuotaGrantFilter, TeamFilter, WorkloadFilter
@@ -90,6 +91,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "share_chart": charts.share_chart(detail.shares) if detail.shares else "",
         "forecast_chart": _forecast_chart(team),
         "enforcement": enforcement_reads.team_enforcement(team),
+        "reach": SimpleLazyObject(enforcement_reads.governance_reach),  # read only when no round reached a cluster
         "split": split_reads.team_split(team),
     }
     return render(request, "scheduling/team_detail.html", context)

@@ -98,3 +98,18 @@ def test_on_a_phone_the_occupancy_heatmap_names_nodes_alone_with_its_key_below(s
     assert labels and all(" · " not in label and "(" not in label for label in labels)
     assert key == "h"
     assert left >= widest, "the node names are cut at the left edge"
+
+
+def test_a_mistyped_address_in_the_demo_is_the_layouts_404_not_djangos_url_list(session, federation, settings):
+    """Issue 33 item 12: `make demo` runs with DEBUG on, where Django answered an unknown address with its debug
+    page listing every URL pattern."""
+    settings.DEBUG = True
+    bob = session()
+    bob.log_in("bob", "bob")
+    response = bob.page.goto(bob.base_url + "/quotas/")
+    assert response is not None and response.status == 404
+    text = bob.page.locator("body").inner_text()
+    assert "URLconf" not in text and "api/v1/" not in text and "Using the URLconf" not in text
+    assert bob.page.get_by_role("heading", name="Nothing here").is_visible()
+    bob.page.get_by_role("link", name="Go to the overview").click()
+    bob.page.wait_for_url(bob.base_url + "/")

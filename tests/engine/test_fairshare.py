@@ -35,7 +35,7 @@ def test_a_guaranteed_floor_is_honoured_before_weights() -> None:
     result = by_team(entitlements(teams, 100, {"small": 60, "big": 500}))
     assert result["small"].allocation == pytest.approx(40)
     assert result["big"].allocation == pytest.approx(60)
-    assert any("guaranteed" in reason for reason in result["small"].reasons)
+    assert "guarantee 40 GPUs honoured first" in result["small"].reasons
 
 
 def test_a_burst_limit_caps_borrowing() -> None:
@@ -116,3 +116,23 @@ def test_a_parent_cycle_is_refused_rather_than_silently_dropped() -> None:
     teams = [TeamSpec("root", weight=1), TeamSpec("a", parent="b"), TeamSpec("b", parent="a")]
     with pytest.raises(ValueError, match="cycle"):
         entitlements(teams, 10, {"a": 5})
+
+
+def test_the_why_of_a_guarantee_above_demand_names_the_guarantee_and_what_is_claimed() -> None:
+    """Issue 33 item 5: the preview said "guaranteed 16 GPUs honoured" for a team whose guarantee is 96."""
+    teams = [TeamSpec("inference", weight=50, guaranteed=96), TeamSpec("recsys", weight=50)]
+    result = by_team(entitlements(teams, 320, {"inference": 16, "recsys": 500}))
+    assert "guarantee 96 GPUs: 16 of it claimed first (its demand is 16)" in result["inference"].reasons
+    assert not any(reason.startswith("guarantee 16") for reason in result["inference"].reasons)
+
+
+def test_entitled_to_all_its_demand_says_what_still_waits_counting_the_sub_teams_work() -> None:
+    """"Demand of 44 fully served" beside 14 GPUs pending: the share covers it, free GPUs do not (yet)."""
+    teams = [TeamSpec("research", weight=100), TeamSpec("nlp", "research", 60), TeamSpec("vision", "research", 40)]
+    demand = {"nlp": 30, "vision": 14}
+    result = by_team(entitlements(teams, 320, demand, {"nlp": 30}))
+    assert "entitled to all of its demand (44 GPUs): 30 running, 14 pending (waiting for free GPUs, not for share)" in (
+        result["research"].reasons
+    )
+    assert "entitled to all of its demand (30 GPUs)" in result["nlp"].reasons
+    assert any("14 pending" in reason for reason in result["vision"].reasons)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduling.engine.fragmentation import (
     fragmentation_report,
@@ -67,3 +69,31 @@ def test_the_report_totals_agree_with_the_parts() -> None:
     assert report.fragmented_gpus == 3.0
     assert report.free_gpus == 16.0
     assert report.fragmented_fraction == 3 / 16
+
+
+def test_a_gang_is_placeable_only_within_one_orchestrator_and_gpu_model() -> None:
+    """Issue 33 item 5: four free hosts on each of two orchestrators are not a 64-GPU gang (no scheduler
+    starts one across both), nor are H100 and A100 hosts of one orchestrator."""
+    from dataclasses import replace
+
+    slurm = [replace(dgx(f"s{i}"), orchestrator="slurm-hpc") for i in range(4)]
+    ray = [replace(dgx(f"r{i}", model="A100"), orchestrator="ray-sweeps") for i in range(4)]
+    mixed = [replace(dgx(f"k{i}", model=model), orchestrator="k8s") for i, model in enumerate(("H100", "A100"))]
+    counts = largest_placeable(slurm + ray + mixed)
+    assert counts[32] == 2 and counts[64] == 0
+    assert counts[16] == 4  # two per four-host pool; the two single k8s hosts make none
+    assert counts[8] == 10
+
+
+@given(st.lists(st.tuples(st.sampled_from(("a", "b", "c")), st.sampled_from(("H100", "A100")),
+                          st.integers(0, 8)), max_size=30))
+def test_the_fleets_gangs_are_the_sum_of_each_pools(hosts) -> None:
+    """No gang counted fleet-wide that no single pool can start: counts add up over (orchestrator, model)."""
+    from dataclasses import replace
+
+    nodes = [replace(dgx(f"n{i}", free, model=model), orchestrator=orch) for i, (orch, model, free) in
+             enumerate(hosts)]
+    whole = largest_placeable(nodes)
+    pools = {(n.orchestrator, n.gpu_model) for n in nodes}
+    parts = [largest_placeable([n for n in nodes if (n.orchestrator, n.gpu_model) == pool]) for pool in pools]
+    assert whole == {size: sum(p[size] for p in parts) for size in whole}
