@@ -1,4 +1,4 @@
-"""Nodes and pools as they are now: ORM rows -> engine nodes, pool totals, what fits."""
+"""Nodes and pools as they are now: pool totals, what fits (rows -> engine nodes: ``selectors.engine_inputs``)."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -6,14 +6,13 @@ from datetime import datetime
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 
 from scheduling.engine.fragmentation import largest_placeable
-from scheduling.engine.types import MILLI_PER_GPU
-from scheduling.engine.types import Node as EngineNode
 from scheduling.models import (
     CollectorRun,
     Node,
     Orchestrator,
     Workload,
 )
+from scheduling.selectors.engine_inputs import engine_node, node_rows
 
 GANG_SHAPES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -60,50 +59,12 @@ def pools_now() -> list[PoolNow]:
     ]
 
 
-def engine_nodes(nodes=None, *, unmovable: frozenset[int] = frozenset()) -> tuple[EngineNode, ...]:
-    """The fleet (or the ``nodes`` queryset, in its own order) as the engine sees it; a node's allocated GPUs
-    are its lowest indices, and the pks in ``unmovable`` (nodes already in an open plan) are held where they are
-    (pinned: not moved twice) while still counted in their pool: until its drain starts, such a node serves and
-    its orchestrator owns it (the overview counts it; the rebalancer once dropped it, and the pages disagreed)."""
-    return tuple(engine_node(row[1:], in_plan=row[0] in unmovable) for row in node_rows(nodes, with_pk=True))
-
-
 LARGEST_GANGS_TABLES = ("scheduling_node", "scheduling_orchestrator")  # all it reads (a test holds it to that)
 
 
 def largest_gangs_now() -> dict[int, int]:
     """How many gangs of each GPU count could start right now on free GPUs."""
     return largest_placeable([engine_node(row) for row in node_rows()], GANG_SHAPES)
-
-
-_NODE_FIELDS = ("name", "gpu_total", "gpu_model", "gpu_allocated", "nvlink_domain", "leaf_switch", "spine")
-
-
-def node_rows(nodes=None, *, with_pk: bool = False) -> list[tuple]:
-    """The rows ``engine_node`` reads: every node by topology, or the ``nodes`` queryset in its own order."""
-    if nodes is None:
-        nodes = Node.objects.order_by("leaf_switch", "nvlink_domain", "name")
-    fields = ("pk",) * with_pk + (*_NODE_FIELDS, "orchestrator__name", "pinned", "state")
-    return list(nodes.values_list(*fields))
-
-
-def engine_node(row: tuple, allocated: int | None = None, *, in_plan: bool = False) -> EngineNode:
-    """The one ORM -> engine translation of a node (a ``node_rows`` row); ``in_plan``: the node is in an open
-    rebalance plan, so the rebalancer may not move it again (its state says whether it takes work)."""
-    name, total, model, alloc, domain, leaf, spine, orch, pinned, state = row
-    used = min(total, alloc if allocated is None else allocated)
-    return EngineNode(
-        name=name,
-        gpu_total=total,
-        gpu_model=model,
-        gpu_free_milli=(0,) * used + (MILLI_PER_GPU,) * (total - used),
-        nvlink_domain=domain,
-        leaf_switch=leaf,
-        spine=spine,
-        orchestrator=orch,
-        pinned=pinned or in_plan,
-        schedulable=state not in Node.UNSCHEDULABLE,
-    )
 
 
 def owned_node_count(orchestrator: Orchestrator) -> int:

@@ -9,7 +9,7 @@ from scheduling.engine.fragmentation import fragmentation_report
 from scheduling.models import (
     Workload,
 )
-from scheduling.selectors.fleet import engine_node, node_rows
+from scheduling.selectors.engine_inputs import engine_node, node_rows
 
 # --- fragmentation --------------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from django.db.models.functions import Coalesce
 from scheduling.engine.fragmentation import MAX_GPUS_PER_MEMBER, fragmented_gpus, largest_placeable
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import FragmentationSample, Node, Workload
-from scheduling.selectors.fleet import GANG_SHAPES, engine_node, node_rows
+from scheduling.selectors.engine_inputs import engine_node, node_rows
+from scheduling.selectors.fleet import GANG_SHAPES
 from scheduling.selectors.fragmentation import observed_size_mix
 
 

@@ -9,8 +9,9 @@ from datetime import datetime, timedelta
 
 from django.db.models import F, Sum
 
-from scheduling.engine.types import OrchestratorKind, Request, TopologyLevel, WorkloadKind
+from scheduling.engine.types import OrchestratorKind
 from scheduling.models import Orchestrator, Team, UsageRollup, Workload
+from scheduling.selectors.engine_inputs import recorded_request
 from scheduling.traces.records import TraceJob
 
 HOUR = timedelta(hours=1)
@@ -72,7 +73,6 @@ def hourly_demand(since: datetime, until: datetime, team_ids: set[int] | None = 
 
 # --- recorded work as trace jobs (the simulator's generic format) ----------------------------------------
 
-KINDS = {kind.value: kind for kind in WorkloadKind}
 SCHEDULER_KINDS = {kind.value for kind in OrchestratorKind}
 NO_TEAM = "(no team)"
 
@@ -125,16 +125,8 @@ def _duration(workload: Workload, until: datetime) -> tuple[float | None, str]:
 def _trace_job(workload: Workload, epoch: datetime, duration: float) -> TraceJob:
     submit = (workload.submitted_at - epoch).total_seconds()
     kind = workload.orchestrator.kind
-    request = Request(
-        id=f"{workload.orchestrator.name}:{workload.external_id}",
-        members=workload.gang_size,
-        gpus_per_member=workload.gpus_per_member,
-        topology=TopologyLevel.LEAF_SWITCH if workload.gang_size > 1 else TopologyLevel.ANY,
-        team=workload.team.slug if workload.team else NO_TEAM,
-        priority=workload.priority,
-        kind=KINDS.get(workload.kind, WorkloadKind.BATCH),
-        duration_estimate_s=duration,
-        submitted_at=submit,
+    request = recorded_request(
+        workload, submit_s=submit, duration_s=duration, team=workload.team.slug if workload.team else NO_TEAM,
         orchestrator=kind if kind in SCHEDULER_KINDS else "",
     )
     return TraceJob(request=request, submit_s=submit, duration_s=duration)

@@ -13,10 +13,10 @@ from django.db.models import Max, Q
 
 from scheduling.engine.calendar import bounds_at
 from scheduling.engine.rebalance import PendingItem, PoolDemand, RebalanceConfig, target_split
-from scheduling.engine.types import MemberAssignment, RunningWorkload, WorkloadKind
 from scheduling.engine.types import Node as EngineNode
+from scheduling.engine.types import RunningWorkload
 from scheduling.models import Node, NodeMove, Orchestrator, RebalancePlan, UsageRollup, UsageSample, Workload
-from scheduling.selectors.fleet import engine_nodes
+from scheduling.selectors.engine_inputs import engine_nodes, rebalance_running
 from scheduling.selectors.pool_policies import enabled_rules, local_moment
 
 OPEN_STATES = (RebalancePlan.State.PROPOSED, RebalancePlan.State.APPROVED, RebalancePlan.State.APPLYING)
@@ -75,39 +75,9 @@ def nodes_now(orchestrators: list[Orchestrator]) -> list[EngineNode]:
 def running_now(orchestrators: list[Orchestrator], preempt: Mapping[int, bool]) -> list[RunningWorkload]:
     """Running work per orchestrator; a gang may be broken by a drain where ``preempt[orchestrator pk]``."""
     rows = Workload.objects.filter(orchestrator__in=orchestrators, state=Workload.State.RUNNING)
-    running = []
-    for row in rows.only(
-        "external_id",
-        "orchestrator_id",
-        "gang_size",
-        "gpus_per_member",
-        "priority",
-        "started_at",
-        "duration_estimate_s",
-        "kind",
-        "nodes",
-    ):
-        assignments = tuple(
-            MemberAssignment(i, str(a.get("node", "")), tuple(a.get("gpus") or range(row.gpus_per_member)))
-            for i, a in enumerate(row.nodes or ())
-            if isinstance(a, dict)
-        )
-        started = _epoch(row.started_at)
-        running.append(
-            RunningWorkload(
-                id=row.external_id,
-                team="",
-                gpus=float(row.gang_size * row.gpus_per_member),
-                assignments=assignments,
-                priority=row.priority,
-                started_at=started,
-                gang_id=row.external_id,
-                preemptible=row.gang_size <= 1 or preempt.get(row.orchestrator_id, False),
-                kind=WorkloadKind(row.kind) if row.kind in WorkloadKind._value2member_map_ else WorkloadKind.BATCH,
-                expected_end=started + row.duration_estimate_s if row.duration_estimate_s else None,
-            )
-        )
-    return running
+    fields = ("external_id", "orchestrator_id", "gang_size", "gpus_per_member", "priority", "started_at",
+              "duration_estimate_s", "kind", "nodes")
+    return [rebalance_running(row, preempt.get(row.orchestrator_id, False)) for row in rows.only(*fields)]
 
 
 def demand_now(

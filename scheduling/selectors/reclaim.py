@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q, Sum
 
-from scheduling.engine.types import MemberAssignment, Request, RunningWorkload
 from scheduling.engine.types import Node as EngineNode
+from scheduling.engine.types import Request, RunningWorkload
 from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, QuotaGrant, ReclaimPlan, Workload
-from scheduling.selectors.fleet import engine_node, node_rows
+from scheduling.selectors.engine_inputs import engine_node, node_rows, reclaim_request, reclaim_running
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,9 @@ def reclaim_inputs(orchestrator: Orchestrator) -> ReclaimInputs:
         .order_by("started_at", "external_id")
     )
     taken: dict[str, set[int]] = defaultdict(set)
-    running = tuple(_running(row, taken, stop_handle(row, orchestrator.kind))
+    running = tuple(reclaim_running(row, taken, stop_handle(row, orchestrator.kind))
                     for row in rows if row.state == Workload.State.RUNNING)
-    pending = tuple(_pending(row) for row in rows if row.state == Workload.State.PENDING and row.gpus > 0)
+    pending = tuple(reclaim_request(row) for row in rows if row.state == Workload.State.PENDING and row.gpus > 0)
     nodes = tuple(
         engine_node(row, allocated=max(row[3], len(taken.get(row[0], ()))))
         for row in node_rows(Node.objects.filter(orchestrator=orchestrator).order_by("name"))
@@ -106,38 +106,6 @@ def stop_handle(row: Workload, kind: str) -> str:
     if kind == Orchestrator.Kind.RAY:
         return row.submission_id
     return row.external_id
-
-
-def _running(row: Workload, taken: dict[str, set[int]], handle: str) -> RunningWorkload:
-    parts = [part for part in row.nodes or () if isinstance(part, dict) and part.get("node")]
-    share, extra = divmod(row.gpus, max(1, len(parts)))
-    assignments = []
-    for i, part in enumerate(parts):
-        name = str(part["node"])
-        wanted = share + (1 if i < extra else 0)
-        gpus = [int(g) for g in part.get("gpus") or ()] or _next_free(taken[name], wanted)
-        taken[name].update(gpus)
-        assignments.append(MemberAssignment(i, name, tuple(gpus)))
-    started = row.started_at.timestamp() if row.started_at else 0.0
-    team = row.team.slug if row.team else ""
-    return RunningWorkload(row.external_id, team, float(row.gpus), tuple(assignments), priority=row.priority,
-                           started_at=started, gang_id=handle or row.external_id, preemptible=bool(team and handle))
-
-
-def _next_free(used: set[int], count: int) -> list[int]:
-    found: list[int] = []
-    index = 0
-    while len(found) < count:
-        if index not in used:
-            found.append(index)
-        index += 1
-    return found
-
-
-def _pending(row: Workload) -> Request:
-    return Request(row.external_id, members=max(1, row.gang_size), gpus_per_member=row.gpus_per_member,
-                   team=row.team.slug if row.team else "", priority=row.priority,
-                   submitted_at=row.submitted_at.timestamp())
 
 
 def open_plans(orchestrator: Orchestrator | None = None):

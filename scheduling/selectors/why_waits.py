@@ -20,7 +20,8 @@ from scheduling.engine.startplan import PoolSnapshot
 from scheduling.engine.wait_advice import Borrower, WaitAdvice, fitting_shapes, free_elsewhere, guarantee_advice
 from scheduling.models import Orchestrator, Queue, ReclaimPlan, Team, TeamTree, Workload
 
-from .workloads import WorkloadRow, cached_pool_snapshots, engine_request
+from .engine_inputs import engine_request
+from .workloads import WorkloadRow, cached_pool_snapshots
 
 NO_ROOM = ("capacity", "fragmented", "topology", "priority")  # waits for GPUs others hold
 

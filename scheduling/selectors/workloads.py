@@ -22,24 +22,21 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
 
 from django.core.cache import cache
-from django.db.models import Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from scheduling.engine.explain import WaitExplanation, explain_wait
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_starts
-from scheduling.engine.types import MemberAssignment, Request, RunningWorkload, WorkloadKind
+from scheduling.engine.types import MemberAssignment, Request, RunningWorkload
 from scheduling.engine.types import Node as EngineNode
 from scheduling.models import Node, Orchestrator, Queue, QuotaGrant, Team, Workload
 from scheduling.models.table_reads import note_reads
 from scheduling.selectors.access import lead_team_ids
-from scheduling.selectors.db_time import EpochSeconds
+from scheduling.selectors.engine_inputs import ActiveRow, engine_nodes, engine_request, snapshot_running
 from scheduling.selectors.entitlements import team_entitlements
-from scheduling.selectors.fleet import engine_nodes
 
 CAP_LABEL = "burst"
 SNAPSHOT_TTL_S = 20
@@ -152,48 +149,6 @@ def start_plan(pool: PoolSnapshot, requests: list[Request], epoch: float) -> dic
     return held[2]
 
 
-class _Active(NamedTuple):
-    """An active workload as the snapshot reads it: a row of values, not a model (a pool holds thousands).
-    Times are epoch seconds computed by the database and ``nodes`` is the column's JSON text, decoded only for
-    running work: parsing thousands of datetimes and JSON values in Python was most of a cold page."""
-
-    pk: int
-    orchestrator_id: int
-    state: str
-    team_slug: str | None
-    gang_size: int
-    gpus_per_member: int
-    priority: int
-    kind: str
-    duration_estimate_s: int
-    submitted_s: float
-    started_s: float | None
-    nodes_json: str | None
-
-    @property
-    def gpus(self) -> int:
-        return self.gang_size * self.gpus_per_member
-
-    @classmethod
-    def rows(cls, queryset: QuerySet) -> list[_Active]:
-        annotated = queryset.annotate(
-            submitted_s=EpochSeconds("submitted_at"), started_s=EpochSeconds("started_at"),
-            nodes_json=Cast("nodes", TextField()),
-        )
-        names = ("team__slug" if name == "team_slug" else name for name in cls._fields)
-        return [cls(*row) for row in annotated.values_list(*names)]
-
-
-def engine_request(workload: Workload | _Active, team: str) -> Request:
-    submitted = workload.submitted_s if isinstance(workload, _Active) else workload.submitted_at.timestamp()
-    return Request(
-        str(workload.pk), members=workload.gang_size, gpus_per_member=workload.gpus_per_member,
-        team=team, priority=workload.priority,
-        kind=WorkloadKind(workload.kind), duration_estimate_s=float(workload.duration_estimate_s),
-        submitted_at=submitted,
-    )
-
-
 def cached_pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolSnapshot]:
     """``pool_snapshots``, each kept ``SNAPSHOT_TTL_S`` in the cache: a pool's snapshot reads all its active
     work (thousands of rows), and collectors refresh it only every round anyway.
@@ -230,7 +185,7 @@ def pool_snapshots(now: datetime, orchestrator_ids: set[int]) -> dict[int, PoolS
     """The engine's picture of each of ``orchestrator_ids``' pools now (see the module docstring)."""
     if not orchestrator_ids:
         return {}
-    active = _Active.rows(
+    active = ActiveRow.rows(
         Workload.objects.filter(state__in=Workload.ACTIVE_STATES, orchestrator_id__in=orchestrator_ids)
         .order_by("-priority", "submitted_at", "pk")
     )
@@ -264,7 +219,7 @@ def team_use_and_caps() -> tuple[dict[str, float], dict[str, float]]:
     return dict(in_use), caps
 
 
-def running_workloads(running: list[_Active], nodes: tuple[EngineNode, ...]) -> tuple[RunningWorkload, ...]:
+def running_workloads(running: list[ActiveRow], nodes: tuple[EngineNode, ...]) -> tuple[RunningWorkload, ...]:
     """Running work with GPU indices on its nodes, allocated GPUs handed out lowest first in start order.
 
     A workload whose GPUs cannot be laid out (unknown nodes, more GPUs than the snapshot shows allocated)
@@ -275,17 +230,11 @@ def running_workloads(running: list[_Active], nodes: tuple[EngineNode, ...]) -> 
     result = []
     for workload in sorted(running, key=lambda w: (w.started_s or w.submitted_s, w.pk)):
         assignments = _lay_out(workload, allocated, cursor)
-        end = None
-        if workload.started_s and workload.duration_estimate_s:
-            end = workload.started_s + workload.duration_estimate_s
-        result.append(RunningWorkload(
-            str(workload.pk), workload.team_slug or "", float(workload.gpus), assignments,
-            priority=workload.priority, expected_end=end,
-        ))
+        result.append(snapshot_running(workload, assignments))
     return tuple(result)
 
 
-def _lay_out(workload: _Active, allocated: dict[str, int], cursor: dict[str, int]) -> tuple[MemberAssignment, ...]:
+def _lay_out(workload: ActiveRow, allocated: dict[str, int], cursor: dict[str, int]) -> tuple[MemberAssignment, ...]:
     """Members on the workload's nodes: as recorded (the demo keeps ``{"node", "gpus"}`` per member), else
     round-robin over the node names collectors record, taking the next allocated GPUs of each node."""
     recorded = json.loads(workload.nodes_json) if workload.nodes_json else []

@@ -25,7 +25,7 @@ from scheduling.models import (
     Workload,
 )
 from scheduling.models.fleet import DEMO_PREFIX
-from scheduling.selectors.fleet import engine_nodes
+from scheduling.selectors.engine_inputs import engine_nodes
 
 from . import entitlement_split, quota
 from .enforcement import governance_input

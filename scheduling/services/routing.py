@@ -26,6 +26,7 @@ from scheduling.engine.routing import route_by_start
 from scheduling.engine.startplan import StartPlans
 from scheduling.engine.types import Request, WorkloadKind
 from scheduling.models import Orchestrator
+from scheduling.selectors.engine_inputs import described_request
 from scheduling.selectors.workloads import pool_snapshots
 
 SCHEDULER_ANNOTATION = "scheduler.gpuportal.io/scheduler"
@@ -58,10 +59,10 @@ class WorkloadDescription:
     source: str = ""
 
     def request(self) -> Request:
-        return Request(
-            "route", members=self.members, gpus_per_member=self.gpus_per_member, team=self.team,
-            kind=WorkloadKind(self.kind), duration_estimate_s=self.duration_s,
-            orchestrator=SCHEDULER_NAMES.get(self.scheduler, self.scheduler), latency_sla_ms=self.latency_sla_ms,
+        return described_request(
+            members=self.members, gpus_per_member=self.gpus_per_member, team=self.team, kind=self.kind,
+            duration_s=self.duration_s, orchestrator=SCHEDULER_NAMES.get(self.scheduler, self.scheduler),
+            latency_sla_ms=self.latency_sla_ms,
         )
 
 

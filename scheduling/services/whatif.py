@@ -46,6 +46,7 @@ from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import TeamSpec
 from scheduling.models import Node, Orchestrator, PoolPolicy, Queue, QuotaRequest, Team, WhatIfScenario
 from scheduling.selectors import access
+from scheduling.selectors.engine_inputs import added_node, simulated_nodes
 from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.planning import history_trace_jobs
 from scheduling.selectors.pool_policies import local_moment, rule_of
@@ -304,19 +305,8 @@ def submit(*, name: str, raw_inputs: dict[str, Any], by, team: Team | None = Non
 
 
 def current_nodes() -> list[EngineNode]:
-    """The fleet as the simulator should see it: every node that is not down, empty."""
-    return [
-        EngineNode(
-            name=n.name,
-            gpu_total=n.gpu_total,
-            gpu_model=n.gpu_model,
-            nvlink_domain=n.nvlink_domain or n.name,
-            leaf_switch=n.leaf_switch,
-            spine=n.spine,
-            orchestrator=n.orchestrator.kind,
-        )
-        for n in Node.objects.serving().select_related("orchestrator").order_by("name")
-    ]
+    """The fleet as the simulator should see it: every node that is not down, empty (``simulated_nodes``)."""
+    return simulated_nodes()
 
 
 def changed_nodes(nodes: list[EngineNode], changes: list[dict[str, Any]]) -> list[EngineNode]:
@@ -328,7 +318,7 @@ def changed_nodes(nodes: list[EngineNode], changes: list[dict[str, Any]]) -> lis
             gone = {n.name for n in same[count:]}
             result = [n for n in result if n.name not in gone]
             continue
-        template = same[-1] if same else EngineNode(name="", gpu_total=DEFAULT_GPUS_PER_NODE, gpu_model=model)
+        template = same[-1] if same else added_node(model, DEFAULT_GPUS_PER_NODE)
         per_node = change["gpus_per_node"] or template.gpu_total
         for i in range(count):
             name = f"whatif-{model}-{i:04d}"

@@ -16,7 +16,8 @@ import pytest
 
 from scheduling.collectors.snapshot import NodeCondition, ObservedNode
 from scheduling.models import Node, Orchestrator
-from scheduling.selectors.fleet import engine_node, engine_nodes, fleet_capacity, node_rows
+from scheduling.selectors.engine_inputs import engine_node, engine_nodes, node_rows
+from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.rebalance import nodes_now
 from scheduling.services import busy, collection, demo, ingest, orchestrators, rebalance
 
