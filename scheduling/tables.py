@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from scheduling.models import CapacityReport, LedgerFinding, QuotaGrant, QuotaRequest, Workload
+from scheduling.selectors.audit_log import KINDS, action_label
 from scheduling.templatetags.durations import duration
 
 ATTRS = {"class": "grid"}
@@ -310,3 +311,68 @@ def _what_was_done(actions: list[dict]) -> str:
     done = [f"{a.get('verb', '')} {a.get('victim', '')}".strip() + (" (dry run)" if a.get("dry_run") else "")
             for a in actions or ()]
     return "; ".join(done)
+
+
+class AuditLogTable(tables.Table):
+    """Rows are ``selectors.audit_log.decisions`` value rows (newest first, ordered by the selector: a union of
+    ten record kinds sorts in SQL only by its own columns)."""
+
+    when = DateTimeColumn(format="Y-m-d H:i:s", verbose_name="When (UTC)", orderable=False)
+    what = tables.Column(verbose_name="Decision", orderable=False)
+    object_pk = tables.Column(verbose_name="Object", orderable=False)
+    team_slug = tables.Column(verbose_name="Team", orderable=False)
+    by_user = tables.Column(verbose_name="By", orderable=False)
+    did = tables.Column(verbose_name="Action", orderable=False)
+    why = tables.Column(verbose_name="Why", orderable=False)
+
+    class Meta:
+        attrs = {**ATTRS, "id": "audit-log"}
+        empty_text = "No decisions match."
+        row_attrs = {"data-kind": lambda record: record["what"]}
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def render_what(self, value):
+        return KINDS.get(value, value)
+
+    value_what = render_what
+
+    def render_object_pk(self, value, record):
+        url = _audit_object_url(record["what"], value)
+        return format_html('<a href="{}">#{}</a>', url, value) if url else f"#{value}"
+
+    def value_object_pk(self, value):
+        return value
+
+    def render_team_slug(self, value):
+        return format_html('<a href="{}">{}</a>', reverse("team-detail", args=[value]), value) if value else "—"
+
+    def value_team_slug(self, value):
+        return value
+
+    def render_by_user(self, value):
+        return value or "the portal"
+
+    value_by_user = render_by_user
+
+    def render_did(self, value, record):
+        return action_label(record)
+
+    value_did = render_did
+
+    def render_why(self, value):
+        return value or "—"
+
+    def value_why(self, value):
+        return value
+
+
+def _audit_object_url(kind: str, pk: int) -> str:
+    """Where one audited object is shown, for the kinds that have a page of their own."""
+    names = {"quota-request": "quota-detail", "rebalance-plan": "rebalance-plan", "pool-policy": "rebalance-policy"}
+    if kind in names:
+        return reverse(names[kind], args=[pk])
+    pages = {"reclaim-plan": "reclaim", "drift": "governance", "enforcement-plan": "governance"}
+    return reverse(pages[kind]) if kind in pages else ""

@@ -34,6 +34,7 @@ urlpatterns = [
     path("reports/<int:pk>/", views.report_detail, name="report-detail"),
     path("reports/<int:pk>/<str:fmt>/", views.report_download, name="report-download"),
     path("forecast/", views.forecast_page, name="forecast"),
+    path("audit/", views.audit_log, name="audit-log"),
     path("whatif/", views.whatif_list, name="whatif"),
     path("whatif/<int:pk>/", views.whatif_detail, name="whatif-detail"),
     path("whatif/<int:pk>/status/", views.whatif_status, name="whatif-status"),

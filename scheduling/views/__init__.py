@@ -1,5 +1,6 @@
 """Thin views: read through selectors, write through services, check permissions with rules."""
 
+from .audit import audit_log
 from .drilldown import team_users as usage_team
 from .drilldown import user_jobs as usage_user
 from .drilldown import workload_detail
@@ -17,6 +18,7 @@ from .teams import team_detail, team_list
 from .workloads import my_workloads
 
 __all__ = [
+    "audit_log",
     "fairshare",
     "fairshare_check",
     "fairshare_history",
