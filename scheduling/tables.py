@@ -376,3 +376,48 @@ def _audit_object_url(kind: str, pk: int) -> str:
         return reverse(names[kind], args=[pk])
     pages = {"reclaim-plan": "reclaim", "drift": "governance", "enforcement-plan": "governance"}
     return reverse(pages[kind]) if kind in pages else ""
+
+
+class FigureColumn(tables.Column):
+    """A figure that may be missing (not measured): rounded for the page, more digits and no unit in the CSV."""
+
+    def __init__(self, *, shown="{:,.1f}", exported="{:.3f}", missing="—", **kwargs):
+        super().__init__(empty_values=(), **kwargs)
+        self.shown, self.exported, self.missing = shown, exported, missing
+
+    def render(self, value):
+        return self.missing if value is None else self.shown.format(value)
+
+    def value(self, value):
+        return "" if value is None else self.exported.format(value)
+
+
+class FinishedWorkloadTable(tables.Table):
+    """Rows are ``selectors.finished_jobs.finished_workloads`` (figures annotated in SQL, so every column sorts)."""
+
+    external_id = tables.Column(verbose_name="Job", linkify=("workload-detail", {"pk": tables.A("pk")}))
+    team = tables.Column(accessor="team__slug", verbose_name="Team")
+    user = tables.Column(verbose_name="User")
+    orchestrator = tables.Column(accessor="orchestrator__name", verbose_name="Orchestrator", attrs=WIDE_ONLY)
+    gpu_count = tables.Column(verbose_name="GPUs")
+    gpu_hours = FigureColumn(verbose_name="GPU-hours")
+    wait_s = WaitColumn(verbose_name="Wait")
+    busy_pct = FigureColumn(verbose_name="GPU busy", shown="{:.0f} %", exported="{:.1f}", missing="not measured")
+    idle_gpu_hours = FigureColumn(verbose_name="Idle GPU-hours", attrs=WIDE_ONLY)
+    state = tables.Column(verbose_name="State")
+    finished_at = DateTimeColumn(format="Y-m-d H:i", verbose_name="Ended (UTC)")
+
+    class Meta:
+        attrs = {**ATTRS, "id": "finished-jobs"}
+        empty_text = "No finished jobs match."
+        order_by = ("-finished_at",)
+        row_attrs = {"id": lambda record: f"finished-{record.pk}"}
+
+    def render_external_id(self, value, record):
+        return f"{record.orchestrator.name}:{value}"
+
+    def render_team(self, value):
+        return value or "—"
+
+    def render_user(self, value):
+        return value or "—"

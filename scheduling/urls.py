@@ -5,6 +5,7 @@ from . import views
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("workloads/mine/", views.my_workloads, name="my-workloads"),
+    path("workloads/finished/", views.finished_workloads, name="finished-workloads"),
     path("teams/", views.team_list, name="team-list"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
     path("fragmentation/", views.fragmentation, name="fragmentation"),

@@ -5,6 +5,7 @@ from .drilldown import team_users as usage_team
 from .drilldown import user_jobs as usage_user
 from .drilldown import workload_detail
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
+from .finished import finished_workloads
 from .fleet import fragmentation, orchestrators, utilisation
 from .governance import governance
 from .ledger import ledger
@@ -23,6 +24,7 @@ __all__ = [
     "fairshare_check",
     "fairshare_history",
     "fairshare_revert",
+    "finished_workloads",
     "forecast_page",
     "fragmentation",
     "governance",
