@@ -9,6 +9,7 @@ urlpatterns = [
     path("teams/", views.team_list, name="team-list"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
     path("fragmentation/", views.fragmentation, name="fragmentation"),
+    path("nodes/<str:name>/", views.node_detail, name="node-detail"),
     path("utilisation/", views.utilisation, name="utilisation"),
     path("utilisation/teams/<slug:slug>/", views.usage_team, name="usage-team"),
     path("utilisation/teams/<slug:slug>/users/<str:user>/", views.usage_user, name="usage-user"),

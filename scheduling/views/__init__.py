@@ -9,6 +9,7 @@ from .finished import finished_workloads
 from .fleet import fragmentation, orchestrators, utilisation
 from .governance import governance
 from .ledger import ledger
+from .nodes import node_detail
 from .overview import overview
 from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
 from .quota import quota_detail, quota_list, quota_new
@@ -30,6 +31,7 @@ __all__ = [
     "governance",
     "ledger",
     "my_workloads",
+    "node_detail",
     "orchestrators",
     "overview",
     "quota_detail",
