@@ -60,7 +60,7 @@ def quota_new(request: HttpRequest) -> HttpResponse:
     standing = over_cap.with_notes(teams_now(access.teams_visible_to(request.user)))
     if request.method != "POST":
         return render(request, "scheduling/quota_form.html", {"form": _request_form(request), "standing": standing})
-    form = _request_form(request, request.POST)
+    form = _request_form(request, _with_fit(request.POST))
     context: dict = {"form": form, "standing": standing}
     if form.is_valid():
         data = form.cleaned_data
@@ -80,6 +80,19 @@ def quota_new(request: HttpRequest) -> HttpResponse:
             else:
                 return _submitted(request, outcome)
     return render(request, "scheduling/quota_form.html", context)
+
+
+def _with_fit(posted):
+    """The form as posted, or with a "What would fit" suggestion taken (``fit=gpus:12`` or
+    ``fit=period:<start>/<end>``): the values go through the form's rules and the check like typed ones."""
+    choice = posted.get("fit", "")
+    kind, _, value = choice.partition(":")
+    data = posted.copy()
+    if kind == "gpus":
+        data["gpus"] = value
+    elif kind == "period":
+        data["starts_at"], _, data["ends_at"] = value.partition("/")
+    return data
 
 
 def _submit_once(request: HttpRequest, data: dict) -> idempotency.Outcome:
