@@ -80,3 +80,13 @@ def test_bad_input_names_the_field(client, cast, finished):
     refused = client.get("/workloads/finished/", {"finished_after": "yesterday", "q": "a\x00b"})
     said = [text in refused.content.decode() for text in ("Ended from (ISO time):", "Job ID or name:", "No finished")]
     assert (refused.status_code, said) == (400, [True, True, True])
+
+
+def test_the_list_starts_a_week_back_unless_asked_for_earlier(client, cast, finished):
+    old = finished["otto"]
+    old.finished_at = old.started_at = old.submitted_at = old.finished_at - timedelta(days=10)
+    old.save()
+    client.force_login(cast["admin"])
+    assert "slurm-a:9001" not in client.get("/workloads/finished/").content.decode()
+    since = f"{old.finished_at - timedelta(days=1):%Y-%m-%dT%H:%M}"
+    assert "slurm-a:9001" in client.get("/workloads/finished/", {"finished_after": since}).content.decode()
