@@ -15,9 +15,9 @@ from scheduling.tables import FinishedWorkloadTable
 from .common import paginate
 
 PAGE_SIZE = 50
-# Without "Ended from" the list starts a week back, as Open XDMoD always shows a range: the whole history is
-# hundreds of thousands of jobs, and its totals a scan of them all on every page.
-DEFAULT_WINDOW = timedelta(days=7)
+# Without "Ended from" the list starts a day back (the portal's default range; Open XDMoD always shows a
+# range): the whole history is hundreds of thousands of jobs, and its totals a scan of them all on every page.
+DEFAULT_WINDOW = timedelta(days=1)
 
 
 @login_required

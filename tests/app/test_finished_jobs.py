@@ -82,9 +82,9 @@ def test_bad_input_names_the_field(client, cast, finished):
     assert (refused.status_code, said) == (400, [True, True, True])
 
 
-def test_the_list_starts_a_week_back_unless_asked_for_earlier(client, cast, finished):
+def test_the_list_starts_a_day_back_unless_asked_for_earlier(client, cast, finished):
     old = finished["otto"]
-    old.finished_at = old.started_at = old.submitted_at = old.finished_at - timedelta(days=10)
+    old.finished_at = old.started_at = old.submitted_at = old.finished_at - timedelta(days=2)
     old.save()
     client.force_login(cast["admin"])
     assert "slurm-a:9001" not in client.get("/workloads/finished/").content.decode()
