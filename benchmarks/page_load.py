@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / "var" / "bench" / "page-load"
 PAGES = ["/", "/teams/", "/fragmentation/", "/utilisation/", "/quota/", "/ledger/", "/rebalance/", "/reports/",
-         "/forecast/", "/whatif/", "/workloads/mine/"]  # fmt: skip
+         "/forecast/", "/whatif/", "/workloads/mine/",
+         "/audit/", "/workloads/finished/"]  # fmt: skip
 PASSWORDS = {"admin": "admin", "lead": "lead", "alice": "alice", "bob": "bob"}
 CHROMIUM = "/usr/bin/chromium"
 PARTIAL = "/static/vendor/plotly/plotly-cartesian-"

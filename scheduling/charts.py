@@ -274,8 +274,9 @@ def share_chart(rows: Sequence[Any]) -> str:
     )
 
 
-def occupancy_heatmap(nodes: Sequence[Any]) -> str:
-    """Node × GPU occupancy: 1 allocated, 0 free, -1 unschedulable; rows grouped by leaf switch and NVLink domain."""
+def occupancy_heatmap(nodes: Sequence[Any], links: Sequence[str] | None = None) -> str:
+    """Node × GPU occupancy: 1 allocated, 0 free, -1 unschedulable; rows grouped by leaf switch and NVLink domain.
+    ``links``: each row's node page (a click on a row opens it)."""
     width = max((n.gpu_total for n in nodes), default=8)
     z, labels = [], []
     for n in nodes:
@@ -335,6 +336,7 @@ def occupancy_heatmap(nodes: Sequence[Any]) -> str:
         f"separate them), {allocated} of {total} GPUs allocated.",
         height=height,
         short_labels=[n.name for n in nodes],
+        links=links,
     )
 
 

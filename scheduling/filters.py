@@ -253,3 +253,23 @@ class NodeAliasFilter(VisibleFilterSet):
     class Meta:
         model = NodeAlias
         fields = ["orchestrator", "host", "name"]
+
+
+class FinishedWorkloadFilter(WorkloadFilter):
+    """The finished-jobs list (``/workloads/finished/``): the workload filters, a search over the job's ID and
+    name, the finished states only, and when it ended."""
+
+    q = django_filters.CharFilter(method="search", label="Job ID or name")
+    state = django_filters.ChoiceFilter(
+        choices=[(s, label) for s, label in Workload.State.choices if s not in Workload.ACTIVE_STATES]
+    )
+    user = django_filters.CharFilter(lookup_expr="icontains", label="User")
+    finished_after = IsoTimeFilter(field_name="finished_at", lookup_expr="gte", label="Ended from (ISO time)")
+    finished_before = IsoTimeFilter(field_name="finished_at", lookup_expr="lt", label="Ended before")
+
+    class Meta:
+        model = Workload
+        fields = ["q", "team", "user", "orchestrator", "state", "kind", "min_gpus", "finished_after", "finished_before"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(external_id__icontains=value) | Q(name__icontains=value))

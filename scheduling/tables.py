@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from scheduling.models import CapacityReport, LedgerFinding, QuotaGrant, QuotaRequest, Workload
+from scheduling.selectors.audit_log import KINDS, action_label
 from scheduling.templatetags.durations import duration
 
 ATTRS = {"class": "grid"}
@@ -320,3 +321,113 @@ def _what_was_done(actions: list[dict]) -> str:
             for a in pulled]
     writes = len(actions or ()) - len(pulled)
     return "; ".join(([f"{writes} QOS write{'s' if writes != 1 else ''}"] if writes else []) + done)
+
+
+class AuditLogTable(tables.Table):
+    """Rows are ``selectors.audit_log.decisions`` value rows (newest first, ordered by the selector: a union of
+    ten record kinds sorts in SQL only by its own columns)."""
+
+    when = DateTimeColumn(format="Y-m-d H:i:s", verbose_name="When (UTC)", orderable=False)
+    what = tables.Column(verbose_name="Decision", orderable=False)
+    object_pk = tables.Column(verbose_name="Object", orderable=False)
+    team_slug = tables.Column(verbose_name="Team", orderable=False)
+    by_user = tables.Column(verbose_name="By", orderable=False)
+    did = tables.Column(verbose_name="Action", orderable=False)
+    why = tables.Column(verbose_name="Why", orderable=False)
+
+    class Meta:
+        attrs = {**ATTRS, "id": "audit-log"}
+        empty_text = "No decisions match."
+        row_attrs = {"data-kind": lambda record: record["what"]}
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def render_what(self, value):
+        return KINDS.get(value, value)
+
+    value_what = render_what
+
+    def render_object_pk(self, value, record):
+        url = _audit_object_url(record["what"], value)
+        return format_html('<a href="{}">#{}</a>', url, value) if url else f"#{value}"
+
+    def value_object_pk(self, value):
+        return value
+
+    def render_team_slug(self, value):
+        return format_html('<a href="{}">{}</a>', reverse("team-detail", args=[value]), value) if value else "—"
+
+    def value_team_slug(self, value):
+        return value
+
+    def render_by_user(self, value):
+        return value or "the portal"
+
+    value_by_user = render_by_user
+
+    def render_did(self, value, record):
+        return action_label(record)
+
+    value_did = render_did
+
+    def render_why(self, value):
+        return value or "—"
+
+    def value_why(self, value):
+        return value
+
+
+def _audit_object_url(kind: str, pk: int) -> str:
+    """Where one audited object is shown, for the kinds that have a page of their own."""
+    names = {"quota-request": "quota-detail", "rebalance-plan": "rebalance-plan", "pool-policy": "rebalance-policy"}
+    if kind in names:
+        return reverse(names[kind], args=[pk])
+    pages = {"reclaim-plan": "reclaim", "drift": "governance", "enforcement-plan": "governance"}
+    return reverse(pages[kind]) if kind in pages else ""
+
+
+class FigureColumn(tables.Column):
+    """A figure that may be missing (not measured): rounded for the page, more digits and no unit in the CSV."""
+
+    def __init__(self, *, shown="{:,.1f}", exported="{:.3f}", missing="—", **kwargs):
+        super().__init__(empty_values=(), **kwargs)
+        self.shown, self.exported, self.missing = shown, exported, missing
+
+    def render(self, value):
+        return self.missing if value is None else self.shown.format(value)
+
+    def value(self, value):
+        return "" if value is None else self.exported.format(value)
+
+
+class FinishedWorkloadTable(tables.Table):
+    """Rows are ``selectors.finished_jobs.finished_workloads`` (figures annotated in SQL, so every column sorts)."""
+
+    external_id = tables.Column(verbose_name="Job", linkify=("workload-detail", {"pk": tables.A("pk")}))
+    team = tables.Column(accessor="team__slug", verbose_name="Team")
+    user = tables.Column(verbose_name="User")
+    orchestrator = tables.Column(accessor="orchestrator__name", verbose_name="Orchestrator", attrs=WIDE_ONLY)
+    gpu_count = tables.Column(verbose_name="GPUs")
+    gpu_hours = FigureColumn(verbose_name="GPU-hours")
+    wait_s = WaitColumn(verbose_name="Wait")
+    busy_pct = FigureColumn(verbose_name="GPU busy", shown="{:.0f} %", exported="{:.1f}", missing="not measured")
+    idle_gpu_hours = FigureColumn(verbose_name="Idle GPU-hours", attrs=WIDE_ONLY)
+    state = tables.Column(verbose_name="State")
+    finished_at = DateTimeColumn(format="Y-m-d H:i", verbose_name="Ended (UTC)")
+
+    class Meta:
+        attrs = {**ATTRS, "id": "finished-jobs"}
+        empty_text = "No finished jobs match."
+        order_by = ("-finished_at",)
+        row_attrs = {"id": lambda record: f"finished-{record.pk}"}
+
+    def render_external_id(self, value, record):
+        return f"{record.orchestrator.name}:{value}"
+
+    def render_team(self, value):
+        return value or "—"
+
+    def render_user(self, value):
+        return value or "—"

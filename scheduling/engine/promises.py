@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 ANY_MODEL = ""
@@ -208,6 +208,29 @@ def check_promise(supply: Mapping[str, int], promises: Iterable[Promise], candid
             found += _blamed(supply, load, candidate)
     least = least or 0  # loads() yields at least one interval; this only narrows the type
     return PromiseCheck(candidate.gpus <= least, least, tightest, tuple(found))
+
+
+def earliest_fit(
+    supply: Mapping[str, int], promises: Iterable[Promise], candidate: Promise, latest_start: datetime
+) -> datetime | None:
+    """The earliest start, from the candidate's own on and no later than ``latest_start``, at which the candidate
+    kept as long fits (``check_promise``); None when none does.
+
+    Exact with few checks: a window's room is the least over the intervals it covers, and moving its start later
+    only lets it fit by dropping an interval from its front, which happens when the start passes a promise's start
+    or end (moving its end later only adds intervals). So the earliest fitting start is the candidate's own or one
+    of those moments, and only they are checked, in order."""
+    if candidate.starts_at is None or candidate.ends_at is None:
+        raise ValueError("the candidate needs a start and an end: its length is kept")
+    first, length = candidate.starts_at, candidate.ends_at - candidate.starts_at
+    held = list(promises)
+    moments = sorted({m for p in held for m in (p.starts_at, p.ends_at) if m is not None and first < m <= latest_start})
+    for start in [first, *moments]:
+        if start > latest_start:
+            break
+        if check_promise(supply, held, replace(candidate, starts_at=start, ends_at=start + length)).fits:
+            return start
+    return None
 
 
 def worsened(

@@ -227,6 +227,7 @@ class Workload(models.Model):
             ),
             models.Index(fields=["submitted_at"], name="workload_submitted"),
             models.Index(fields=["user", "state"], name="workload_user_state"),  # "my workloads"
+            models.Index(fields=["finished_at"], name="workload_finished"),  # the finished-jobs list, newest first
         ]
 
     def __str__(self) -> str:

@@ -91,4 +91,12 @@ class NodeMove(models.Model):
         ordering = ["plan", "drain_cost_gpu_s"]
 
     def __str__(self) -> str:
+        if self.drains_only:
+            return f"{self.node.name}: drain on {self.source.name}"
         return f"{self.node.name}: {self.source.name} -> {self.target.name}"
+
+    @property
+    def drains_only(self) -> bool:
+        """A drain (an admin's cordon from the node page): released by its owner and left drained, taken by no
+        one; stored as a move whose target is its source, so it is decided and applied like any plan."""
+        return self.source_id == self.target_id

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.db.models import Sum
 
-from scheduling.engine.promises import Promise, PromiseCheck, Shortfall, check_promise, worsened
+from scheduling.engine.promises import Promise, PromiseCheck, Shortfall, check_promise, earliest_fit, worsened
 from scheduling.models import CapacityLock, Node, Queue, QuotaGrant, Team
 
 LIVE_GRANT_STATES = (QuotaGrant.State.SCHEDULED, QuotaGrant.State.ACTIVE)
@@ -91,6 +91,16 @@ def check_new_promise(
     guarantee and live grant? Approval and the feasibility shown before it both ask this, so they agree."""
     promises = standing_guarantees() + live_grants(starts_at, ends_at, exclude_request)
     return check_promise(gpu_supply(), promises, Promise(gpus, gpu_model, starts_at, ends_at))
+
+
+def earliest_start(
+    gpus: int, gpu_model: str, starts_at: datetime, ends_at: datetime, latest_start: datetime,
+    exclude_request: int | None = None,
+) -> datetime | None:
+    """The earliest start, from ``starts_at`` to ``latest_start``, at which the same request kept as long would
+    pass ``check_new_promise`` (the engine's ``earliest_fit`` over every guarantee and live grant from then on)."""
+    promises = standing_guarantees() + live_grants(starts_at, None, exclude_request)
+    return earliest_fit(gpu_supply(), promises, Promise(gpus, gpu_model, starts_at, ends_at), latest_start)
 
 
 def guarantee_shortfalls(queues: list[Queue], now: datetime, parents: Parents | None = None) -> list[Shortfall]:

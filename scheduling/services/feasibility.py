@@ -1,20 +1,47 @@
 """Would a quota request fit? The same arithmetic approval uses, explained before anyone decides."""
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Sum
+from django.utils import timezone
 
 from scheduling.models import Queue, QuotaGrant, Team
 from scheduling.selectors.fleet import fleet_capacity
 
-from .capacity import LIVE_GRANT_STATES, check_new_promise, refusal
+from .capacity import LIVE_GRANT_STATES, check_new_promise, earliest_start, refusal
+
+
+@dataclass(frozen=True)
+class WhatFits:
+    """After a refusal, what would pass the same check: the most GPUs over the period asked (0: none), and the
+    earliest period of the same length for the GPUs asked (None: none starts within the lead time allowed)."""
+
+    largest: int
+    earliest: tuple[datetime, datetime] | None
+    horizon_days: int
 
 
 @dataclass(frozen=True)
 class Feasibility:
     fits: bool
     messages: list[tuple[str, str]] = field(default_factory=list)  # (tone: ok | warn | bad, text)
+    what_fits: WhatFits | None = None
+
+
+def what_would_fit(
+    gpus: int, gpu_model: str, starts_at: datetime, ends_at: datetime, room: int, exclude_request: int | None = None
+) -> WhatFits:
+    """The largest amount that fits the period (the check's room) and the earliest period the amount fits, no
+    later than the latest start a request may have (``GPUPORTAL_QUOTA_MAX_LEAD_DAYS`` from now)."""
+    days = settings.GPUPORTAL_QUOTA_MAX_LEAD_DAYS
+    latest = timezone.now() + timedelta(days=days)
+    start = earliest_start(gpus, gpu_model, starts_at, ends_at, latest, exclude_request)
+    if start is not None and (start.second or start.microsecond):
+        start = start.replace(second=0, microsecond=0) + timedelta(minutes=1)  # the form's fields hold minutes
+    period = (start, start + (ends_at - starts_at)) if start is not None else None
+    return WhatFits(max(room, 0), period, days)
 
 
 def _period(starts_at: datetime, ends_at: datetime) -> str:
@@ -50,6 +77,9 @@ def check_request(
                 f"{capacity} unpromised): {refusal(check)}; approval would be refused.",
             )
         )
+    fits_instead = None
+    if not fits and capacity:
+        fits_instead = what_would_fit(gpus, gpu_model, starts_at, ends_at, free, exclude_request)
     tree = Team.objects.tree()
     top = tree.ancestors(team.pk)
     root = tree.teams[top[-1]] if top else team
@@ -84,4 +114,4 @@ def check_request(
                     "borrowed from other teams' fair share; it is still a promise of real GPUs, checked above.",
                 )
             )
-    return Feasibility(fits, messages)
+    return Feasibility(fits, messages, fits_instead)

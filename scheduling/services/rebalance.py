@@ -489,10 +489,13 @@ def _advance(plan: RebalancePlan, move: NodeMove, verbs_of, now: datetime, timeo
     elif move.state == NodeMove.State.DRAINING:
         node.refresh_from_db()
         if verbs_of(source).is_empty(node):
-            verbs_of(target).take(node.name)
-            node.refresh_from_db()
-            node.orchestrator = target
-            save_audited(node, by=plan.decided_by, reason=f"rebalance plan #{plan.pk}: {source.name} -> {target.name}")
+            if not move.drains_only:  # a drain ends here: the node stays released, with its owner
+                verbs_of(target).take(node.name)
+                node.refresh_from_db()
+                node.orchestrator = target
+                save_audited(
+                    node, by=plan.decided_by, reason=f"rebalance plan #{plan.pk}: {source.name} -> {target.name}"
+                )
             move.state = NodeMove.State.MOVED
             move.save(update_fields=["state", "updated_at"])
         elif now - move.updated_at > timeout:
@@ -501,9 +504,8 @@ def _advance(plan: RebalancePlan, move: NodeMove, verbs_of, now: datetime, timeo
 
 def _verified(move: NodeMove, verbs_of) -> bool:
     move.node.refresh_from_db()
-    return verbs_of(move.source).verify_released(move.node) and verbs_of(move.target).verify_taken(
-        move.node, move.updated_at
-    )
+    released = verbs_of(move.source).verify_released(move.node)
+    return released and (move.drains_only or verbs_of(move.target).verify_taken(move.node, move.updated_at))
 
 
 def _fail(plan: RebalancePlan, moves: list[NodeMove], verbs_of, reason: str) -> StepOutcome:
@@ -531,7 +533,7 @@ def _fail(plan: RebalancePlan, moves: list[NodeMove], verbs_of, reason: str) -> 
 def _roll_back(plan: RebalancePlan, move: NodeMove, verbs_of) -> None:
     node = move.node
     node.refresh_from_db()
-    if node.orchestrator_id == move.target_id:
+    if node.orchestrator_id == move.target_id and not move.drains_only:
         verbs_of(move.target).undo_take(node.name)
         node.refresh_from_db()
         node.orchestrator = move.source
@@ -544,22 +546,14 @@ def _dry_run(plan: RebalancePlan, moves: list[NodeMove], verbs) -> StepOutcome:
     actions = []
     for move in moves:
         source, target = verbs(move.source, True), verbs(move.target, True)
-        if isinstance(source, DemoVerbs) or isinstance(target, DemoVerbs):
-            actions.append(
-                {
-                    "node": move.node.name,
-                    "release": f"demo: {move.node.name} state=draining",
-                    "take": f"demo: owner -> {move.target.name}",
-                }
-            )
-            continue
-        actions.append(
-            {
-                "node": move.node.name,
-                "release": source.release(move.node.name, f"gpuportal plan {plan.pk}: to {move.target.name}"),
-                "take": target.take(move.node.name),
-            }
-        )
+        demo = isinstance(source, DemoVerbs) or isinstance(target, DemoVerbs)
+        why = f"gpuportal plan {plan.pk}: " + ("drain" if move.drains_only else f"to {move.target.name}")
+        # The demo's verbs write this database: a dry run only says what they would do.
+        release = f"demo: {move.node.name} state=draining" if demo else source.release(move.node.name, why)
+        action = {"node": move.node.name, "release": release}
+        if not move.drains_only:
+            action["take"] = f"demo: owner -> {move.target.name}" if demo else target.take(move.node.name)
+        actions.append(action)
     plan.expected_effect = {**plan.expected_effect, "dry_run_actions": actions}
     plan.state = RebalancePlan.State.APPLIED
     save_audited(plan, by=plan.decided_by, reason="dry run: the commands are recorded, nothing was changed")

@@ -1,12 +1,15 @@
 """Thin views: read through selectors, write through services, check permissions with rules."""
 
+from .audit import audit_log
 from .drilldown import team_users as usage_team
 from .drilldown import user_jobs as usage_user
 from .drilldown import workload_detail
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
+from .finished import finished_workloads
 from .fleet import fragmentation, orchestrators, utilisation
 from .governance import governance
 from .ledger import ledger
+from .nodes import node_detail
 from .overview import overview
 from .planning import forecast_page, whatif_detail, whatif_list, whatif_status
 from .quota import quota_detail, quota_list, quota_new
@@ -17,15 +20,18 @@ from .teams import team_detail, team_list
 from .workloads import my_workloads
 
 __all__ = [
+    "audit_log",
     "fairshare",
     "fairshare_check",
     "fairshare_history",
     "fairshare_revert",
+    "finished_workloads",
     "forecast_page",
     "fragmentation",
     "governance",
     "ledger",
     "my_workloads",
+    "node_detail",
     "orchestrators",
     "overview",
     "quota_detail",

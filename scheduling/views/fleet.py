@@ -37,7 +37,8 @@ def fragmentation(request: HttpRequest) -> HttpResponse:
         "domains": [d for d in now.domains if d.unusable > 0.05][:30],
         "mix": sorted(now.size_mix.items()),
         "largest_gang": max((size for size, count in now.placeable.items() if count), default=0),
-        "heatmap": charts.occupancy_heatmap(now.nodes),
+        "heatmap": charts.occupancy_heatmap(now.nodes, links=[reverse("node-detail", args=[n.name])
+                                                              for n in now.nodes]),
         "placeable_chart": charts.placeable_chart(now.placeable),
         "trend_chart": charts.fragmentation_trend_chart(trend),
     }

@@ -67,7 +67,7 @@ def quota_new(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         context = {"form": _request_form(request), "standing": standing, "no_team": no_team, "ask": ask}
         return render(request, "scheduling/quota_form.html", context)
-    form = _request_form(request, request.POST)
+    form = _request_form(request, _with_fit(request.POST))
     context = {"form": form, "standing": standing, "no_team": no_team, "ask": ask}
     if form.is_valid():
         data = form.cleaned_data
@@ -87,6 +87,19 @@ def quota_new(request: HttpRequest) -> HttpResponse:
             else:
                 return _submitted(request, outcome)
     return render(request, "scheduling/quota_form.html", context)
+
+
+def _with_fit(posted):
+    """The form as posted, or with a "What would fit" suggestion taken (``fit=gpus:12`` or
+    ``fit=period:<start>/<end>``): the values go through the form's rules and the check like typed ones."""
+    choice = posted.get("fit", "")
+    kind, _, value = choice.partition(":")
+    data = posted.copy()
+    if kind == "gpus":
+        data["gpus"] = value
+    elif kind == "period":
+        data["starts_at"], _, data["ends_at"] = value.partition("/")
+    return data
 
 
 def _submit_once(request: HttpRequest, data: dict) -> idempotency.Outcome:

@@ -143,7 +143,9 @@
     if (!figure.links) { return; }
     holder.classList.add("linked");
     holder.on("plotly_click", function (event) {
-      var url = event.points.length ? figure.links[event.points[0].pointIndex] : null;
+      var index = event.points.length ? event.points[0].pointIndex : null;
+      if (Array.isArray(index)) { index = index[0]; }  // a heatmap's cell: [row, column]; its row leads on
+      var url = index === null ? null : figure.links[index];
       if (url) { window.location.assign(url); }
     });
   }

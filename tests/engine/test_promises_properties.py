@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine.promises import Promise, check_promise, worsened
+from scheduling.engine.promises import Promise, check_promise, earliest_fit, worsened
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -160,3 +160,19 @@ def test_an_edit_of_standing_promises_passes_only_if_no_instant_loses_service(da
         assert blamed or unserved[1] <= unserved[0]
     if _all_servable(supply, before):
         assert (not blamed) == _all_servable(supply, after)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_earliest_fit_is_the_first_start_the_oracle_accepts(data: st.DataObject) -> None:
+    """Every boundary lies on the hour here, so checking each hour by the oracle finds the earliest start too."""
+    supply = data.draw(fleets)
+    existing = data.draw(st.lists(promises(tuple(supply), standing=True), max_size=8))
+    candidate = data.draw(promises(tuple(supply)))
+    latest = candidate.starts_at + data.draw(st.integers(0, 40)) * HOUR
+    found = earliest_fit(supply, existing, candidate, latest)
+    length = candidate.ends_at - candidate.starts_at
+    starts = [candidate.starts_at + i * HOUR for i in range(int((latest - candidate.starts_at) / HOUR) + 1)]
+    fitting = [s for s in starts if _fits_by_oracle(supply, existing, Promise(candidate.gpus, candidate.gpu_model, s,
+                                                                                s + length))]
+    assert found == (fitting[0] if fitting else None)
