@@ -10,7 +10,7 @@ from scheduling.models import Node, NodeMove, Orchestrator, RebalancePlan
 from scheduling.selectors.rebalance import OPEN_STATES
 
 from .audit import require_reason, save_audited
-from .rebalance import dry_run_for
+from .rebalance import dry_run_for, held_gpus
 
 
 def propose_drain(node: Node, *, by, reason: str, drain_cost_gpu_s: float = 0.0) -> RebalancePlan:
@@ -31,7 +31,9 @@ def propose_drain(node: Node, *, by, reason: str, drain_cost_gpu_s: float = 0.0)
         plan = RebalancePlan(
             dry_run=dry_run_for(owner),
             reason=f"drain {node.name} on {owner.name}: {reason}",
-            expected_effect={"drain": node.name, "owner": owner.name, "gpus": node.gpu_total},
+            # What the node held when proposed: approval re-checks it against the latest round (recheck_plan).
+            expected_effect={"drain": node.name, "owner": owner.name, "gpus": node.gpu_total,
+                             "held_gpus": held_gpus([node.name])},
         )
         save_audited(plan, by=by, reason=f"drain of {node.name} proposed: {reason}")
         NodeMove.objects.create(

@@ -140,7 +140,7 @@ def propose_plan(now: datetime | None = None) -> Proposal:
         plan = RebalancePlan(
             dry_run=any(dry_run_for(o) for o in involved),
             reason=_plan_reason(decision),
-            expected_effect=_effect_document(decision, now, _held_gpus([m.node for m in decision.moves])),
+            expected_effect=_effect_document(decision, now, held_gpus([m.node for m in decision.moves])),
             state=RebalancePlan.State.APPROVED if auto else RebalancePlan.State.PROPOSED,
             decided_at=now if auto else None,
         )
@@ -162,7 +162,7 @@ def propose_plan(now: datetime | None = None) -> Proposal:
     return Proposal(plan, decision)
 
 
-def _held_gpus(names: list[str]) -> dict[str, int]:
+def held_gpus(names: list[str]) -> dict[str, int]:
     return dict(NodeRow.objects.filter(name__in=names).values_list("name", "gpu_allocated"))
 
 

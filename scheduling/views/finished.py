@@ -25,7 +25,7 @@ def finished_workloads(request: HttpRequest) -> HttpResponse:
     asked = request.GET.copy()
     if not asked.get("finished_after"):
         asked["finished_after"] = f"{timezone.now() - DEFAULT_WINDOW:%Y-%m-%dT%H:%M}"
-    found = FinishedWorkloadFilter(asked, queryset=finished_jobs.finished_workloads(request.user))
+    found = FinishedWorkloadFilter(asked, queryset=finished_jobs.finished_workloads(request.user), request=request)
     valid = found.is_valid()
     rows = found.qs if valid else found.queryset.none()
     table = FinishedWorkloadTable(rows)
