@@ -54,7 +54,7 @@ class Session:
     def my_workload_row(self, search: str, pk: int):
         """"My workloads" reached by the overview's link and searched for ``search``: the row of workload ``pk``."""
         page = self.go("/")
-        page.get_by_role("link", name="My workloads").click()
+        page.get_by_role("link", name="My workloads", exact=True).click()
         page.get_by_label("Job ID").fill(search)
         page.get_by_role("button", name="Search").click()
         row = page.locator(f"#workload-{pk}")
