@@ -89,7 +89,7 @@ def test_each_role_sees_the_finished_jobs_access_allows(session, jobs):
 
 def test_on_a_phone_the_finished_jobs_fit_the_screen(session, jobs):
     alice = signed_in(session, "alice", width=390)
-    page = alice.go("/workloads/finished/")
+    page = alice.go("/workloads/finished/?q=ablation")  # the demo's own jobs of hers may fill the first page
     assert page.locator(f"#finished-{jobs['alice'].pk}").is_visible()
     assert sideways(page) <= 0
     assert alice.errors == []
