@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 
 from google.protobuf.message import DecodeError
 
+from scheduling.collectors.verbs import POOL_LABEL
 from scheduling.engine.expander import GrowthOption, PodAsk
 from scheduling.expander_protocol import expander_pb2, k8s_subset_pb2
 
 GPU_RESOURCE = "nvidia.com/gpu"
-POOL_LABEL = "gpuportal.io/pool"
 GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
