@@ -181,7 +181,7 @@ def recheck_plan(plan: RebalancePlan, now: datetime | None = None) -> list[str]:
     holds GPUs (and what draining it loses now), one that may not be drained any more, one that changed owner
     or went down. Empty: the plan stands on the facts it was proposed on."""
     now = now or timezone.now()
-    moves = list(plan.moves.select_related("node", "node__orchestrator", "source"))
+    moves = list(plan.moves.select_related("node", "node__orchestrator", "source").order_by("node__name"))
     costs = _drain_costs_now(now)
     held_then = (plan.expected_effect or {}).get("held_gpus") or {}
     changes: list[str] = []
