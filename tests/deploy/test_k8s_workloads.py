@@ -64,3 +64,14 @@ def test_the_webhook_service_reaches_the_portals_mutate_endpoint():
 def test_the_portal_counts_the_ingress_controller_so_clients_keep_their_own_address():
     # Issue 29 item 5: unset, every user behind the Ingress shared its address for the sign-in lockout.
     assert find("ConfigMap", "gpuportal-config")["data"]["GPUPORTAL_PROXY_COUNT"] == "1"
+
+
+def test_only_the_autoscaler_may_call_the_expander():
+    """cluster-autoscaler presents no client certificate, so the network policy is the expander's only gate: every
+    rule admitting its port names the autoscaler's pods in kube-system, never any pod of any namespace."""
+    policy = find("NetworkPolicy", "gpuportal-expander-ingress")
+    rules = policy["spec"]["ingress"]
+    assert rules and all(rule.get("from") for rule in rules)
+    for peer in (peer for rule in rules for peer in rule["from"]):
+        assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "kube-system"}
+        assert peer["podSelector"]["matchLabels"] == {"app": "cluster-autoscaler"}
