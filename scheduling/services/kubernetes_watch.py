@@ -10,6 +10,9 @@ accounting, drift), on the round's interval.
 While it runs it renews ``Orchestrator.watched_until`` (three rounds ahead) and the Celery round leaves the
 source alone; when it stops, or dies, the mark runs out and the next Celery round re-lists the source as before,
 so a missing watcher costs speed, never data. Its own rounds re-list too while a cache is not synced.
+
+Its rounds are also the only ones of a watched source, so ingest keeps a memo of each committed round in this
+process (``ingest.remember_rounds``) and writes only what changed since (services/ingest.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from scheduling.collectors.k8s_watch import WatchingCollector
 from scheduling.models import Orchestrator
 
 from .collection import ScrapeOutcome, scrape
+from .ingest import forget_rounds, remember_rounds
 from .orchestrators import build_collector
 
 MARK_ROUNDS = 3  # a mark this many rounds ahead survives a slow round, and runs out soon after a watcher dies
@@ -43,7 +47,8 @@ def watched_sources(names: Iterable[str] = ()) -> list[Orchestrator]:
 
 def start_watch(orchestrator: Orchestrator, **kwargs) -> WatchingCollector:
     """The source's collector (endpoint, credentials, options as a Celery scrape builds it), its lists and
-    watches started in threads."""
+    watches started in threads; ingest remembers its rounds in this process from now on."""
+    remember_rounds(orchestrator)
     return WatchingCollector(build_collector(orchestrator, breaker=None), **kwargs).start()
 
 
@@ -54,6 +59,9 @@ def mark_watched(orchestrator: Orchestrator, interval_s: float) -> None:
 
 def unmark(orchestrators: Iterable[Orchestrator]) -> None:
     """On a clean stop: the next Celery round re-lists these at once instead of waiting for the mark to run out."""
+    orchestrators = list(orchestrators)
+    for orchestrator in orchestrators:
+        forget_rounds(orchestrator)
     Orchestrator.objects.filter(pk__in=[o.pk for o in orchestrators]).update(watched_until=None)
 
 

@@ -41,6 +41,7 @@ from scheduling.models import (
 from scheduling.selectors.rebalance import rebalance_settings
 
 from .audit import save_audited
+from .bulk import chunks
 from .notifications import double_ownership_opened
 
 log = logging.getLogger(__name__)
@@ -145,9 +146,21 @@ def record_views(orchestrator: Orchestrator, snapshot: Snapshot) -> int:
     return len(rows)
 
 
+WRITTEN_VIEW_FIELDS = ("name", "schedulable", "state", "why_not", "gpu_total", "gpu_allocated", "gpu_backed")
+
+
 def _replace_views(orchestrator: Orchestrator, rows: list[SourceView]) -> None:
-    SourceView.objects.filter(orchestrator=orchestrator).delete()
-    SourceView.objects.bulk_create(rows, batch_size=2000)
+    """Only the views that changed are rewritten; the rest get the round's ``seen_at`` in one UPDATE. Deleting
+    and inserting all 5,000 views of a large cluster each round cost ~0.9 s of a 30-second round's CPU."""
+    stored = SourceView.objects.filter(orchestrator=orchestrator)
+    was = {values[0]: values for values in stored.values_list(*WRITTEN_VIEW_FIELDS)}
+    fresh = [row for row in rows if was.pop(row.name, None) != tuple(getattr(row, f) for f in WRITTEN_VIEW_FIELDS)]
+    stale = [*was, *(row.name for row in fresh)]  # no longer listed, or listed otherwise
+    for chunk in chunks(stale):
+        stored.filter(name__in=chunk).delete()
+    if rows:
+        stored.update(seen_at=rows[0].seen_at)
+    SourceView.objects.bulk_create(fresh, batch_size=2000)
 
 
 def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> None:
