@@ -326,8 +326,6 @@ def subject_of(report: CapacityReport) -> str:
 
 
 def _zone(report: CapacityReport):
-    from zoneinfo import ZoneInfo
-
     return ZoneInfo(report.time_zone or settings.TIME_ZONE)
 
 
