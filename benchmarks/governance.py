@@ -201,19 +201,19 @@ def orm() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from scheduling.services import enforcement
+    from scheduling.services.enforcement import rounds as enforcement_rounds
 
     call_command("migrate", verbosity=0)
     data, _ = federation()
     _orm_federation(data)
     clusters: dict[str, MemoryCluster] = {}
     # Ray keeps its own reader (pool-level only, nothing written); the others are in memory.
-    real_cluster_for = enforcement.cluster_for
-    enforcement.cluster_for = lambda o: (  # type: ignore[assignment]
+    real_cluster_for = enforcement_rounds.cluster_for
+    enforcement_rounds.cluster_for = lambda o: (  # type: ignore[assignment]
         real_cluster_for(o) if o.kind == "ray" else clusters.setdefault(o.name, MemoryCluster())
     )
     wall, cpu = time.perf_counter(), time.process_time()
-    first = enforcement.reconcile()
+    first = enforcement_rounds.reconcile()
     first_wall, first_cpu = time.perf_counter() - wall, time.process_time() - cpu
     steady = []
     for _ in range(3):
@@ -221,7 +221,7 @@ def orm() -> None:
             edited = hand_edited(tuple(cluster.objects.values()), 0)
             cluster.objects = {k: v for k, v in zip(cluster.objects, edited, strict=True)}
         wall, cpu = time.perf_counter(), time.process_time()
-        outcomes = enforcement.reconcile()
+        outcomes = enforcement_rounds.reconcile()
         steady.append((time.perf_counter() - wall, time.process_time() - cpu))
     print(
         json.dumps(

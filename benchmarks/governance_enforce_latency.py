@@ -154,10 +154,10 @@ def measure(slurm: dict[str, str], k8s: dict[str, str], env: dict[str, str]) -> 
 
     from gpuportal.celery import app as celery_app
     from scheduling.models import EnforcementRun
-    from scheduling.services import enforcement
+    from scheduling.services.enforcement import rounds as enforcement_rounds
 
     team, alice, admin = federation(slurm, k8s)
-    standing = enforcement.reconcile()  # the standing state: accounts, associations, namespaces, quotas, queues
+    standing = enforcement_rounds.reconcile()  # the standing state: accounts, associations, namespaces, quotas, queues
     if any(o.error for o in standing):
         raise live.Unavailable("; ".join(f"{o.orchestrator}: {o.error}" for o in standing if o.error)[:800])
     core = k8s_client.CoreV1Api(k8s_config.new_client_from_config(config_file=k8s["K8S_ADMIN_KUBECONFIG"]))

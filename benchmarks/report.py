@@ -57,9 +57,10 @@ def child(args: argparse.Namespace) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from scheduling import reports
     from scheduling.models import Orchestrator
-    from scheduling.services.capacity_report import build_report, week_before
+    from scheduling.reports import documents as reports
+    from scheduling.reports.capacity import week_before
+    from scheduling.services.report_delivery import report_content
 
     call_command("migrate", verbosity=0)
     vendor = connection.vendor
@@ -76,7 +77,7 @@ def child(args: argparse.Namespace) -> None:
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE")
     window = week_before(timezone.now())
-    content = timed("build report (8 sections)", vendor, lambda: build_report(window), args.repeat)
+    content = timed("build report (8 sections)", vendor, lambda: report_content(window), args.repeat)
     timed("render html", vendor, lambda: reports.render_html(content, None))
     timed("render pdf", vendor, lambda: reports.render_pdf(content, None))
     timed("render csv", vendor, lambda: reports.render_csv(content, None))

@@ -12,7 +12,7 @@ from simple_history.admin import SimpleHistoryAdmin
 from . import models
 from .forms import StorableJSONField
 from .limits import COMMENT_MAX_CHARS
-from .services import governance
+from .services import governance, report_delivery
 from .services import orchestrators as orchestrator_access
 from .services.accounts import tokens_revoked_message
 from .services.audit import save_audited
@@ -296,8 +296,6 @@ class CapacityReportAdmin(ModelAdmin):
 
     @admin.action(description="Send again to every subscriber")
     def resend(self, request, queryset):
-        from .services import report_delivery
-
         for report in queryset.filter(generated_at__isnull=False):
             report_delivery.resend_report(report)
             report_delivery.send_report(report.pk, base_url=request.build_absolute_uri("/"))

@@ -3,7 +3,7 @@ from django.db.models.signals import post_migrate
 
 
 def _install_change_triggers(sender, using="default", **kwargs) -> None:
-    from scheduling.services import table_changes
+    from scheduling.services import table_changes  # not at import: apps.py loads before the models exist
 
     table_changes.install_triggers(using)
 

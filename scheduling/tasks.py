@@ -19,7 +19,6 @@ from scheduling.services import (
     admission,
     collection,
     directory,
-    enforcement,
     expander,
     idempotency,
     quota,
@@ -31,6 +30,8 @@ from scheduling.services import (
     table_changes,
     whatif,
 )
+from scheduling.services.enforcement import decisions as enforcement_decisions
+from scheduling.services.enforcement import rounds as enforcement_rounds
 
 LIMITS = settings.GPUPORTAL_TASK_TIME_LIMITS
 log = logging.getLogger(__name__)
@@ -253,8 +254,8 @@ def reconcile_governance() -> dict[str, dict[str, int]] | None:
     """One governance round (docs/governance.md): counts per orchestrator; None when another round holds the
     lease (one round at a time: the next beat comes soon enough)."""
     try:
-        return _round_counts(enforcement.reconcile())
-    except enforcement.RoundInProgress as busy:
+        return _round_counts(enforcement_rounds.reconcile())
+    except enforcement_rounds.RoundInProgress as busy:
         log.info("governance beat round skipped: %s", busy)
         return None
 
@@ -265,13 +266,13 @@ def reconcile_governance_soon(self, requested_at: str) -> dict[str, dict[str, in
     An older round still going may have read the intent before the change: try again once it is over (the beat
     round stays the backstop when the retries run out)."""
     try:
-        outcomes = enforcement.reconcile_requested(datetime.fromisoformat(requested_at))
-    except enforcement.RoundInProgress as busy:
+        outcomes = enforcement_rounds.reconcile_requested(datetime.fromisoformat(requested_at))
+    except enforcement_rounds.RoundInProgress as busy:
         raise self.retry(countdown=settings.GPUPORTAL_GOVERNANCE_BUSY_RETRY_S, exc=busy) from busy
     return None if outcomes is None else _round_counts(outcomes)
 
 
-def _round_counts(outcomes: list[enforcement.OrchestratorRound]) -> dict[str, dict[str, int]]:
+def _round_counts(outcomes: list[enforcement_decisions.OrchestratorRound]) -> dict[str, dict[str, int]]:
     return {
         o.orchestrator: {
             "applied": len(o.applied),

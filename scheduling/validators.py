@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from scheduling.engine.types import WorkloadKind
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Fixed, not configurable: a setting could be emptied, and every variable would be readable again.
 ENV_PREFIX = "GPUPORTAL_SECRET_"
@@ -143,8 +145,6 @@ def check_slurm_command(value: str, command: str) -> str:
 
 def validate_serving_kinds(value: object) -> None:
     """A team's serving entitlement: a list of distinct workload kinds (``Team.serving_kinds``)."""
-    from scheduling.engine.types import WorkloadKind
-
     allowed = [kind.value for kind in WorkloadKind]
     if not isinstance(value, list) or not all(isinstance(kind, str) for kind in value):
         raise ValidationError("serving_kinds must be a list of workload kinds", code="serving_kinds")

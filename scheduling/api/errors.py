@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from rest_framework import exceptions
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -54,8 +54,6 @@ DATABASE_RETRY_AFTER_S = 10
 def _database_unavailable(exc: DatabaseError, context):
     """A database outage is the client's 503 with Retry-After, as JSON, never a 500 page (issue 36 item 9).
     The broken connection is dropped so this worker's next request connects anew."""
-    from django.db import connection
-
     connection.close_if_unusable_or_obsolete()
     response = drf_exception_handler(
         ServiceUnavailable("The database is unavailable; try again shortly."), context

@@ -8,7 +8,7 @@ admins only (as the Governance page: ``scheduling.enforce_governance``).
   ``reason``;
 - ``plans/`` (``?state=pending``): changes waiting in review mode; ``POST plans/<id>/approve/`` or ``reject/`` with
   a ``reason``.
-Decisions go through services/enforcement.py, audited with who and why, as on the page."""
+Decisions go through services/enforcement/decisions.py, audited with who and why, as on the page."""
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -22,7 +22,7 @@ from scheduling.api.serializers import ReasonSerializer, VersionedReasonSerializ
 from scheduling.api.versioning import VersionETagMixin, versioned_decision
 from scheduling.models import DriftFinding, EnforcementOutcome, EnforcementPlan, EnforcementRun
 from scheduling.selectors import governance_ops
-from scheduling.services import enforcement
+from scheduling.services.enforcement import decisions as enforcement_decisions
 
 
 class GovernanceAdmins(permissions.IsAuthenticated):
@@ -114,13 +114,13 @@ class DriftViewSet(_Decisions, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def revert(self, request, pk=None):
         """The next round writes the portal's intent over the hand edit."""
-        return self._decide(request, enforcement.revert_drift)
+        return self._decide(request, enforcement_decisions.revert_drift)
 
     @extend_schema(request=ReasonSerializer, responses=DriftSerializer)
     @action(detail=True, methods=["post"])
     def adopt(self, request, pk=None):
         """Keep the cluster's value until the portal's intent for the object changes."""
-        return self._decide(request, enforcement.adopt_drift)
+        return self._decide(request, enforcement_decisions.adopt_drift)
 
 
 class PlanViewSet(VersionETagMixin, _Decisions, viewsets.ReadOnlyModelViewSet):
@@ -135,12 +135,12 @@ class PlanViewSet(VersionETagMixin, _Decisions, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         """The next round applies the plan's changes still needed."""
-        return self._decide_versioned(request, enforcement.approve_plan)
+        return self._decide_versioned(request, enforcement_decisions.approve_plan)
 
     @extend_schema(request=VersionedReasonSerializer, responses=PlanSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
-        return self._decide_versioned(request, enforcement.reject_plan)
+        return self._decide_versioned(request, enforcement_decisions.reject_plan)
 
 
 class GovernanceStatusView(APIView):

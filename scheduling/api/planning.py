@@ -5,6 +5,7 @@ from rest_framework import exceptions, mixins, serializers, viewsets
 from scheduling.models import WhatIfScenario
 from scheduling.selectors import access
 from scheduling.services import whatif
+from scheduling.tasks import run_whatif
 
 from .list_cache import CachedListMixin
 from .serializers import VisibleTeamField
@@ -37,8 +38,6 @@ class WhatIfSerializer(serializers.ModelSerializer):
 
 
 def _enqueue(pk: int) -> None:
-    from scheduling.tasks import run_whatif
-
     run_whatif.delay(pk)
 
 

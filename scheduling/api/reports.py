@@ -8,8 +8,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling import reports
 from scheduling.models import CapacityReport, ReportSubscription
+from scheduling.reports import documents as reports
 from scheduling.selectors import access
 from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery

@@ -1,4 +1,4 @@
-"""``POST /api/v1/route``: where should this workload go, and why (``services.routing.route_workload``).
+"""``POST /api/v1/route``: where should this workload go, and why (``selectors.routing.route_workload``).
 
 Advice only: nothing is submitted. The team must be one the caller may see (a team they belong to, or
 below one; any team for portal admins), since the answer shows that team's cap and queue positions.
@@ -10,10 +10,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduling.engine.submissions import SCHEDULER_NAMES, WorkloadDescription
 from scheduling.engine.types import WorkloadKind
 from scheduling.models import Team
 from scheduling.selectors import access
-from scheduling.services.routing import SCHEDULER_NAMES, WorkloadDescription, route_workload
+from scheduling.selectors.routing import route_workload
 
 MAX_MEMBERS = 4096
 MAX_GPUS_PER_MEMBER = 64

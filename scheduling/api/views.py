@@ -32,6 +32,7 @@ from scheduling.selectors.access import only_visible, pools_or_visible, quota_re
 from scheduling.services import collection, freshness, governance, idempotency, quota, reclaim
 from scheduling.services import health as health_checks
 from scheduling.services.audit import stamp_author
+from scheduling.tasks import apply_reclaim_plan
 
 from . import list_cache, serializers
 from .auth import LockoutAwareBasicAuthentication, SingleQueryTokenAuthentication, purge_expired_tokens
@@ -324,8 +325,6 @@ class ReclaimPlanViewSet(VersionETagMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         plan = reclaim.approve_reclaim_plan(self.get_object().pk, by=request.user, **versioned_decision(request))
-        from scheduling.tasks import apply_reclaim_plan
-
         apply_reclaim_plan.delay(plan.pk)
         return Response(serializers.ReclaimPlanSerializer(plan).data)
 

@@ -41,7 +41,7 @@ class AppliedObject(models.Model):
 class EnforcementRun(models.Model):
     """One reconcile round over every governed orchestrator (``dry_run``: diffed, nothing written).
 
-    It is also the lease that keeps ONE round at a time (services/enforcement.begin_round): unfinished with a
+    It is also the lease that keeps ONE round at a time (services/enforcement/rounds.begin_round): unfinished with a
     fresh ``heartbeat_at``, it holds the lease; only its holder finishes it, and a round whose heartbeat went
     stale (its worker killed) is closed by the next round as cut short."""
 

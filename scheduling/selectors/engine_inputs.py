@@ -249,7 +249,7 @@ def recorded_request(workload: Workload, *, submit_s: float, duration_s: float, 
 
 def described_request(*, members: int, gpus_per_member: int, team: str, kind: str, duration_s: float,
                       orchestrator: str, latency_sla_ms: float | None) -> Request:
-    """A submission the router is asked about (``services.routing``): typed by a user, so a kind the engine
+    """A submission the router is asked about (``selectors.routing``): typed by a user, so a kind the engine
     does not know is refused by name, not read as batch."""
     if kind not in KINDS:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")

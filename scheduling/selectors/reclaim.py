@@ -12,6 +12,8 @@ from django.db.models import Q, Sum
 from scheduling.engine.types import Node as EngineNode
 from scheduling.engine.types import Request, RunningWorkload
 from scheduling.models import EntitlementShare, Node, Orchestrator, Queue, QuotaGrant, ReclaimPlan, Workload
+from scheduling.models.teams import Team
+from scheduling.selectors import access
 from scheduling.selectors.engine_inputs import engine_node, node_rows, reclaim_request, reclaim_running
 
 
@@ -197,9 +199,6 @@ def reclaim_page(user, past_limit: int = 50) -> ReclaimPage:
     """Pending plans (oldest first, each owner's request checked: does it still wait?) and the latest decided or
     applied ones, narrowed to the plans touching a team ``user`` may see (``access.team_ids_visible_to``); what
     such a plan says of teams the reader may not see is redacted (``ClaimRow``)."""
-    from scheduling.models import Team
-    from scheduling.selectors import access
-
     ids = access.team_ids_visible_to(user)
     visible = None if ids is None else frozenset(Team.objects.filter(pk__in=ids).values_list("slug", flat=True))
     plans = ReclaimPlan.objects.select_related("orchestrator", "decided_by").defer(
@@ -216,9 +215,6 @@ def reclaim_page(user, past_limit: int = 50) -> ReclaimPage:
 
 def plans_visible_to(user, queryset=None):
     """Reclaim plans touching a team ``user`` may see (all for admins): the API's list follows the page's rule."""
-    from scheduling.models import Team
-    from scheduling.selectors import access
-
     queryset = ReclaimPlan.objects.all() if queryset is None else queryset
     ids = access.team_ids_visible_to(user)
     if ids is None:
@@ -231,9 +227,6 @@ def plans_visible_to(user, queryset=None):
 
 def visible_plan(user, pk: int) -> ReclaimPlan | None:
     """The plan ``pk`` when ``user`` may see it (it touches one of their teams), else None."""
-    from scheduling.models import Team
-    from scheduling.selectors import access
-
     plan = ReclaimPlan.objects.select_related("orchestrator").filter(pk=pk).first()
     ids = access.team_ids_visible_to(user)
     if plan is None or ids is None:

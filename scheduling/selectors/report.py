@@ -1,17 +1,20 @@
 """ORM reads for the weekly capacity report: plain tuples and dataclasses, a fixed number of queries each.
 
-The report is computed from these in ``scheduling.services.capacity_report``; nothing here decides or
-formats. Windows are half-open ``[since, until)``.
+The report is composed from these in ``scheduling.reports.capacity``, which imports no selector: it is handed
+``WeekReads`` (below), the one object naming everything it reads. Nothing here decides or formats. Windows are
+half-open ``[since, until)``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, OuterRef, Q, Subquery, Sum
 
+from scheduling.engine.calendar import PolicyRule
 from scheduling.models import (
     CapacityReport,
     CollectorRun,
@@ -22,10 +25,14 @@ from scheduling.models import (
     QuotaGrant,
     QuotaRequest,
     RebalancePlan,
+    Team,
+    TeamTree,
     UsageRollup,
     Workload,
 )
+from scheduling.selectors import busy, fragmentation_trend, ledger, usage
 from scheduling.selectors.db_time import SecondsBetween
+from scheduling.selectors.pool_policies import rule_of
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,20 @@ def started_waits(since: datetime, until: datetime) -> list[tuple[str, int, floa
     return [(o, g * p, round(max(wait or 0.0, 0.0), 3)) for o, g, p, wait in rows]
 
 
+def started_wait_stats(
+    since: datetime, until: datetime
+) -> tuple[list[usage.WaitStats], dict[str, list[usage.WaitStats]]]:
+    """Queue-wait p50/p90/p99 per request size of the work that started in the window: over the fleet, and
+    per orchestrator name."""
+    fleet: dict[int, list[float]] = defaultdict(list)
+    by_orchestrator: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for orchestrator, gpus, wait in started_waits(since, until):
+        bucket = usage.size_bucket(gpus)
+        fleet[bucket].append(wait)
+        by_orchestrator[orchestrator][bucket].append(wait)
+    return usage.wait_stats(fleet), {name: usage.wait_stats(waits) for name, waits in by_orchestrator.items()}
+
+
 def pending_reasons(since: datetime, until: datetime) -> list[tuple[str, str, int]]:
     """(orchestrator, reason, GPUs) of work submitted before the window ended that had not started by its
     end, where the orchestrator said why (a reason is cleared once the work starts)."""
@@ -238,6 +259,11 @@ def pool_rules_as_of(moment: datetime):
     policies = list(PoolPolicy.history.as_of(moment).filter(enabled=True))
     names = dict(Orchestrator.objects.values_list("pk", "name"))
     return [(names.get(p.orchestrator_id, "?"), p) for p in policies]
+
+
+def pool_rule_set_as_of(moment: datetime) -> list[PolicyRule]:
+    """The engine's rules of the pool policies in force at ``moment``."""
+    return [rule_of(policy, name) for name, policy in pool_rules_as_of(moment)]
 
 
 @dataclass(frozen=True)
@@ -315,3 +341,38 @@ def generated_reports():
 
 def stored_report(report_id: int) -> CapacityReport | None:
     return generated_reports().filter(pk=report_id).first()
+
+
+def team_tree() -> TeamTree:
+    return Team.objects.tree()
+
+
+@dataclass(frozen=True)
+class WeekReads:
+    """Everything the capacity report's composition (``reports/capacity.py``) reads, handed to it as one object
+    so that it imports no selector and no model. ``outlook`` is the forecast's guarantee exhaustion at a moment:
+    a service (it caches its fits), so the caller in ``services/report_delivery.py`` hands it in."""
+
+    outlook: Callable[[datetime], Sequence[object]]
+
+    # 1. completeness, 2. capacity
+    source_runs = staticmethod(source_runs)
+    recorded_anything = staticmethod(recorded_anything)
+    pool_seconds = staticmethod(pool_seconds)
+
+    # 3. teams: the tree, the entitlements in force, job accounting, measured busy-ness
+    team_tree = staticmethod(team_tree)
+    queue_change_moments, queues_as_of = staticmethod(queue_change_moments), staticmethod(queues_as_of)
+    policy_history_starts = staticmethod(policy_history_starts)
+    held_intervals, efficiency_by_team = staticmethod(held_intervals), staticmethod(busy.efficiency_by_team)
+
+    # 4. waits, 5. fragmentation, 6. rebalancing and floors
+    started_wait_stats, pending_reasons = staticmethod(started_wait_stats), staticmethod(pending_reasons)
+    fragmentation_trend = staticmethod(fragmentation_trend.fragmentation_trend)
+    moves_done, plans_by_state = staticmethod(moves_done), staticmethod(plans_by_state)
+    pool_hours_owned, pool_rule_set_as_of = staticmethod(pool_hours_owned), staticmethod(pool_rule_set_as_of)
+
+    # 7. quota, 9. ledger, 8. the week before (a stored report's headline)
+    quota_facts = staticmethod(quota_facts)
+    ledger_findings_between = staticmethod(ledger.ledger_findings_between)
+    previous_content = staticmethod(previous_content)

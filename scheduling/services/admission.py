@@ -41,14 +41,15 @@ from scheduling.collectors.k8s_wire import DECISION_ANNOTATION
 from scheduling.engine.governance_types import PRIORITY_CLASSES as GOVERNED_PRIORITY_CLASSES
 from scheduling.engine.routing import earliest_pool, route
 from scheduling.engine.startplan import PoolSnapshot, StartPlans
+from scheduling.engine.submissions import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 from scheduling.engine.types import OrchestratorKind, Request
 from scheduling.models import AdmissionDecision, Team
+from scheduling.selectors.routing import submission_request
 from scheduling.selectors.workloads import cached_pool_snapshots
 
 from .admission_directory import directory
 from .admission_log import decisions
 from .admission_review import API_VERSION, MAX_BODY_BYTES, BadReview, parse_review  # noqa: F401 (the view's)
-from .routing import SCHEDULER_ANNOTATION, TEAM_LABEL, describe_object
 
 POOL_LABEL = "gpuportal.io/pool"
 REASONS_ANNOTATION = "scheduler.gpuportal.io/reasons"
@@ -167,7 +168,7 @@ def decide(request: dict) -> Outcome:
             return Outcome(False, f"{beyond}: denied; submit it as batch work (no scheduler annotation) or ask an "
                            "admin for the entitlement", scheduler=scheduler, reasons=(*reasons, beyond), team=team)
         scheduler, reasons = VOLCANO, (*reasons, f"{beyond}: lowered to {VOLCANO} with {PRIORITY_CLASSES[VOLCANO]}")
-    pool, pool_reasons = _pool_for(replace(description.request(), team=team.slug), pools)
+    pool, pool_reasons = _pool_for(replace(submission_request(description), team=team.slug), pools)
     reasons = (*reasons, *pool_reasons)
     priority_class = PRIORITY_CLASSES[scheduler]  # the entitlement's: kept when the scheduler changes below
     if scheduler == VOLCANO and pool in known.without_volcano:
@@ -185,7 +186,8 @@ def _scheduler_for(description, annotations: dict) -> tuple[str, tuple[str, ...]
     explicit = annotations.get(SCHEDULER_ANNOTATION, "")
     if explicit in EXPLICIT:
         return EXPLICIT[explicit], (f"explicitly requested {explicit}",)
-    ruled = route(replace(description.request(), orchestrator=""), available={kind.value for kind in OrchestratorKind})
+    request = replace(submission_request(description), orchestrator="")
+    ruled = route(request, available={kind.value for kind in OrchestratorKind})
     scheduler = DEFAULT if ruled.rule == "serving" else VOLCANO
     reasons = [*ruled.reasons, f"{'service' if scheduler == DEFAULT else 'batch'} work: {scheduler}"]
     if explicit:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 
+from scheduling.engine.submissions import GPU_RESOURCE, KIND_ANNOTATION
 from scheduling.engine.types import WorkloadKind
-
-from .routing import GPU_RESOURCE, KIND_ANNOTATION
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_BODY_BYTES = 1_048_576

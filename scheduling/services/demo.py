@@ -28,7 +28,7 @@ from scheduling.models.fleet import DEMO_PREFIX
 from scheduling.selectors.engine_inputs import engine_nodes
 
 from . import entitlement_split, quota
-from .enforcement import governance_input
+from .enforcement.intent import governance_input
 from .ledger import evaluate_quietly, record_demo_views
 from .metrics import refresh_rollups
 
@@ -180,7 +180,7 @@ def record_demo_split(orchestrators, now: datetime) -> int:
     orchestrators, one cell per GPU model of their nodes, from the round's running and pending work, and saved
     as the split they hold (``EntitlementShare``, moves audited like a real round's). The demo's clusters are
     the portal's own simulation, so what the split says is what they hold: nothing is written elsewhere, and
-    real orchestrators' rounds (``enforcement.reconcile``) never see these rows. Returns the shares moved."""
+    real orchestrators' rounds (``enforcement.rounds.reconcile``) never see these rows. Returns the shares moved."""
     if not orchestrators:
         return 0
     split = entitlement_split.round_split(

@@ -26,6 +26,7 @@ from . import governance_trigger, versions
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import Parents, carving_queue, guarantee_shortfalls, lock_capacity, team_parents
+from .enforcement import intent as enforcement_intent
 
 
 @dataclass(frozen=True)
@@ -231,11 +232,9 @@ def check_team_name(team: Team) -> None:
     """The slug names the team's objects on every governed orchestrator: a Slurm account, Kubernetes
     namespaces and queues. A name one of them cannot use is refused here, naming the orchestrator and the rule
     (a team named before this check is left out of that orchestrator's rounds alone)."""
-    from . import enforcement  # enforcement reads the tree this module writes
-
     problems = []
-    for orchestrator in enforcement.governed_orchestrators():
-        gov = enforcement.gov_orchestrator(orchestrator)
+    for orchestrator in enforcement_intent.governed_orchestrators():
+        gov = enforcement_intent.gov_orchestrator(orchestrator)
         mapped = orchestrator_access.governance_options(orchestrator).get("namespaces") or {}
         names = GovTeam(team.slug, namespaces=tuple(mapped.get(team.slug, ())))
         problems += [problem.message for problem in team_name_problems(names, gov)]

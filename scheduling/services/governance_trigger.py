@@ -5,7 +5,7 @@ later, a message lost, a broker down.
 
 Coalesced: the message waits ``GPUPORTAL_GOVERNANCE_TRIGGER_DELAY_S`` and carries the moment it was asked
 for; a round that began after that moment has read the change already, so the task skips
-(``enforcement.reconcile_requested``) and a burst of approvals makes one round.
+(``enforcement.rounds.reconcile_requested``) and a burst of approvals makes one round.
 
 The task is named, not imported: tasks sit above services (import-linter's layers)."""
 

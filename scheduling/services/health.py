@@ -15,9 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 import redis
+from amqp.exceptions import ChannelError
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
+from django.db import connection
+
+from gpuportal.celery import app
 
 SOCKET_TIMEOUT_S = 0.5
 CHECK_TIMEOUT_S = 1.0
@@ -30,8 +34,6 @@ def broker_status() -> str:
         if url.startswith(("redis://", "rediss://")):
             _ping(redis.Redis.from_url(url, socket_connect_timeout=SOCKET_TIMEOUT_S, socket_timeout=SOCKET_TIMEOUT_S))
         else:  # the embedded filesystem broker, or another kombu transport: kombu's own bounded check
-            from gpuportal.celery import app
-
             with app.connection_for_write(url=url) as conn:
                 conn.ensure_connection(max_retries=1, timeout=SOCKET_TIMEOUT_S)
     except Exception as error:
@@ -43,8 +45,6 @@ def database_status() -> str:
     """ "ok", or "down: why". Run in a health thread (``start``): it opens that thread's own connection, so a
     hung database (SIGSTOP: the kernel accepts, nobody answers) costs /health ``CHECK_TIMEOUT_S``, not the
     request thread's kept connection blocking until gunicorn kills the worker (issue 36: 40.7 s)."""
-    from django.db import connection
-
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
@@ -58,10 +58,6 @@ def database_status() -> str:
 def queue_depth(queue: str = "celery") -> int:
     """Messages waiting in the broker's ``queue`` (kombu's passive declare: LLEN on Redis, files on the
     filesystem broker); raises when the broker does not answer, so callers bound it with ``start``."""
-    from amqp.exceptions import ChannelError
-
-    from gpuportal.celery import app
-
     with app.connection_for_read(url=settings.CELERY_BROKER_URL) as conn:
         conn.ensure_connection(max_retries=1, timeout=SOCKET_TIMEOUT_S)
         try:

@@ -394,8 +394,8 @@ def _stop_ray_job(orchestrator: Orchestrator, submission_id: str, dry_run: bool)
 
 @dataclass
 class RayPool:
-    """Governance of a Ray pool (services/enforcement.py's ``Cluster``). Ray has no per-team quota, so team caps
-    there are observed, not enforced; the pool ceiling (``RayPoolBounds.max_gpus``) is read back from what the
+    """Governance of a Ray pool (a ``Cluster`` of collectors/governance_clusters.py). Ray has no per-team quota, so
+    team caps there are observed, not enforced; the pool ceiling (``RayPoolBounds.max_gpus``) is read back from what the
     jobs really hold (the dashboard's Jobs and state APIs) and held by stopping borrowed jobs (the Jobs API), chosen
     by ``engine.reclaim.plan_ceiling``. Each stop is audited as a ``ReclaimPlan`` with its cause."""
 

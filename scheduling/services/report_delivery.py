@@ -27,11 +27,13 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduling import reports
 from scheduling.models import CapacityReport, ReportSubscription, Team
+from scheduling.reports import documents as reports
+from scheduling.reports.capacity import Window, build_report, week_before
 from scheduling.selectors import access
+from scheduling.selectors.report import WeekReads
 
-from .capacity_report import Window, build_report, week_before
+from . import forecast
 from .dispatch import EnqueueFailed, enqueue_after_commit
 
 REQUEUED = "(queued again by the reaper)"  # claimed_by of a build waiting for its new task
@@ -89,9 +91,15 @@ def rebuild_report(report: CapacityReport) -> CapacityReport:
     return _build_into(report, window, keep_status=report.status in (CapacityReport.Status.SENT,))
 
 
+def report_content(window: Window) -> dict:
+    """The report's content for ``window`` from the database: the composition over the week's reads, the
+    demand outlook from the forecast."""
+    return build_report(window, WeekReads(outlook=lambda at: forecast.guarantee_exhaustion(as_of=at)))
+
+
 def _build_into(report: CapacityReport, window: Window, keep_status: bool = False) -> CapacityReport:
     try:
-        content = build_report(window)
+        content = report_content(window)
     except Exception as error:
         CapacityReport.objects.filter(pk=report.pk).update(status=CapacityReport.Status.FAILED, error=str(error)[:2000])
         raise
@@ -318,8 +326,6 @@ def subject_of(report: CapacityReport) -> str:
 
 
 def _zone(report: CapacityReport):
-    from zoneinfo import ZoneInfo
-
     return ZoneInfo(report.time_zone or settings.TIME_ZONE)
 
 

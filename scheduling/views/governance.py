@@ -1,6 +1,7 @@
 """Governance enforcement, admins only: recent rounds per orchestrator, plans waiting in review mode
 (approve or reject, with a reason) and drift findings (revert or adopt, with a reason). Reads through
-selectors/enforcement.py, decisions through services/enforcement.py; every decision is in the rows' history."""
+selectors/enforcement.py, decisions through services/enforcement/decisions.py; every decision is in the rows'
+history."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,15 +12,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from scheduling.models import DriftFinding, EnforcementPlan, Orchestrator
 from scheduling.selectors import enforcement as enforcement_reads
 from scheduling.selectors import reclaim as reclaim_reads
-from scheduling.services import enforcement, orchestrators
+from scheduling.services import orchestrators
+from scheduling.services.enforcement import decisions as enforcement_decisions
+from scheduling.services.enforcement import intent as enforcement_intent
 
 from .common import posted_version
 
 DECISIONS = {
-    "approve": (EnforcementPlan, enforcement.approve_plan),
-    "reject": (EnforcementPlan, enforcement.reject_plan),
-    "revert": (DriftFinding, enforcement.revert_drift),
-    "adopt": (DriftFinding, enforcement.adopt_drift),
+    "approve": (EnforcementPlan, enforcement_decisions.approve_plan),
+    "reject": (EnforcementPlan, enforcement_decisions.reject_plan),
+    "revert": (DriftFinding, enforcement_decisions.revert_drift),
+    "adopt": (DriftFinding, enforcement_decisions.adopt_drift),
 }
 
 
@@ -29,7 +32,7 @@ def governance(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("Only portal admins see and decide governance enforcement.")
     if request.method == "POST":
         return _set_mode(request) if request.POST.get("decision") == "mode" else _decide(request)
-    modes = [(o, enforcement.mode_of(o)) for o in enforcement.governed_orchestrators()]
+    modes = [(o, enforcement_intent.mode_of(o)) for o in enforcement_intent.governed_orchestrators()]
     context = {"page": enforcement_reads.governance_page(), "modes": modes,
                "reclaim_pending": reclaim_reads.pending_plan_count()}
     return render(request, "scheduling/governance.html", context)

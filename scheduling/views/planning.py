@@ -21,6 +21,7 @@ from scheduling.models import WhatIfScenario
 from scheduling.selectors import access
 from scheduling.services import forecast, whatif
 from scheduling.services.dispatch import EnqueueFailed
+from scheduling.tasks import run_whatif
 
 from .common import require_fleet_plans
 from .page_cache import served_while_unchanged
@@ -59,8 +60,6 @@ def forecast_page(request: HttpRequest) -> HttpResponse:
 
 
 def _enqueue(pk: int) -> None:
-    from scheduling.tasks import run_whatif
-
     run_whatif.delay(pk)
 
 

@@ -18,6 +18,7 @@ from scheduling.models import ExpanderDecision, PoolPolicy, RebalancePlan
 from scheduling.selectors import fleet as fleet_reads
 from scheduling.selectors import rebalance as rebalance_reads
 from scheduling.services import pool_policies, rebalance
+from scheduling.tasks import apply_plan_step
 
 from .common import posted_version, require_fleet_plans, time_range
 
@@ -92,8 +93,6 @@ def _decide(request: HttpRequest, plan: RebalancePlan) -> HttpResponse:
         messages.error(request, " ".join(error.messages))
         return redirect("rebalance-plan", pk=plan.pk)
     if decision == "approve":
-        from scheduling.tasks import apply_plan_step
-
         apply_plan_step.delay(plan.pk)
     messages.success(request, f"{plan} {decision}d: {request.POST.get('reason', '').strip()}")
     return redirect("rebalance")

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from scheduling.selectors import reclaim as reclaim_reads
 from scheduling.services import reclaim
 from scheduling.tables import ReclaimPlanTable
+from scheduling.tasks import apply_reclaim_plan
 
 from .common import paginate, posted_version
 
@@ -56,8 +57,6 @@ def reclaim_decide(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, f"Reclaim plan #{pk}: {text}")
         return redirect("reclaim")
     if decision == "approve":
-        from scheduling.tasks import apply_reclaim_plan
-
         apply_reclaim_plan.delay(plan.pk)
         then = ("dry run: the commands it would send are recorded" if plan.dry_run
                 else "its jobs are being stopped")

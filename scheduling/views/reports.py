@@ -12,9 +12,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from scheduling import reports, tasks
+from scheduling import tasks
 from scheduling.forms import ReportWeekForm
 from scheduling.models import ReportSubscription
+from scheduling.reports import documents as reports
 from scheduling.selectors import access
 from scheduling.selectors import report as report_reads
 from scheduling.services import report_delivery

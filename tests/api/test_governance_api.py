@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling.models import DriftFinding, EnforcementPlan, EnforcementRun, Workload
-from scheduling.services import enforcement
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.app import test_enforcement as base
 from tests.app.test_enforcement import FakeCluster, governed, hand_edit
 from tests.operations.test_operator_metrics import sample, scrape
@@ -22,9 +22,9 @@ clusters, hpc = base.clusters, base.hpc  # the fake clusters and the auto-mode S
 def drifted(queues, cast, hpc, clusters):
     """hpc enforced, research's Fairshare then edited by hand (an open drift); hpc-review waits on a plan."""
     governed("hpc-review", mode="review")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     return DriftFinding.objects.get(state="open")
 
 
@@ -40,7 +40,7 @@ def test_only_admins_read_governance_through_the_api(api, cast, drifted, role):
 def test_the_status_says_what_failed_what_waits_and_how_long(api, cast, drifted, clusters):
     clusters["hpc-review"] = FakeCluster()
     clusters["hpc-review"].down = True
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     body = api("admin").get("/api/v1/governance/status/").json()
     assert body["last_round"]["state"] == "failed" and body["round_in_progress"] is None
     by_name = {o["orchestrator"]: o for o in body["orchestrators"]}
@@ -52,7 +52,7 @@ def test_the_status_says_what_failed_what_waits_and_how_long(api, cast, drifted,
 
 def test_rounds_list_filters_the_failed_ones_and_shows_each_orchestrators_objects(api, cast, drifted, clusters):
     clusters["hpc"].down = True
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     rounds = api("admin").get("/api/v1/governance/rounds/?failed=true").json()["results"]
     assert len(rounds) == 1 and rounds[0]["state"] == "failed"
     outcome = next(o for o in rounds[0]["outcomes"] if o["orchestrator"] == "hpc")
@@ -81,7 +81,7 @@ def test_an_admin_adopts_a_drift_and_approves_a_plan_through_the_api_with_a_reas
 def test_metrics_serve_round_failures_open_drift_age_and_unmet_guarantees(client, settings, drifted, clusters, teams):
     DriftFinding.objects.filter(pk=drifted.pk).update(found_at=timezone.now() - timedelta(hours=2))
     clusters["hpc"].down = True
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     nlp, orchestrator = teams["nlp"], drifted.orchestrator
     for i, (state, gpus) in enumerate((("running", 2), ("pending", 8))):
         Workload.objects.create(

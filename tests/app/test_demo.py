@@ -74,13 +74,14 @@ def test_the_replayed_history_has_its_scrapes_so_a_report_over_it_finds_every_so
     """A week's report judges staleness from that week's scrapes: a history with one scrape at its end read
     as "stale 167.7 h, fresh 0.2 %" beside thousands of allocated GPU-hours."""
     from scheduling.models import CollectorRun
-    from scheduling.services.capacity_report import Window, completeness_section
+    from scheduling.reports.capacity import Window, completeness_section
+    from scheduling.selectors.report import WeekReads
 
     now = timezone.now()
     demo.create_demo_federation()
     demo.fill_history(days=0.25, step_s=300, now=now)
     assert CollectorRun.objects.filter(ok=True).count() == 3 * 72  # a scrape per 5-minute step and source
-    section = completeness_section(Window(now - timedelta(hours=5), now, "UTC"), {})
+    section = completeness_section(Window(now - timedelta(hours=5), now, "UTC"), {}, WeekReads(outlook=list))
     assert {s.name for s in section.sources} == {"slurm-hpc", "k8s-serving", "ray-sweeps"}
     assert all(s.stale_h == 0 and s.fresh_pct == 100 for s in section.sources), section.sources
 

@@ -1,4 +1,4 @@
-"""Governance enforced through a round (services/enforcement.py) against fake clusters: the intent built from the
+"""Governance enforced through a round (services/enforcement/rounds.py) against fake clusters: the intent built from the
 ORM, auto and review modes, drift findings decided by an admin, a failing orchestrator, and the audit rows."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from scheduling.collectors import SourceUnavailable
 from scheduling.collectors.governance_apply import ApplyResult
+from scheduling.collectors.governance_clusters import KubernetesCluster
 from scheduling.engine.governance_state import Action, object_id
 from scheduling.engine.governance_types import SlurmAccount
 from scheduling.models import (
@@ -31,7 +32,9 @@ from scheduling.models import (
     QuotaRequest,
 )
 from scheduling.selectors import enforcement as enforcement_reads
-from scheduling.services import enforcement
+from scheduling.services.enforcement import decisions as enforcement_decisions
+from scheduling.services.enforcement import intent as enforcement_intent
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.support import active_grant
 
 
@@ -75,13 +78,13 @@ def clusters(monkeypatch):
     def cluster_for(orchestrator):
         return made.setdefault(orchestrator.name, FakeCluster())
 
-    monkeypatch.setattr(enforcement, "cluster_for", cluster_for)
+    monkeypatch.setattr(enforcement_rounds, "cluster_for", cluster_for)
     return made
 
 
-def rounds(**kwargs) -> dict[str, enforcement.OrchestratorRound]:
+def rounds(**kwargs) -> dict[str, enforcement_decisions.OrchestratorRound]:
     """One round's outcomes by orchestrator (the shared fleet's slurm-a is governed too, in review mode)."""
-    return {o.orchestrator: o for o in enforcement.reconcile(**kwargs)}
+    return {o.orchestrator: o for o in enforcement_rounds.reconcile(**kwargs)}
 
 
 def governed(name: str, kind: str = "slurm", mode: str = "auto", **options) -> Orchestrator:
@@ -114,7 +117,7 @@ def test_the_intent_is_built_from_teams_members_queues_and_live_grants(queues, c
         state=QuotaRequest.State.APPROVED,
     )
     QuotaGrant.objects.create(request=request, team=teams["nlp"], gpus=8, starts_at=now, ends_at=request.ends_at)
-    data = enforcement.governance_input(now)
+    data = enforcement_intent.governance_input(now)
     by_slug = {t.slug: t for t in data.teams}
     assert by_slug["nlp"].parent == "research"
     assert by_slug["nlp"].members == ("nina", "rita")
@@ -140,7 +143,7 @@ def test_an_auto_round_writes_fairshare_and_caps_and_records_each_write_with_its
 
 
 def test_an_approved_grant_raises_the_cap_in_the_next_round(queues, cast, teams, hpc, clusters):
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     active_grant(teams["research"], cast["lead"], 32)
     outcome = rounds()["hpc"]
     assert clusters["hpc"].account("research").grp_tres == (("gres/gpu", 48 + 32),)
@@ -155,12 +158,12 @@ def test_a_review_round_stores_a_plan_and_writes_only_once_it_is_approved(queues
     assert clusters["hpc-review"].writes == 0 and outcome.pending
     plan = EnforcementPlan.objects.get(state=EnforcementPlan.State.PENDING, orchestrator__name="hpc-review")
     assert {c["id"] for c in plan.changes} == set(outcome.pending)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     waiting = EnforcementPlan.objects.filter(state=EnforcementPlan.State.PENDING, orchestrator__name="hpc-review")
     assert waiting.count() == 1  # the same plan kept
     with pytest.raises(ValidationError):
-        enforcement.approve_plan(plan, by=cast["admin"], reason="")
-    enforcement.approve_plan(plan, by=cast["admin"], reason="looks right")
+        enforcement_decisions.approve_plan(plan, by=cast["admin"], reason="")
+    enforcement_decisions.approve_plan(plan, by=cast["admin"], reason="looks right")
     outcome = rounds()["hpc-review"]
     assert clusters["hpc-review"].writes == len(plan.changes) and outcome.pending == []
     plan.refresh_from_db()
@@ -169,10 +172,10 @@ def test_a_review_round_stores_a_plan_and_writes_only_once_it_is_approved(queues
 
 def test_a_rejected_plan_writes_nothing(queues, cast, clusters):
     governed("hpc-review", mode="review")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     plan = EnforcementPlan.objects.get(state=EnforcementPlan.State.PENDING, orchestrator__name="hpc-review")
-    enforcement.reject_plan(plan, by=cast["admin"], reason="not now")
-    enforcement.reconcile()
+    enforcement_decisions.reject_plan(plan, by=cast["admin"], reason="not now")
+    enforcement_rounds.reconcile()
     assert clusters["hpc-review"].writes == 0
 
 
@@ -193,17 +196,17 @@ def _fields(account: SlurmAccount) -> dict:
 def test_a_hand_edit_becomes_a_drift_finding_and_is_not_overwritten_until_an_admin_reverts_it(
     queues, cast, hpc, clusters
 ):
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     cluster = clusters["hpc"]
     hand_edit(cluster, "research", fairshare=1)
     outcome = rounds()["hpc"]
     assert outcome.drifted == ["slurm_account:research"] and "slurm_account:research" in outcome.pending
     finding = DriftFinding.objects.get()
     assert finding.state == "open" and finding.fields == [{"field": "fairshare", "before": 4000, "after": 1}]
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     assert cluster.account("research").fairshare == 1 and DriftFinding.objects.count() == 1
-    enforcement.revert_drift(finding, by=cast["admin"], reason="hand edit by mistake")
-    enforcement.reconcile()
+    enforcement_decisions.revert_drift(finding, by=cast["admin"], reason="hand edit by mistake")
+    enforcement_rounds.reconcile()
     assert cluster.account("research").fairshare == 4000
     row = AppliedObject.objects.get(object_id="slurm_account:research")
     assert "drift reverted by ada: hand edit by mistake" in row.history.first().history_change_reason
@@ -211,17 +214,17 @@ def test_a_hand_edit_becomes_a_drift_finding_and_is_not_overwritten_until_an_adm
 
 
 def test_an_adopted_drift_is_kept_until_the_portals_intent_changes(queues, cast, hpc, clusters):
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     cluster = clusters["hpc"]
     hand_edit(cluster, "research", fairshare=1)
-    enforcement.reconcile()
-    finding = enforcement.adopt_drift(DriftFinding.objects.get(), by=cast["admin"], reason="agreed with ops")
+    enforcement_rounds.reconcile()
+    finding = enforcement_decisions.adopt_drift(DriftFinding.objects.get(), by=cast["admin"], reason="agreed with ops")
     outcome = rounds()["hpc"]
     assert cluster.account("research").fairshare == 1 and outcome.drifted == [] and outcome.pending == []
     assert AppliedObject.objects.get(object_id="slurm_account:research").settings["fairshare"] == 1
     assert finding.history.filter(history_user=cast["admin"], state="adopted").exists()
     Queue.objects.filter(pk=queues["research"].pk).update(weight=Decimal(30))
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     assert cluster.account("research").fairshare == 3000
 
 
@@ -274,9 +277,9 @@ def test_the_governance_command_prints_a_round_as_json(queues, hpc, clusters):
 
 def test_the_team_page_selector_shows_intent_beside_what_is_enforced(queues, cast, teams, hpc, clusters):
     governed("ray-pool", kind="ray")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     rows = enforcement_reads.team_enforcement(teams["research"])
     slurm = next(r for r in rows if r.orchestrator == "hpc")
     research = next(o for o in slurm.objects if o.object_id == "slurm_account:research")
@@ -303,9 +306,9 @@ def test_only_admins_reach_the_governance_page(client, cast, role):
 
 def test_an_admin_approves_a_plan_and_adopts_a_drift_on_the_governance_page(client, queues, cast, hpc, clusters):
     governed("hpc-review", mode="review")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     client.force_login(cast["admin"])
     page = client.get(reverse("governance")).content.decode()
     assert "slurm_account:research" in page and "fairshare: applied 4000, found 1" in page
@@ -324,9 +327,9 @@ def research_drifted_beside_a_ray_pool(clusters) -> None:
     """hpc enforced, then research's Fairshare edited by hand there (an open drift); a Ray pool governed too."""
     holding_the_fleet(governed("hpc"))
     governed("ray-pool", kind="ray")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
 
 
 def test_the_team_page_shows_enforcement_with_drift_badges_and_the_ray_note(client, queues, cast, teams, clusters):
@@ -345,8 +348,8 @@ def test_a_decision_on_an_unknown_or_malformed_id_is_a_404(client, cast):
 
 def test_rounds_older_than_the_retention_are_pruned(queues, hpc, clusters, settings):
     settings.GPUPORTAL_SAMPLE_RETENTION_DAYS = 1
-    enforcement.reconcile(at=timezone.now() - timedelta(days=3))
-    enforcement.reconcile()
+    enforcement_rounds.reconcile(at=timezone.now() - timedelta(days=3))
+    enforcement_rounds.reconcile()
     assert EnforcementRun.objects.count() == 1 and AppliedObject.objects.exists()
 
 
@@ -366,7 +369,7 @@ def test_the_beat_runs_a_governance_round_every_round(settings, queues, hpc, clu
 
 
 def test_an_admin_switches_an_orchestrators_mode_with_a_reason_and_it_is_audited(client, cast, hpc):
-    before = enforcement.mode_of(hpc)
+    before = enforcement_intent.mode_of(hpc)
     other = "review" if before == "auto" else "auto"
     client.force_login(cast["admin"])
     page = client.get(reverse("governance")).content.decode()
@@ -374,14 +377,14 @@ def test_an_admin_switches_an_orchestrators_mode_with_a_reason_and_it_is_audited
     form = {"decision": "mode", "pk": hpc.pk, "mode": other}
     refused = client.post(reverse("governance"), {**form, "reason": ""}, follow=True)
     assert "A reason is required" in refused.content.decode()
-    assert enforcement.mode_of(Orchestrator.objects.get(pk=hpc.pk)) == before
+    assert enforcement_intent.mode_of(Orchestrator.objects.get(pk=hpc.pk)) == before
     bad = client.post(reverse("governance"), {**form, "mode": "yolo", "reason": "x"}, follow=True)
     assert "one of auto, review" in bad.content.decode()
     done = client.post(reverse("governance"), {**form, "reason": "trusted now"}, follow=True)
     assert f"is in {other} mode" in done.content.decode()
     hpc.refresh_from_db()
     latest = hpc.history.first()
-    assert enforcement.mode_of(hpc) == other
+    assert enforcement_intent.mode_of(hpc) == other
     assert latest.history_change_reason == "trusted now" and latest.history_user == cast["admin"]
 
 
@@ -408,9 +411,9 @@ def test_a_mapping_naming_a_namespace_missing_from_the_cluster_stops_that_round_
 ):
     k8s = governed("k8s", kind="kubernetes", namespaces={"research": ["research"], "nlp": ["nlp-train"]})
     api = NamespacesOnly()
-    cluster = enforcement.KubernetesCluster(api, volcano=True, mapped={"research": ["research"], "nlp": ["nlp-train"]})
-    real_cluster_for = enforcement.cluster_for
-    monkeypatch.setattr(enforcement, "cluster_for", lambda o: cluster if o == k8s else real_cluster_for(o))
+    cluster = KubernetesCluster(api, volcano=True, mapped={"research": ["research"], "nlp": ["nlp-train"]})
+    real_cluster_for = enforcement_rounds.cluster_for
+    monkeypatch.setattr(enforcement_rounds, "cluster_for", lambda o: cluster if o == k8s else real_cluster_for(o))
     outcome = rounds()["k8s"]
     assert "options.governance.namespaces.nlp: namespace 'nlp-train' does not exist on the cluster" in outcome.error
     assert "namespace 'research'" not in outcome.error  # the existing one is not blamed

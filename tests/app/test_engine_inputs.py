@@ -12,13 +12,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from scheduling.engine.submissions import WorkloadDescription
 from scheduling.engine.types import WorkloadKind
 from scheduling.models import Orchestrator, Workload
 from scheduling.selectors.engine_inputs import engine_nodes, simulated_nodes
 from scheduling.selectors.planning import history_trace_jobs
 from scheduling.selectors.rebalance import running_now
+from scheduling.selectors.routing import submission_request
 from scheduling.selectors.workloads import pool_snapshots
-from scheduling.services.routing import WorkloadDescription
 
 pytestmark = pytest.mark.django_db
 
@@ -85,5 +86,5 @@ def test_the_what_if_names_pools_as_its_recorded_jobs_do_and_the_live_readers_by
 
 def test_a_kind_a_user_types_is_refused_by_name_not_read_as_batch():
     with pytest.raises(ValueError, match=r"^kind: 'interactive' is not one of training, hpo, inference, batch$"):
-        WorkloadDescription(kind="interactive").request()
-    assert WorkloadDescription(kind="hpo").request().kind is WorkloadKind.HPO
+        submission_request(WorkloadDescription(kind="interactive"))
+    assert submission_request(WorkloadDescription(kind="hpo")).kind is WorkloadKind.HPO

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from scheduling.engine.governance_types import K8sResourceQuota, VolcanoQueue
 from scheduling.models import EntitlementShare, Node, Orchestrator, Workload
-from scheduling.services import enforcement
 from scheduling.services import entitlement_split as split_service
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.app.test_enforcement import clusters, governed  # noqa: F401 - the fake clusters fixture
 
 
@@ -61,7 +61,7 @@ def test_after_one_round_a_teams_caps_over_all_orchestrators_sum_to_at_most_its_
 ):
     work(three_clusters["slurm-a"], teams["nlp"], "101", Workload.State.RUNNING, 8)
     work(three_clusters["slurm-a"], teams["nlp"], "102", Workload.State.PENDING, 8)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     for team, fleet_cap in (("research", 48), ("production", 64), ("nlp", 32)):
         caps = written_caps(clusters, team)
         assert set(caps) == {"slurm-a", "hpc", "k8s"}
@@ -72,13 +72,13 @@ def test_after_one_round_a_teams_caps_over_all_orchestrators_sum_to_at_most_its_
 
 
 def test_the_split_of_each_round_is_saved_and_a_move_is_audited_with_why(three_clusters, teams, clusters):  # noqa: F811
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     share = EntitlementShare.objects.get(team__slug="nlp", orchestrator__name="hpc")
     assert share.history.count() == 1 and share.reason.startswith("first split")
-    enforcement.reconcile()  # nothing moved: no history row
+    enforcement_rounds.reconcile()  # nothing moved: no history row
     assert share.history.count() == 1
     work(three_clusters["hpc"], teams["nlp"], "7", Workload.State.PENDING, 24)  # a flood on hpc
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     share.refresh_from_db()
     assert share.cap >= 24 and share.subtree_pending == 24
     assert share.history.count() == 2
@@ -87,7 +87,7 @@ def test_the_split_of_each_round_is_saved_and_a_move_is_audited_with_why(three_c
 
 
 def test_a_dry_run_splits_but_saves_nothing(three_clusters):
-    enforcement.reconcile(dry_run=True)
+    enforcement_rounds.reconcile(dry_run=True)
     assert not EntitlementShare.objects.exists()
 
 
@@ -113,7 +113,7 @@ def test_the_team_page_shows_its_split_per_orchestrator_beside_its_fleet_figures
     clusters,  # noqa: F811
 ):
     work(three_clusters["slurm-a"], teams["nlp"], "101", Workload.State.RUNNING, 8)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     client.force_login(cast["researcher"])
     page = client.get(reverse("team-detail", args=["nlp"])).content.decode()
     section = page.split('id="entitlement-split"', 1)[1].split("</section>", 1)[0]
@@ -126,7 +126,7 @@ def test_the_team_page_shows_its_split_per_orchestrator_beside_its_fleet_figures
 def test_the_quota_page_says_why_in_use_exceeds_the_burst_limit(client, three_clusters, teams, cast, clusters):  # noqa: F811
     # nlp (burst limit 32) runs 40 GPUs: the page gives its cap now and says why 8 are above it.
     work(three_clusters["slurm-a"], teams["nlp"], "101", Workload.State.RUNNING, 40)
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     client.force_login(cast["researcher"])
     page = client.get(reverse("quota-new")).content.decode()
     row = page.split('data-team="nlp"', 1)[1].split("</tr>", 1)[0]

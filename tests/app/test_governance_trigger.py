@@ -1,5 +1,5 @@
 """A change the clusters must enforce asks for a governance round once it commits (services/governance_trigger.py),
-and a burst of such changes makes one round (``enforcement.reconcile_requested``). Fake clusters as in
+and a burst of such changes makes one round (``enforcement_rounds.reconcile_requested``). Fake clusters as in
 test_enforcement.py; the live path with a real worker, Slurm and Kubernetes is tests/governance_live."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 import scheduling.tasks  # noqa: F401 - registers the task an eager publish runs
-from scheduling.models import AppliedObject, EnforcementRun, Orchestrator
-from scheduling.services import enforcement, governance, governance_trigger, quota
+from scheduling.models import AppliedObject, DriftFinding, EnforcementRun, Orchestrator
+from scheduling.services import governance, governance_trigger, quota
+from scheduling.services.enforcement import decisions as enforcement_decisions
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.app.test_enforcement import (  # noqa: F401 - the fake clusters fixture
     clusters,
     governed,
@@ -76,7 +78,7 @@ def test_an_approval_enforces_the_grant_without_waiting_for_the_beat_round(
     django_capture_on_commit_callbacks,
 ):
     holding_the_fleet(governed("hpc"))
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     assert clusters["hpc"].account("nlp").grp_tres == (("gres/gpu", 32),)
     request = submitted(cast, teams, gpus=8)
     with django_capture_on_commit_callbacks(execute=True):
@@ -134,16 +136,16 @@ def test_revocations_share_edits_and_drift_reverts_ask_for_a_round(
             )
         else:
             finding = _open_finding(clusters)
-            enforcement.revert_drift(finding, by=cast["admin"], reason="no hand edits")
+            enforcement_decisions.revert_drift(finding, by=cast["admin"], reason="no hand edits")
     assert [name for name, _, _ in broker.sent] == [governance_trigger.TASK]
 
 
 def _open_finding(clusters):  # noqa: F811
     governed("hpc")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
-    enforcement.reconcile()
-    return enforcement.DriftFinding.objects.get(state="open")
+    enforcement_rounds.reconcile()
+    return DriftFinding.objects.get(state="open")
 
 
 def test_a_broker_that_is_down_does_not_undo_the_approval(
@@ -167,11 +169,11 @@ def test_with_nothing_governed_nothing_is_asked(queues, cast, teams, broker, dja
 def test_a_burst_makes_one_round_and_a_change_after_a_round_began_makes_another(queues, clusters):  # noqa: F811
     governed("hpc")
     asked = timezone.now()
-    first = enforcement.reconcile_requested(asked)
+    first = enforcement_rounds.reconcile_requested(asked)
     assert first is not None and {o.orchestrator for o in first} == {"hpc", "slurm-a"}
     # the other messages of the burst were asked for before that round began: it read their changes
-    assert enforcement.reconcile_requested(asked) is None
-    assert enforcement.reconcile_requested(asked - timedelta(seconds=1)) is None
+    assert enforcement_rounds.reconcile_requested(asked) is None
+    assert enforcement_rounds.reconcile_requested(asked - timedelta(seconds=1)) is None
     assert EnforcementRun.objects.count() == 1
-    later = enforcement.reconcile_requested(timezone.now())
+    later = enforcement_rounds.reconcile_requested(timezone.now())
     assert later is not None and EnforcementRun.objects.count() == 2

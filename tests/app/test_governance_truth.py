@@ -15,7 +15,9 @@ from scheduling import tasks
 from scheduling.collectors.governance_apply import ApplyResult
 from scheduling.models import DriftFinding, EnforcementOutcome, EnforcementRun, Orchestrator, Queue
 from scheduling.selectors import enforcement as enforcement_reads
-from scheduling.services import enforcement
+from scheduling.services.enforcement import decisions as enforcement_decisions
+from scheduling.services.enforcement import intent as enforcement_intent
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.app import test_enforcement as base
 from tests.app.test_enforcement import FakeCluster, governed, hand_edit
 
@@ -42,16 +44,16 @@ class ReentrantCluster(FakeCluster):
 
     def read(self, desired):
         try:
-            self.second.append(enforcement.reconcile())
-        except enforcement.RoundInProgress as busy:
+            self.second.append(enforcement_rounds.reconcile())
+        except enforcement_rounds.RoundInProgress as busy:
             self.second.append(busy)
         return super().read(desired)
 
 
 def test_a_round_started_while_another_runs_is_refused_and_writes_nothing(queues, hpc, clusters):
     clusters["hpc"] = cluster = ReentrantCluster()
-    outcome = {o.orchestrator: o for o in enforcement.reconcile()}["hpc"]
-    assert isinstance(cluster.second[0], enforcement.RoundInProgress)
+    outcome = {o.orchestrator: o for o in enforcement_rounds.reconcile()}["hpc"]
+    assert isinstance(cluster.second[0], enforcement_rounds.RoundInProgress)
     assert EnforcementRun.objects.count() == 1
     assert cluster.writes == len(outcome.applied) > 0  # each object written once, by the round holding the lease
     assert EnforcementRun.objects.get().finished_at is not None
@@ -69,7 +71,7 @@ def test_a_triggered_round_behind_an_older_round_in_progress_runs_once_that_roun
     holder = _holding_round(started_ago_s=30)
     requested = timezone.now() - timedelta(seconds=1)  # after the holder read the intent: it may have missed it
     tries = []
-    claim = enforcement.begin_round
+    claim = enforcement_rounds.begin_round
 
     def older_round_ends_after_the_first_try(*args, **kwargs):
         tries.append(timezone.now())
@@ -78,7 +80,7 @@ def test_a_triggered_round_behind_an_older_round_in_progress_runs_once_that_roun
         finally:
             EnforcementRun.objects.filter(pk=holder.pk).update(finished_at=timezone.now())
 
-    monkeypatch.setattr(enforcement, "begin_round", older_round_ends_after_the_first_try)
+    monkeypatch.setattr(enforcement_rounds, "begin_round", older_round_ends_after_the_first_try)
     result = tasks.reconcile_governance_soon.apply(kwargs={"requested_at": requested.isoformat()})
     assert len(tries) == 2 and result.state == "SUCCESS"  # refused, retried (eagerly here), then ran
     assert result.result["hpc"]["applied"] > 0 and EnforcementRun.objects.count() == 2
@@ -96,7 +98,7 @@ def test_a_round_whose_heartbeat_went_stale_is_closed_as_cut_short_and_the_next_
 ):
     settings.GPUPORTAL_GOVERNANCE_ROUND_STALE_S = 60
     dead = _holding_round(started_ago_s=600, beat_ago_s=300)
-    outcomes = enforcement.reconcile()
+    outcomes = enforcement_rounds.reconcile()
     dead.refresh_from_db()
     assert dead.finished_at is not None and dead.error.startswith("cut short: no sign of life since")
     assert [o.orchestrator for o in outcomes] == ["hpc", "slurm-a"] and outcomes[0].applied
@@ -114,7 +116,7 @@ def test_a_round_whose_lease_was_taken_stops_before_the_next_orchestrator(queues
             return super().read(desired)
 
     clusters["a-first"] = Usurped()
-    outcomes = enforcement.reconcile()
+    outcomes = enforcement_rounds.reconcile()
     assert [o.orchestrator for o in outcomes] == ["a-first"] and "b-second" not in clusters
     assert EnforcementRun.objects.get().error == "cut short"  # the holder no longer finishes a round it lost
 
@@ -141,11 +143,11 @@ def _failing_after_first(cluster: FakeCluster) -> None:
 
 
 def test_a_round_cut_short_fails_only_the_objects_it_failed_on_the_fairshare_editor(queues, hpc, clusters):
-    enforcement.reconcile()
-    enforcement.reconcile()  # everything read back equal: enforced
+    enforcement_rounds.reconcile()
+    enforcement_rounds.reconcile()  # everything read back equal: enforced
     Queue.objects.filter(team__slug__in=("research", "production")).update(weight=Decimal(45))
     _failing_after_first(clusters["hpc"])
-    enforcement.reconcile()  # production's write goes through, then the connection drops
+    enforcement_rounds.reconcile()  # production's write goes through, then the connection drops
     outcome = EnforcementOutcome.objects.filter(orchestrator=hpc).latest("pk")
     failed = {outcome.object_ids["teams"][i] for i in outcome.object_ids["failed"]}
     applied = {outcome.object_ids["teams"][i] for i in outcome.object_ids["applied"]}
@@ -158,10 +160,10 @@ def test_a_round_cut_short_fails_only_the_objects_it_failed_on_the_fairshare_edi
 
 
 def test_an_unreachable_cluster_leaves_objects_as_last_read_back_not_failed(client, queues, cast, teams, hpc, clusters):
-    enforcement.reconcile()
-    enforcement.reconcile()  # read back equal: enforced
+    enforcement_rounds.reconcile()
+    enforcement_rounds.reconcile()  # read back equal: enforced
     clusters["hpc"].down = True
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     holds, _ = enforcement_reads.share_enforcement()
     assert {h.status for rows in holds.values() for h in rows if h.orchestrator == "hpc"} == {"unverified"}
     row = next(r for r in enforcement_reads.team_enforcement(teams["research"]) if r.orchestrator == "hpc")
@@ -176,20 +178,20 @@ def test_an_unreachable_cluster_leaves_objects_as_last_read_back_not_failed(clie
 
 
 def test_an_object_written_this_round_reads_applied_until_a_round_reads_it_back(queues, teams, hpc, clusters):
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     row = next(r for r in enforcement_reads.team_enforcement(teams["research"]) if r.orchestrator == "hpc")
     assert {o.state for o in row.objects} == {"applied"}
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     row = next(r for r in enforcement_reads.team_enforcement(teams["research"]) if r.orchestrator == "hpc")
     assert {o.state for o in row.objects} == {"enforced"}
 
 
 def test_an_adopted_drift_reads_adopted_with_both_values_not_enforced(client, queues, cast, teams, hpc, clusters):
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     hand_edit(clusters["hpc"], "research", fairshare=1)
-    enforcement.reconcile()
-    enforcement.adopt_drift(DriftFinding.objects.get(), by=cast["admin"], reason="agreed with ops")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
+    enforcement_decisions.adopt_drift(DriftFinding.objects.get(), by=cast["admin"], reason="agreed with ops")
+    enforcement_rounds.reconcile()
     row = next(r for r in enforcement_reads.team_enforcement(teams["research"]) if r.orchestrator == "hpc")
     account = next(o for o in row.objects if o.object_id == "slurm_account:research")
     assert account.state == "adopted" and account.enforced["fairshare"] == 1 and account.intent["fairshare"] == 4000
@@ -208,8 +210,8 @@ def test_an_adopted_drift_reads_adopted_with_both_values_not_enforced(client, qu
 
 
 def test_a_user_association_that_exists_reads_wanted_and_present(client, queues, cast, teams, hpc, clusters):
-    enforcement.reconcile()
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
+    enforcement_rounds.reconcile()
     client.force_login(cast["lead"])
     page = client.get(reverse("team-detail", args=["nlp"])).content.decode()
     rita = page.split("<code>slurm_user:nlp/rita</code>", 1)[1].split("</tr>", 1)[0]
@@ -219,7 +221,7 @@ def test_a_user_association_that_exists_reads_wanted_and_present(client, queues,
 
 def test_ray_team_caps_read_observed_not_enforced(client, queues, cast, teams, clusters):
     governed("ray-pool", kind="ray")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     client.force_login(cast["lead"])
     page = client.get(reverse("team-detail", args=["research"])).content.decode()
     enforced = page.split('id="enforcement"', 1)[1].split("</section>", 1)[0]
@@ -248,8 +250,8 @@ def test_register_orchestrator_takes_the_governance_options_and_a_round_uses_the
     governance = ["--governance-mode", "auto", "--slurm-cluster", "gpu24", "--sacctmgr", str(sacctmgr)]
     call_command("register_orchestrator", *args, *governance, "--slurm-conf", str(slurm_conf))
     orchestrator = Orchestrator.objects.get(name="hpc24")
-    assert enforcement.mode_of(orchestrator) == "auto"
-    enforcement.cluster_for(orchestrator).read(None)
+    assert enforcement_intent.mode_of(orchestrator) == "auto"
+    enforcement_rounds.cluster_for(orchestrator).read(None)
     assert f"SLURM_CONF={slurm_conf}" in log.read_text() and "cluster=gpu24" in log.read_text()
     call_command("register_orchestrator", *args, "--governance-mode", "review")  # one key changed, the rest kept
     orchestrator.refresh_from_db()

@@ -18,7 +18,7 @@ from scheduling.engine.types import OrchestratorKind
 from scheduling.models import AppliedObject, EntitlementShare, Node, Orchestrator, Queue, ReclaimPlan, Team, Workload
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, reclaim_inputs
 from scheduling.services import reclaim
-from scheduling.services.enforcement import to_json
+from scheduling.services.enforcement.decisions import to_json
 from scheduling.services.ingest import ingest_snapshot
 
 HOUR_AGO = timedelta(hours=1)

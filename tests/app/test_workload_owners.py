@@ -10,7 +10,7 @@ from scheduling.collectors.snapshot import ObservedWorkload, Snapshot, WorkloadS
 from scheduling.engine.owners import Claim, NameKind, kubernetes_claims
 from scheduling.engine.types import OrchestratorKind
 from scheduling.models import IdentityOverride, Orchestrator, Workload
-from scheduling.services import enforcement
+from scheduling.services.enforcement import intent as enforcement_intent
 from scheduling.services.ingest import ingest_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -78,7 +78,7 @@ def test_slurm_governance_creates_associations_under_the_overridden_cluster_user
     IdentityOverride.objects.create(user=cast["researcher"], orchestrator=orchestrator, kind="slurm_user", name="rs01")
     IdentityOverride.objects.create(user=cast["lead"], kind="slurm_user", name="shared")
     IdentityOverride.objects.create(user=cast["lead"], kind="ray_submitter", name="Leo")
-    assert enforcement.gov_orchestrator(orchestrator).user_overrides == {"rita": "rs01", "leo": "shared"}
+    assert enforcement_intent.gov_orchestrator(orchestrator).user_overrides == {"rita": "rs01", "leo": "shared"}
 
 
 def test_an_override_written_around_the_checks_is_left_out_not_fatal_to_the_round(orchestrator, teams, cast, caplog):

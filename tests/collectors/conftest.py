@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import require
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # A git worktree sits elsewhere than the main checkout: GPUPORTAL_SHARED_SAMPLES points at the set then.
@@ -33,8 +35,7 @@ def load_fixture(kind: str, name: str) -> Any:
 
 def shared_dir(kind: str) -> Path:
     path = SHARED_SAMPLES / kind
-    if not path.is_dir():
-        pytest.skip(f"shared samples not found at {path} (optional; fixtures/ covers the core parsers)")
+    require(path.is_dir(), f"shared samples not found at {path} (GPUPORTAL_SHARED_SAMPLES points a worktree at them)")
     return path
 
 

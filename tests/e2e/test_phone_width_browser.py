@@ -26,8 +26,8 @@ WIDEST = """() => [...document.querySelectorAll('body *')].filter(e => e.getBoun
 @pytest.fixture
 def demo_pages(federation, django_user_model):
     from scheduling.models import QuotaRequest, Team
+    from scheduling.reports.capacity import Window
     from scheduling.services import demo, report_delivery, whatif
-    from scheduling.services.capacity_report import Window
 
     django_user_model.objects.create_user("newcomer", password="newcomer-pw")
     demo.seed_quota_requests()

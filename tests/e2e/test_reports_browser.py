@@ -4,8 +4,8 @@ import pytest
 from django.utils import timezone
 
 from scheduling.models import ReportSubscription
+from scheduling.reports.capacity import Window
 from scheduling.services import report_delivery
-from scheduling.services.capacity_report import Window
 
 pytestmark = pytest.mark.browser
 

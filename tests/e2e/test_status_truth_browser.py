@@ -11,10 +11,11 @@ pytestmark = pytest.mark.browser
 def rounds_ran(federation):
     """A governance round as the beat task runs one every 30 s in `make demo`: the demo's orchestrators are
     simulated, so it reaches none of them."""
-    from scheduling.services import demo, enforcement
+    from scheduling.services import demo
+    from scheduling.services.enforcement import rounds as enforcement_rounds
 
     demo.seed_quota_requests()
-    assert enforcement.reconcile() == []
+    assert enforcement_rounds.reconcile() == []
     return federation
 
 

@@ -27,8 +27,8 @@ def test_a_submitted_request_names_who_decides_it(session, federation):
 
 
 def test_the_reports_queue_wait_reads_as_a_duration(session, federation):
+    from scheduling.reports.capacity import Window
     from scheduling.services import report_delivery
-    from scheduling.services.capacity_report import Window
 
     now = timezone.now()
     report = report_delivery.generate_report(Window(now - timezone.timedelta(days=7), now, "UTC"))

@@ -1,4 +1,4 @@
-"""The enforcement round (services/enforcement.py, ``manage.py governance --once``) against real daemons: the
+"""The enforcement round (services/enforcement/rounds.py, ``manage.py governance --once``) against real daemons: the
 portal's saved shares and approved grants reach Slurm's associations in one round, and on Kubernetes the round
 creates the ResourceQuotas and Volcano Queues and turns a hand edit into a drift finding it does not overwrite.
 
@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduling.collectors.slurm_accounting import SlurmAccountingWriter, sacctmgr_runner
 from scheduling.models import DriftFinding, IdentityOverride, Membership, Node, Orchestrator, Queue, Team, Workload
-from scheduling.services import enforcement
+from scheduling.services.enforcement import decisions as enforcement_decisions
 from tests.support import active_grant
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
@@ -148,7 +148,7 @@ def test_the_round_creates_quotas_and_volcano_queues_and_a_hand_edit_is_drift(cl
     assert core.read_namespaced_resource_quota("gpuportal-gpu", "vision").spec.hard["requests.nvidia.com/gpu"] == "99"
 
     admin = django_user_model.objects.create_user("ada", is_staff=True)
-    enforcement.revert_drift(finding, by=admin, reason="nobody may raise a quota by hand")
+    enforcement_decisions.revert_drift(finding, by=admin, reason="nobody may raise a quota by hand")
     governance_round()
     assert core.read_namespaced_resource_quota("gpuportal-gpu", "vision").spec.hard["requests.nvidia.com/gpu"] == "4"
     assert governance_round()["k8s"]["drifted"] == 0

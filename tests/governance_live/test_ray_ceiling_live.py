@@ -25,7 +25,8 @@ import pytest
 from scheduling.collectors.ray import RayCollector
 from scheduling.collectors.snapshot import WorkloadState
 from scheduling.models import Orchestrator, PoolPolicy, Queue, ReclaimPlan, Team, Workload
-from scheduling.services import collection, enforcement, reclaim
+from scheduling.services import collection, reclaim
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.collectors.conftest import REPO, wait_for
 
 pytestmark = pytest.mark.live
@@ -104,14 +105,14 @@ def test_a_ray_job_over_the_pool_ceiling_is_seen_and_stopped(ray_pool, transacti
     PoolPolicy.objects.create(orchestrator=ray, name="ceiling 8", weekdays=[1, 2, 3, 4, 5, 6, 7],
                               start_time=dt.time(0, 0), end_time=dt.time(23, 59, 59), ceiling_gpus=8)
 
-    [review] = [o for o in enforcement.reconcile() if o.orchestrator == "ray"]
+    [review] = [o for o in enforcement_rounds.reconcile() if o.orchestrator == "ray"]
 
     assert review.unchanged == 0 and review.pending == ["ray_pool_bounds:ray"], review
     assert held_by(url).get(job) == 16.0  # review: nothing stopped before an admin approves
 
     ray.options = {**ray.options, "governance": {"mode": "auto"}}
     ray.save()
-    [auto] = [o for o in enforcement.reconcile() if o.orchestrator == "ray"]
+    [auto] = [o for o in enforcement_rounds.reconcile() if o.orchestrator == "ray"]
 
     assert auto.applied == ["ray_pool_bounds:ray"] and not auto.failed, auto
     wait_for(lambda: job_status(url, job) == "STOPPED", timeout=60, what="the job to stop")

@@ -10,7 +10,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from scheduling.models import EnforcementPlan, ReclaimPlan
-from scheduling.services import enforcement, reclaim
+from scheduling.services import reclaim
+from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.app import test_enforcement as base
 from tests.app.test_enforcement import governed
 from tests.app.test_reclaim import borrowed  # noqa: F401  (recsys borrows hpc, nlp waits for its guarantee)
@@ -34,7 +35,7 @@ def queued(monkeypatch) -> list[int]:
 def review_plan(queues, cast, hpc, clusters):
     """hpc-review (governance in review mode) waits on a plan of the changes the round found."""
     governed("hpc-review", mode="review")
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     return EnforcementPlan.objects.get(state="pending", orchestrator__name="hpc-review")
 
 
@@ -43,7 +44,7 @@ def _supersede_enforcement_plan(queues) -> EnforcementPlan:
     research = queues["research"]
     research.weight += 5
     research.save()
-    enforcement.reconcile()
+    enforcement_rounds.reconcile()
     return EnforcementPlan.objects.get(state="pending", orchestrator__name="hpc-review")
 
 

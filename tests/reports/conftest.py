@@ -24,7 +24,7 @@ from scheduling.models import (
     UsageSample,
     Workload,
 )
-from scheduling.services.capacity_report import Window
+from scheduling.reports.capacity import Window
 from scheduling.services.metrics import refresh_rollups
 
 MONDAY = datetime(2026, 11, 16, tzinfo=UTC)

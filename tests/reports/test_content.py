@@ -2,7 +2,8 @@
 
 import pytest
 
-from scheduling.services.capacity_report import build_report, stale_stretches, week_before
+from scheduling.reports.capacity import stale_stretches, week_before
+from scheduling.services.report_delivery import report_content
 
 from .conftest import MONDAY, WEEK, at
 
@@ -16,7 +17,7 @@ W5 = 4 * 2.25  # 4 GPUs Wed 09:45-12:00
 
 @pytest.fixture
 def report(week):
-    return build_report(WEEK)
+    return report_content(WEEK)
 
 
 def _team(report, slug):
@@ -156,7 +157,7 @@ def test_week_over_week_reads_the_stored_report_of_the_week_before(week):
 
     report_delivery.generate_report(WEEK)
     following = WEEK.previous().__class__(WEEK.end, WEEK.end + (WEEK.end - WEEK.start), "UTC")
-    trend = build_report(following)["sections"]["trend"]
+    trend = report_content(following)["sections"]["trend"]
     capacity = next(r for r in trend["rows"] if r["key"] == "capacity_h")
     assert trend["previous_source"] == "stored report"
     assert capacity["previous"] == pytest.approx(64 * 168 - 16)

@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from scheduling import reports
-from scheduling.services.capacity_report import SECTIONS, build_report
+from scheduling.reports import documents as reports
+from scheduling.reports.capacity import SECTIONS
+from scheduling.services.report_delivery import report_content
 from tests.support import require
 
 from .conftest import WEEK
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def content(week):
-    return build_report(WEEK)
+    return report_content(WEEK)
 
 
 def test_the_pdf_opens_and_has_every_section_heading(content, tmp_path):

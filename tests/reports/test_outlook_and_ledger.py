@@ -4,9 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduling import reports
 from scheduling.models import LedgerFinding, UsageRollup
-from scheduling.services.capacity_report import Window, build_report
+from scheduling.reports import documents as reports
+from scheduling.reports.capacity import Window
+from scheduling.services.report_delivery import report_content
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +41,7 @@ def test_a_team_running_out_of_its_guarantee_gets_a_dated_outlook_and_a_high_act
     # nlp's guarantee is 8 GPUs; demand reaches 6.5 at the week's end, growing 0.3 GPU a day: 5 days left.
     # Its parent research (guarantee 16) carries the same demand: about 32 days left, a medium action.
     _record_growth(orchestrator, teams["nlp"], start_gpus=6.5 - 0.3 * 21, per_day=0.3)
-    content = build_report(WEEK)
+    content = report_content(WEEK)
     nlp = next(row for row in content["sections"]["outlook"]["teams"] if row["team"] == "nlp")
     assert nlp["trend_per_day"] == pytest.approx(0.3, abs=0.03)
     assert 4 <= nlp["days_left"] <= 6
@@ -55,7 +56,7 @@ def test_a_team_running_out_of_its_guarantee_gets_a_dated_outlook_and_a_high_act
 
 def test_flat_demand_far_below_the_guarantee_suggests_nothing(orchestrator, teams, queues):
     _record_growth(orchestrator, teams["production"], start_gpus=6, per_day=0)
-    content = build_report(WEEK)
+    content = report_content(WEEK)
     production = next(row for row in content["sections"]["outlook"]["teams"] if row["team"] == "production")
     assert production["days_left"] is None and "does not exhaust" in production["sentence"]
     assert not [a for a in content["sections"]["trend"]["actions"] if a["rule"] == "guarantee-exhaustion"]
@@ -82,7 +83,7 @@ def test_the_ledger_section_counts_hours_open_inside_the_week_and_flags_what_is_
     _finding("double_ownership", "high", "dgx02", END - timedelta(hours=3))  # still open at the end
     _finding("orphan", "medium", "dgx03", start - timedelta(days=2), start + timedelta(hours=1))  # began before
     _finding("orphan", "medium", "dgx04", start - timedelta(days=3), start - timedelta(days=1))  # outside the week
-    content = build_report(WEEK)
+    content = report_content(WEEK)
     kinds = {k["kind"]: k for k in content["sections"]["ledger"]["kinds"]}
     assert kinds["double_ownership"]["findings"] == 2
     assert kinds["double_ownership"]["open_h"] == pytest.approx(2.5 + 3)

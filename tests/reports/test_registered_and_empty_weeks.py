@@ -9,8 +9,9 @@ from django.core import mail
 from django.urls import reverse
 
 from scheduling.models import CapacityReport, CollectorRun, Orchestrator
+from scheduling.reports.capacity import Window
 from scheduling.services import report_delivery
-from scheduling.services.capacity_report import Window, build_report
+from scheduling.services.report_delivery import report_content
 
 from .conftest import MONDAY, THURSDAY, WEEK, _backdate
 
@@ -28,7 +29,7 @@ def _rules(content):
 
 def test_a_rebuilt_past_week_does_not_call_a_source_registered_since_stale(week):
     Orchestrator.objects.create(name="ray-new", kind="ray", endpoint="http://ray.example:8265")  # registered today
-    content = build_report(WEEK)
+    content = report_content(WEEK)
     new = _sources(content)["ray-new"]
     # On main: stale_h 168.0 and a high "stale-source" action for a source that did not exist that week.
     assert (new["stale_h"], new["judged_h"], new["fresh_pct"]) == (0.0, 0.0, None)
@@ -44,7 +45,7 @@ def test_a_source_registered_midweek_is_judged_from_its_registration_on(week):
         CollectorRun(orchestrator=late, started_at=THURSDAY + timedelta(hours=6, minutes=5 * i), ok=True)
         for i in range(3 * 24 * 12 + 18 * 12)  # every 5 minutes from Thu 06:00 to the week's end
     )
-    source = _sources(build_report(WEEK))["ray-late"]
+    source = _sources(report_content(WEEK))["ray-late"]
     # On main: stale 78 h (Mon 00:00 to Thu 06:00) and fresh 53.6 %.
     assert source["registered_on"] == "2026-11-19"
     assert source["judged_h"] == pytest.approx(90.0)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduling.reports.capacity import Window, _source_completeness
 from scheduling.selectors.report import SourceRuns
-from scheduling.services.capacity_report import Window, _source_completeness
 
 START = datetime(2026, 11, 16, tzinfo=UTC)
 WEEK = Window(START, START + timedelta(days=7), "UTC")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from scheduling.services.routing import describe_file, describe_manifest, describe_sbatch, slurm_time
+from scheduling.engine.submissions import describe_file, describe_manifest, describe_sbatch, slurm_time
+from scheduling.selectors.routing import submission_request
 
 SBATCH = """#!/bin/bash
 #SBATCH --job-name=llm
@@ -75,7 +76,7 @@ def test_a_pod_gives_its_gpus_namespace_team_and_explicit_scheduler() -> None:
     description = describe_manifest(POD)
     assert (description.gpus_per_member, description.members, description.team) == (2, 1, "vision")
     assert description.scheduler == "volcano" and description.kind == "inference"
-    assert description.request().orchestrator == "kubernetes"
+    assert submission_request(description).orchestrator == "kubernetes"
 
 
 def test_a_volcano_job_counts_its_gpu_workers_as_the_gang() -> None:

@@ -45,7 +45,7 @@ def _install_gate(folder: Path) -> None:
 def _gate_report_builds(folder: Path) -> None:
     from scheduling.services import report_delivery
 
-    real = report_delivery.build_report
+    real = report_delivery.report_content
 
     def gated(window):
         if not (folder / "paused").exists():
@@ -55,7 +55,7 @@ def _gate_report_builds(folder: Path) -> None:
                 time.sleep(0.05)
         return real(window)
 
-    report_delivery.build_report = gated
+    report_delivery.report_content = gated
 
 
 def main() -> None:

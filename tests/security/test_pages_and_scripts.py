@@ -39,7 +39,7 @@ def test_pages_send_a_policy_that_runs_only_the_sites_own_scripts(client, cast):
 
 
 def test_a_downloaded_report_allows_exactly_its_own_style_element(client, cast, stored_report):
-    from scheduling.reports import style_hashes
+    from scheduling.reports.documents import style_hashes
 
     client.force_login(cast["researcher"])
     download = client.get(reverse("report-download", args=[stored_report.pk, "html"]))

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from scheduling.traces.registry import shared_traces_dir
+from tests.support import require
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Public traces live next to the checkout, never inside it (openb is research-or-study only); a worktree
@@ -19,6 +20,5 @@ def fixtures() -> Path:
 
 @pytest.fixture
 def shared_traces() -> Path:
-    if not TRACES.is_dir():
-        pytest.skip(f"public traces not present at {TRACES} (see ../shared/traces/README.md)")
+    require(TRACES.is_dir(), f"public traces not present at {TRACES} (see ../shared/traces/README.md)")
     return TRACES

@@ -21,6 +21,7 @@ from scheduling.traces import (
 )
 from scheduling.traces.helios import allocation_ratio
 from scheduling.traces.nodes import read_node_list
+from tests.support import require
 
 OPENB = Path("alibaba-clusterdata/cluster-trace-gpu-v2023/csv")
 EARTH = Path("helios/HeliosArtifact/analysis/2_cluster characterization/Earth_vcs")
@@ -112,8 +113,7 @@ SPOT_NODES = Path("alibaba-clusterdata/cluster-trace-v2026-spot-gpu/node_info_df
 
 def test_the_alibaba_2026_spot_gpu_fleet_has_4278_nodes_of_six_models(shared_traces: Path) -> None:
     path = shared_traces / SPOT_NODES
-    if not path.is_file():
-        pytest.skip(f"{path} absent (alibaba/clusterdata cluster-trace-v2026-spot-gpu, see docs/simulator.md)")
+    require(path.is_file(), f"{path} absent (alibaba/clusterdata cluster-trace-v2026-spot-gpu, see docs/simulator.md)")
     nodes, report = read_node_list(path)
 
     assert (len(nodes), report.rows_skipped) == (4278, 0)

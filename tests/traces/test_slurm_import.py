@@ -11,6 +11,7 @@ from scheduling.simulation.pool_file import plan_pools
 from scheduling.traces import load_trace
 from scheduling.traces.errors import TraceFormatError
 from scheduling.traces.slurm import parse_time_limit, read_sacct, read_slurm_conf
+from tests.support import require
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "orchestrator-samples" / "slurm"
@@ -51,8 +52,7 @@ def test_a_bad_sacct_row_names_file_line_and_column(tmp_path: Path) -> None:
 
 
 def test_slurm_conf_gives_nodes_partitions_and_scheduler_settings() -> None:
-    if not SAMPLES.is_dir():
-        pytest.skip(f"real Slurm samples not present at {SAMPLES}")
+    require(SAMPLES.is_dir(), f"real Slurm samples not present at {SAMPLES}")
 
     conf = read_slurm_conf(SAMPLES / "slurm.conf")
 
@@ -64,8 +64,7 @@ def test_slurm_conf_gives_nodes_partitions_and_scheduler_settings() -> None:
 
 
 def test_import_slurm_writes_inputs_simulate_accepts(tmp_path: Path) -> None:
-    if not SAMPLES.is_dir():
-        pytest.skip(f"real Slurm samples not present at {SAMPLES}")
+    require(SAMPLES.is_dir(), f"real Slurm samples not present at {SAMPLES}")
     django = pytest.importorskip("django")
     from django.conf import settings
 

@@ -15,6 +15,7 @@ from scheduling.traces import (
     read_philly,
     write_generic_csv,
 )
+from tests.support import require
 
 DEMO_SLICE = Path(__file__).resolve().parents[2] / "scheduling" / "demo_data" / "philly_slice.csv"
 
@@ -73,8 +74,7 @@ class TestPhilly:
         assert all(job.request.kind is WorkloadKind.TRAINING for job in trace.jobs)
 
     def test_it_reads_the_demo_slice_as_shipped(self) -> None:
-        if not DEMO_SLICE.is_file():
-            pytest.skip("scheduling/demo_data/philly_slice.csv is not in this checkout yet")
+        require(DEMO_SLICE.is_file(), "scheduling/demo_data/philly_slice.csv is not in this checkout")
 
         trace = read_philly(DEMO_SLICE)
 

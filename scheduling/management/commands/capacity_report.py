@@ -10,8 +10,8 @@ from datetime import datetime, time, timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from scheduling.reports.capacity import week_before
 from scheduling.services import report_delivery
-from scheduling.services.capacity_report import week_before
 
 
 class Command(BaseCommand):

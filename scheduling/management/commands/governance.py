@@ -4,10 +4,11 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduling.services import enforcement
+from scheduling.services.enforcement import decisions as enforcement_decisions
+from scheduling.services.enforcement import rounds as enforcement_rounds
 
 
-def _report(outcome: enforcement.OrchestratorRound) -> dict[str, object]:
+def _report(outcome: enforcement_decisions.OrchestratorRound) -> dict[str, object]:
     """Counts per orchestrator, then the objects behind them (ids), then the error if the round failed there."""
     return {
         "mode": outcome.mode,
@@ -40,8 +41,8 @@ class Command(BaseCommand):
     def handle(self, *args, once: bool, dry_run: bool, json: bool, **options):
         while True:
             try:
-                outcomes = enforcement.reconcile(dry_run=dry_run)
-            except enforcement.RoundInProgress as busy:  # one round at a time: the beat's or a triggered one
+                outcomes = enforcement_rounds.reconcile(dry_run=dry_run)
+            except enforcement_rounds.RoundInProgress as busy:  # one round at a time: the beat's or a triggered one
                 if once:
                     raise CommandError(f"{busy}; try again once it is over") from busy
                 self.stderr.write(f"skipped: {busy}")

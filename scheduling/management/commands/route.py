@@ -4,7 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduling.services.routing import describe_file, route_workload
+from scheduling.engine.submissions import describe_file
+from scheduling.selectors.routing import route_workload
 
 MAX_BYTES = 1_000_000
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
 
 from scheduling.management import capacity_search
 from scheduling.simulation import MODES, POLICY_NAMES, simulate_packing, simulate_replay
@@ -118,7 +119,7 @@ class Command(BaseCommand):
         figures["skipped"] = _skipped(trace, figures)
         self._write_json(figures, options)
         if options["html_out"]:
-            from scheduling.simulation.html_report import write_html_report
+            from scheduling.simulation.html_report import write_html_report  # loads plotly: only when asked for
 
             write_html_report(figures, options["html_out"])
         self.stderr.write(f"{options['mode']} {options['policy']} on {trace.name}: {figures['wall_time_s']:.1f} s")
@@ -237,8 +238,6 @@ class _Bar:
         if self.bar is None:
             if time.monotonic() - self.started < BAR_AFTER_S:
                 return
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, unit="event", leave=False, disable=None)  # None: no bar off a terminal
         self.bar.n = done
         self.bar.refresh()

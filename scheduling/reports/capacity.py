@@ -3,11 +3,17 @@
 Figures are in the terms operators use (Slurm ``sreport``, Open XDMoD): GPU-hours, exact to the second
 where job records give start and end times (team and user use), and from the collectors' hourly rollups
 where only the orchestrator knows (pool capacity, down/drained, planned). ``build_report`` runs the
-sections in order and returns a JSON-ready dict; every format (HTML, PDF, CSV, email) renders from it.
+sections in order and returns a JSON-ready dict; every format (HTML, PDF, CSV, email) renders from it
+(``reports/documents.py``).
+
+Composition only: nothing here touches the ORM. Every read comes through the ``reads`` argument
+(``selectors.report.WeekReads``: the window's facts as plain data), so a section is plain arithmetic over what it
+is handed; ``services/report_delivery.report_content`` is what builds a report from the database.
 
 To add a section, append ``Section(key, title, function)`` to
 ``SECTIONS``; to add a suggested action, append a function to ``ACTION_RULES``. A section function takes
-the window and the sections computed before it (plain dicts) and returns a dataclass or dict.
+the window, the sections computed before it (plain dicts) and the reads, and returns a dataclass or dict; a
+read it needs that ``WeekReads`` lacks is added there.
 """
 
 from __future__ import annotations
@@ -19,19 +25,19 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
 from scheduling.engine.calendar import bounds_at
-from scheduling.models import Team, TeamTree
-from scheduling.selectors import busy as busy_reads
-from scheduling.selectors import fragmentation_trend, ledger, usage
-from scheduling.selectors import report as reads
-from scheduling.selectors.pool_policies import rule_of
-from scheduling.services import forecast
 from scheduling.wording import possessive
+
+# What the sections are handed: ``selectors.report.WeekReads`` (typed loosely here, so this module imports no
+# selector; the reads' own signatures are there).
+Reads = Any
 
 REPORT_VERSION = 1
 HOUR = 3600.0
@@ -133,7 +139,7 @@ def stale_stretches(
     return stretches
 
 
-def completeness_section(window: Window, done: dict) -> Completeness:
+def completeness_section(window: Window, done: dict, reads: Reads) -> Completeness:
     limit = float(getattr(settings, "GPUPORTAL_REPORT_STALE_AFTER_S", 600))
     sources = [_source_completeness(window, source, limit) for source in reads.source_runs(window.start, window.end)]
     return Completeness(
@@ -147,7 +153,7 @@ def completeness_section(window: Window, done: dict) -> Completeness:
     )
 
 
-def _source_completeness(window: Window, source: reads.SourceRuns, limit: float) -> SourceCompleteness:
+def _source_completeness(window: Window, source: Any, limit: float) -> SourceCompleteness:
     """Judged from its registration on (a source added since is not stale 168 h in a rebuilt past week)."""
     registered = source.registered_at
     later = registered is not None and registered > window.start
@@ -193,7 +199,8 @@ class Capacity:
     fleet: PoolCapacity
 
 
-def _pool_row(name: str, kind: str, p: reads.PoolSeconds | None, period_s: float) -> PoolCapacity:
+def _pool_row(name: str, kind: str, p: Any, period_s: float) -> PoolCapacity:
+    """``p``: a pool's GPU-seconds (``selectors.report.PoolSeconds``, or the fleet's sum), None when unknown."""
     total, allocated = (p.total, p.allocated) if p else (0.0, 0.0)
     unavailable, planned = (p.unavailable, p.planned) if p else (0.0, 0.0)
     idle = max(total - allocated - unavailable - planned, 0.0)
@@ -212,20 +219,18 @@ def _pool_row(name: str, kind: str, p: reads.PoolSeconds | None, period_s: float
     )
 
 
-def capacity_section(window: Window, done: dict) -> Capacity:
+def capacity_section(window: Window, done: dict, reads: Reads) -> Capacity:
     pools = reads.pool_seconds(window.start, window.end)
     rows = [_pool_row(p.name, p.kind, p, window.seconds) for p in pools]
     busy = [p.busy for p in pools if p.busy is not None]
-    fleet = reads.PoolSeconds(
-        "fleet",
-        "all",
-        sum(p.total for p in pools),
-        sum(p.allocated for p in pools),
-        sum(p.unavailable for p in pools),
-        sum(p.planned for p in pools),
-        sum(p.pending for p in pools),
-        sum(busy) if busy else None,
-        max((p.covered_s for p in pools), default=0.0),
+    fleet = SimpleNamespace(
+        total=sum(p.total for p in pools),
+        allocated=sum(p.allocated for p in pools),
+        unavailable=sum(p.unavailable for p in pools),
+        planned=sum(p.planned for p in pools),
+        pending=sum(p.pending for p in pools),
+        busy=sum(busy) if busy else None,
+        covered_s=max((p.covered_s for p in pools), default=0.0),
     )
     return Capacity(rows, _pool_row("fleet", "all", fleet if pools else None, window.seconds))
 
@@ -268,14 +273,14 @@ class Teams:
     policy_history_starts: str | None
 
 
-def policy_segments(window: Window) -> list[tuple[datetime, datetime, dict[int, reads.QueueVersion]]]:
+def policy_segments(window: Window, reads: Reads) -> list[tuple[datetime, datetime, dict[int, Any]]]:
     """The entitlements in force over the week, as segments between policy changes."""
     moments = [window.start, *reads.queue_change_moments(window.start, window.end), window.end]
     return [(a, b, reads.queues_as_of(a)) for a, b in itertools.pairwise(moments) if b > a]
 
 
 def _integrate_over(
-    intervals: list[reads.Interval], guarantee_steps: list[tuple[datetime, datetime, float]]
+    intervals: list[Any], guarantee_steps: list[tuple[datetime, datetime, float]]
 ) -> tuple[float, float]:
     """(GPU-seconds held, GPU-seconds held above the guarantee in force) for one team's intervals."""
     events: dict[datetime, float] = defaultdict(float)
@@ -295,15 +300,15 @@ def _integrate_over(
     return used, burst
 
 
-def teams_section(window: Window, done: dict) -> Teams:
-    tree = Team.objects.tree()
+def teams_section(window: Window, done: dict, reads: Reads) -> Teams:
+    tree = reads.team_tree()
     teams = tree.teams
-    segments = policy_segments(window)
+    segments = policy_segments(window, reads)
     intervals = reads.held_intervals(window.start, window.end)
-    by_team: dict[int | None, list[reads.Interval]] = defaultdict(list)
+    by_team: dict[int | None, list[Any]] = defaultdict(list)
     for item in intervals:
         by_team[item.team_id].append(item)
-    efficiency = {e.key: e for e in busy_reads.efficiency_by_team(window.start, window.end)}
+    efficiency = {e.key: e for e in reads.efficiency_by_team(window.start, window.end)}
     used_of = {tid: _subtree_intervals(tid, tree, by_team) for tid in teams}
     used_s = {tid: sum(i.gpus * (i.end - i.start).total_seconds() for i in v) for tid, v in used_of.items()}
     rows: list[TeamUse] = []
@@ -324,11 +329,11 @@ def teams_section(window: Window, done: dict) -> Teams:
     )
 
 
-def _subtree_intervals(tid: int, tree: TeamTree, by_team: dict) -> list[reads.Interval]:
+def _subtree_intervals(tid: int, tree: Any, by_team: dict) -> list[Any]:
     return [item for member in tree.subtree(tid) for item in by_team.get(member, [])]
 
 
-def _team_row(tree: TeamTree, tid, depth, segments, intervals, sibling_used, efficiency) -> TeamUse:
+def _team_row(tree: Any, tid, depth, segments, intervals, sibling_used, efficiency) -> TeamUse:
     teams, team = tree.teams, tree.teams[tid]
     steps = [(a, b, float(v[tid].guaranteed) if tid in v else 0.0) for a, b, v in segments]
     period = sum((b - a).total_seconds() for a, b, _v in segments) or 1.0
@@ -395,11 +400,12 @@ class Waits:
     pending_reasons: list[ReasonRow]
 
 
-def _wait_rows(groups: dict[str, dict[int, list[float]]]) -> list[WaitRow]:
+def _wait_rows(groups: dict[str, list[Any]]) -> list[WaitRow]:
+    """One row per orchestrator and request size, from each one's per-size wait percentiles."""
     return [
         WaitRow(orch, s.size, s.jobs, s.p50_s, s.p90_s, s.p99_s)
-        for orch, by_bucket in sorted(groups.items())
-        for s in usage.wait_stats(by_bucket)
+        for orch, stats in sorted(groups.items())
+        for s in stats
     ]
 
 
@@ -408,13 +414,8 @@ def reason_pattern(reason: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", reason.strip())[:200]
 
 
-def waits_section(window: Window, done: dict) -> Waits:
-    by_size: dict[str, dict[int, list[float]]] = {"all": defaultdict(list)}
-    by_orch: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for orch, gpus, wait in reads.started_waits(window.start, window.end):
-        bucket = usage.size_bucket(gpus)
-        by_size["all"][bucket].append(wait)
-        by_orch[orch][bucket].append(wait)
+def waits_section(window: Window, done: dict, reads: Reads) -> Waits:
+    fleet, by_orchestrator = reads.started_wait_stats(window.start, window.end)
     reasons: dict[str, list] = {}
     for orch, reason, gpus in reads.pending_reasons(window.start, window.end):
         entry = reasons.setdefault(reason_pattern(reason), [0, 0, set()])
@@ -422,8 +423,8 @@ def waits_section(window: Window, done: dict) -> Waits:
         entry[2].add(orch)
     ranked = sorted(reasons.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))[:10]
     return Waits(
-        _wait_rows(by_size),
-        _wait_rows(by_orch),
+        _wait_rows({"all": fleet}),
+        _wait_rows(by_orchestrator),
         [ReasonRow(text, count, gpus, sorted(orchs)) for text, (count, gpus, orchs) in ranked],
     )
 
@@ -448,8 +449,8 @@ class Fragmentation:
     points: list[FragmentationSample]
 
 
-def fragmentation_section(window: Window, done: dict) -> Fragmentation:
-    trend = fragmentation_trend.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
+def fragmentation_section(window: Window, done: dict, reads: Reads) -> Fragmentation:
+    trend = reads.fragmentation_trend(window.start, window.end, points=TREND_POINTS)
     points = [
         FragmentationSample(
             p.at.isoformat(),
@@ -509,7 +510,7 @@ def _hours(window: Window) -> list[datetime]:
     return hours
 
 
-def floor_rows(window: Window) -> list[FloorRow]:
+def floor_rows(window: Window, reads: Reads) -> list[FloorRow]:
     """Each hour of the week: the floor in force (the policies as they stood that day) against the GPUs
     the pool owned that hour; an hour without a rollup is unknown, never counted as held."""
     zone = ZoneInfo(window.time_zone)
@@ -520,7 +521,7 @@ def floor_rows(window: Window) -> list[FloorRow]:
         local = hour.astimezone(zone)
         day = local.date()
         if day not in rules_by_day:
-            rules_by_day[day] = [rule_of(p, name) for name, p in reads.pool_rules_as_of(hour)]
+            rules_by_day[day] = reads.pool_rule_set_as_of(hour)
         for name, bound in bounds_at(rules_by_day[day], local.isoweekday(), local.hour * 60 + local.minute).items():
             if bound.floor_gpus <= 0:
                 continue
@@ -549,7 +550,7 @@ def floor_rows(window: Window) -> list[FloorRow]:
     ]
 
 
-def rebalancing_section(window: Window, done: dict) -> Rebalancing:
+def rebalancing_section(window: Window, done: dict, reads: Reads) -> Rebalancing:
     moves = reads.moves_done(window.start, window.end)
     directions: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for move in moves:
@@ -560,7 +561,7 @@ def rebalancing_section(window: Window, done: dict) -> Rebalancing:
         sum(m.gpus for m in moves),
         [MoveSummary(s, t, n, g) for (s, t), (n, g) in sorted(directions.items())],
         reads.plans_by_state(window.start, window.end),
-        floor_rows(window),
+        floor_rows(window, reads),
     )
 
 
@@ -589,7 +590,7 @@ class Quota:
     expiring_next_week: list[ExpiringGrant]
 
 
-def quota_section(window: Window, done: dict) -> Quota:
+def quota_section(window: Window, done: dict, reads: Reads) -> Quota:
     facts = reads.quota_facts(window.start, window.end, window.end + EXPIRING_WINDOW)
     approved = [gpus for _team, state, gpus in facts.decided if state in APPROVED_STATES]
     denied = [gpus for _team, state, gpus in facts.decided if state == "denied"]
@@ -648,10 +649,10 @@ class Ledger:
     listed_of: int
 
 
-def ledger_section(window: Window, done: dict) -> Ledger:
+def ledger_section(window: Window, done: dict, reads: Reads) -> Ledger:
     """Ownership drift the GPU ledger saw this week: per kind how many findings and how long they stayed
     open, and the worst findings themselves (most severe and longest open first)."""
-    records = ledger.ledger_findings_between(window.start, window.end)
+    records = reads.ledger_findings_between(window.start, window.end)
     kinds: dict[str, LedgerKind] = {}
     for r in records:
         row = kinds.setdefault(r.kind, LedgerKind(r.kind, r.kind_label, 0, 0.0, 0))
@@ -735,11 +736,11 @@ class Outlook:
     teams: list[GuaranteeOutlook]
 
 
-def outlook_section(window: Window, done: dict) -> Outlook:
+def outlook_section(window: Window, done: dict, reads: Reads) -> Outlook:
     """The demand forecast at the week's end: when each team's mean demand reaches its guarantee."""
     end_day = window.end.astimezone(ZoneInfo(window.time_zone)).date()
     rows = []
-    for item in forecast.guarantee_exhaustion(as_of=window.end):
+    for item in reads.outlook(window.end):
         days = None if item.on is None else (item.on - end_day).days
         rows.append(
             GuaranteeOutlook(
@@ -757,7 +758,7 @@ def outlook_section(window: Window, done: dict) -> Outlook:
     return Outlook(window.end, rows)
 
 
-def _previous_headline(window: Window) -> tuple[dict, str]:
+def _previous_headline(window: Window, reads: Reads) -> tuple[dict, str]:
     stored = reads.previous_content(window.start)
     if stored and "headline" in stored:
         return stored["headline"], "stored report"
@@ -765,12 +766,12 @@ def _previous_headline(window: Window) -> tuple[dict, str]:
     sections: dict = {}
     for section in SECTIONS:
         if section.key in HEADLINE_SECTIONS:
-            sections[section.key] = to_plain(section.build(earlier, sections))
+            sections[section.key] = to_plain(section.build(earlier, sections, reads))
     return headline(sections), "recomputed"
 
 
-def trend_section(window: Window, done: dict) -> Trend:
-    now, (before, source) = headline(done), _previous_headline(window)
+def trend_section(window: Window, done: dict, reads: Reads) -> Trend:
+    now, (before, source) = headline(done), _previous_headline(window, reads)
     rows = []
     for key, label in HEADLINE_KEYS:
         current, previous = now.get(key), before.get(key)
@@ -947,7 +948,7 @@ ACTION_RULES: list[ActionRule] = [
 class Section:
     key: str
     title: str
-    build: Callable[[Window, dict], object]
+    build: Callable[[Window, dict, Reads], object]
 
 
 SECTIONS: list[Section] = [
@@ -972,10 +973,11 @@ def to_plain(value) -> dict:
     return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
 
 
-def build_report(window: Window) -> dict:
+def build_report(window: Window, reads: Reads) -> dict:
+    """The report's content for ``window``, composed from ``reads`` (``selectors.report.WeekReads``)."""
     sections: dict = {}
     for section in SECTIONS:
-        sections[section.key] = to_plain(section.build(window, sections))
+        sections[section.key] = to_plain(section.build(window, sections, reads))
     return {
         "version": REPORT_VERSION,
         "period": {"start": window.start.isoformat(), "end": window.end.isoformat(), "time_zone": window.time_zone},

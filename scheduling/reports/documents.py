@@ -1,6 +1,6 @@
 """Capacity report documents: plain report content (a JSON dict) -> HTML, PDF, CSV, text and SVG charts.
 
-No ORM here: the content was computed by ``scheduling.services.capacity_report``. Charts are small SVGs
+No ORM here: the content was composed by ``scheduling.reports.capacity``. Charts are small SVGs
 drawn on the server because a PDF runs no JavaScript (Plotly's static export needs kaleido, which drives
 a Chrome at run time: every worker would need a browser). ``scope`` says whose per-user rows a reader may see: None
 for all teams, else a set of team slugs.

@@ -1,33 +1,18 @@
-"""Where should a workload go, and why: one answer for the API (``POST /api/v1/route``) and for
-``manage.py route FILE`` (a pod / Job / Volcano Job YAML or an sbatch script).
-
-``route_workload`` builds each enabled scheduler pool's snapshot (``selectors.workloads.pool_snapshots``:
-nodes, queue, running work, team caps), keyed by orchestrator kind, and asks the engine's
-``route_by_start`` for the pool where the workload is predicted to start first; an explicit scheduler
-(annotation ``scheduler.gpuportal.io/scheduler`` or the API's ``scheduler``) is honoured when that kind is
-offered. With several orchestrators of one kind, the one with the most GPUs stands for the kind.
-The calendar floors of pool policies are not yet read (``PoolSnapshot.not_before`` stays 0).
-
-The parsers are pure functions from text to a ``WorkloadDescription``; they raise ``ValueError`` with
-the line or field at fault.
+"""Submissions as the router reads them: an sbatch script, a Pod, a batch/v1 Job or a Volcano Job (text or
+an object already decoded) to a ``WorkloadDescription``. Pure functions from text to plain data; they raise
+``ValueError`` with the line or field at fault. The router itself is ``selectors/routing.py`` (it reads the pools)
+over ``engine/routing.py`` (the decision).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass
+from typing import Any
 
 import yaml
-from django.db.models import Sum
-from django.utils import timezone
 
-from scheduling.engine.routing import route_by_start
-from scheduling.engine.startplan import StartPlans
-from scheduling.engine.types import Request, WorkloadKind
-from scheduling.models import Orchestrator
-from scheduling.selectors.engine_inputs import described_request
-from scheduling.selectors.workloads import pool_snapshots
+from scheduling.engine.types import WorkloadKind
 
 SCHEDULER_ANNOTATION = "scheduler.gpuportal.io/scheduler"
 TEAM_LABEL = "scheduler.gpuportal.io/team"
@@ -58,64 +43,6 @@ class WorkloadDescription:
     latency_sla_ms: float | None = None
     source: str = ""
 
-    def request(self) -> Request:
-        return described_request(
-            members=self.members, gpus_per_member=self.gpus_per_member, team=self.team, kind=self.kind,
-            duration_s=self.duration_s, orchestrator=SCHEDULER_NAMES.get(self.scheduler, self.scheduler),
-            latency_sla_ms=self.latency_sla_ms,
-        )
-
-
-@dataclass(frozen=True)
-class Candidate:
-    pool: str
-    kind: str
-    predicted_wait_s: float | None
-    position: int
-    basis: str
-
-
-@dataclass(frozen=True)
-class RouteAnswer:
-    orchestrator: str
-    """The orchestrator kind chosen ("" when none is enabled)."""
-    pool: str
-    rule: str
-    reasons: tuple[str, ...]
-    candidates: tuple[Candidate, ...] = field(default=())
-
-
-def route_workload(description: WorkloadDescription, *, now: datetime | None = None) -> RouteAnswer:
-    """The engine's answer for ``description`` over the current snapshot of every enabled scheduler pool."""
-    now = now or timezone.now()
-    pools = _pool_per_kind()
-    snapshots = pool_snapshots(now, set(pools.values()))
-    by_kind = [replace(snapshots[pk], orchestrator=kind) for kind, pk in pools.items()]
-    request = description.request()
-    epoch = now.timestamp()
-    plans = StartPlans(epoch)  # the decision's estimates are the candidates' too: one pass per pool
-    decision = route_by_start(request, by_kind, now=epoch, min_gain_s=MIN_GAIN_S, guest_max_s=GUEST_MAX_S,
-                              plans=plans)
-    candidates = []
-    for snapshot in by_kind:
-        estimate = plans.estimate(request, snapshot)
-        candidates.append(Candidate(snapshots[pools[snapshot.orchestrator]].orchestrator, snapshot.orchestrator,
-                                    estimate.wait_s(epoch), estimate.position, estimate.basis))
-    chosen = snapshots[pools[decision.orchestrator]].orchestrator if decision.orchestrator in pools else ""
-    return RouteAnswer(decision.orchestrator, chosen, decision.rule, decision.reasons, tuple(candidates))
-
-
-def _pool_per_kind() -> dict[str, int]:
-    """For each scheduler kind, the enabled orchestrator with the most GPUs (its id)."""
-    rows = (
-        Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS)
-        .annotate(gpus=Sum("nodes__gpu_total")).order_by("kind", "-gpus", "name")
-        .values_list("kind", "pk")
-    )
-    chosen: dict[str, int] = {}
-    for kind, pk in rows:
-        chosen.setdefault(kind, pk)
-    return chosen
 
 
 # --- parsing submissions ------------------------------------------------------------------------------
@@ -213,7 +140,7 @@ def describe_manifest(text: str, name: str = "") -> WorkloadDescription:
     return describe_object(document, name)
 
 
-def describe_object(document: dict, name: str = "") -> WorkloadDescription:
+def describe_object(document: dict[str, Any], name: str = "") -> WorkloadDescription:
     """``describe_manifest`` for an object already decoded (the admission webhook's)."""
     meta = document.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -231,7 +158,7 @@ def describe_object(document: dict, name: str = "") -> WorkloadDescription:
     )
 
 
-def _members_and_pod(kind: str, spec: dict) -> tuple[int, dict]:
+def _members_and_pod(kind: str, spec: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     if kind == "Pod":
         return 1, spec
     if kind == "Job" and "tasks" in spec:  # Volcano: batch.volcano.sh/v1alpha1 Job
@@ -246,11 +173,11 @@ def _members_and_pod(kind: str, spec: dict) -> tuple[int, dict]:
     raise ValueError(f"cannot route a {kind}: expected Pod, Job or a Volcano Job")
 
 
-def _template_spec(owner: dict) -> dict:
+def _template_spec(owner: dict[str, Any]) -> dict[str, Any]:
     return ((owner.get("template") or {}).get("spec")) or {}
 
 
-def _pod_gpus(pod_spec: dict) -> int:
+def _pod_gpus(pod_spec: dict[str, Any]) -> int:
     total = 0
     for container in pod_spec.get("containers") or []:
         resources = container.get("resources") or {}
