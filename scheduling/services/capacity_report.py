@@ -31,7 +31,7 @@ from scheduling.selectors import fragmentation_trend, ledger, usage
 from scheduling.selectors import report as reads
 from scheduling.selectors.pool_policies import rule_of
 from scheduling.services import forecast
-from scheduling.wording import possessive
+from scheduling.wording import plural, possessive
 
 REPORT_VERSION = 1
 HOUR = 3600.0
@@ -801,8 +801,9 @@ def _stale_sources(done, now, before):
             yield Action(
                 "stale-source",
                 "high" if s["stale_h"] >= 24 else "medium",
-                f"Source {s['name']} was stale {s['stale_h']:.1f} h{_of_registered(s)} ({s['failures']} failed "
-                "scrapes): check its endpoint and credentials; its figures this week are incomplete.",
+                f"Source {s['name']} was stale {s['stale_h']:.1f} h{_of_registered(s)} "
+                f"({plural(s['failures'], 'failed scrape')}): check its endpoint and credentials; its figures this "
+                "week are incomplete.",
             )
 
 
@@ -885,7 +886,8 @@ def _expiring_grants(done, now, before):
         yield Action(
             "grants-expiring",
             "low",
-            f"{len(grants)} quota grant(s) ({sum(g['gpus'] for g in grants)} GPUs) expire next week for "
+            f"{plural(len(grants), 'quota grant')} ({plural(sum(g['gpus'] for g in grants), 'GPU')}) "
+            f"expire{'s' if len(grants) == 1 else ''} next week for "
             f"{', '.join(teams)}: renew them before the work that relies on them is preempted.",
         )
 
@@ -918,7 +920,8 @@ def _ledger_drift(done, now, before):
             yield Action(
                 "ledger-drift",
                 "high" if kind["kind"] == "double_ownership" else "medium",
-                f"{kind['open_at_end']} {kind['label'].lower()} finding(s) were still open at the week's end "
+                f"{plural(kind['open_at_end'], kind['label'].lower() + ' finding')} "
+                f"{'was' if kind['open_at_end'] == 1 else 'were'} still open at the week's end "
                 f"({kind['open_h']:.1f} h open this week in all): see the ledger page for each node's explanation.",
             )
 
