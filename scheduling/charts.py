@@ -12,7 +12,7 @@ import itertools
 import numbers
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
@@ -579,19 +579,24 @@ def forecast_chart(series: Any, guaranteed: float | None) -> str:
     )
 
 
-def whatif_allocation_chart(baseline: Mapping[str, Any], scenario: Mapping[str, Any]) -> str:
-    """Hourly allocated and pending GPUs in the baseline and the scenario replay."""
+def whatif_allocation_chart(
+    baseline: Mapping[str, Any], scenario: Mapping[str, Any], since: datetime | None = None
+) -> str:
+    """Hourly allocated and pending GPUs in the baseline and the scenario replay, on the dates of the replayed
+    history when its start ``since`` is known (replay samples count hours from it)."""
     data = []
     for name, figures, colour in (("baseline", baseline, PALETTE[0]), ("scenario", scenario, PALETTE[1])):
         samples = figures.get("fragmentation", {})
         hours = samples.get("times_h", [])
-        data.append(_line(hours, samples.get("allocated_gpus", []), f"{name} allocated", colour))
-        data.append(_line(hours, samples.get("pending_gpus", []), f"{name} pending", colour, "dot"))
+        x = [since + timedelta(hours=h) for h in hours] if since else hours
+        data.append(_line(x, samples.get("allocated_gpus", []), f"{name} allocated", colour))
+        data.append(_line(x, samples.get("pending_gpus", []), f"{name} pending", colour, "dot"))
     summary = (
         f"Utilisation {baseline.get('utilisation', 0):.1%} in the baseline, {scenario.get('utilisation', 0):.1%} "
         "in the scenario."
     )
-    layout = {"xaxis": _axis("hours since the start of the history"), "yaxis": _axis("GPUs", rangemode="tozero")}
+    xaxis = _axis("UTC", type="date") if since else _axis("hours since the start of the history")
+    layout = {"xaxis": xaxis, "yaxis": _axis("GPUs", rangemode="tozero")}
     return render(data, layout, title="Allocated and pending GPUs, baseline vs scenario", summary=summary)
 
 

@@ -1,5 +1,6 @@
 """Forms validate shape (types, ranges, required fields); the services keep the business rules."""
 
+import re
 from decimal import Decimal
 
 from django import forms
@@ -311,10 +312,34 @@ class WhatIfForm(forms.Form):
             raw["quota_request"] = data["quota_request"].pk
         return raw
 
+    def clean(self):
+        data = super().clean()
+        changed = (
+            data.get("fleet_model") or data.get("fleet_nodes") is not None,
+            data.get("weight_team"),
+            data.get("policy_orchestrator"),
+            data.get("quota_request"),
+        )
+        if not any(changed) and not self.errors:  # the service would say it in its API's field names
+            raise ValidationError(
+                "Change at least one thing: nodes of a GPU model, a team's weight, a pool policy, or an approved "
+                "request as if active."
+            )
+        return data
+
     def add_service_errors(self, error: ValidationError) -> None:
         for field, messages in error.message_dict.items():
             target = FIELD_OF.get(field, field)
-            self.add_error(target if target in self.fields else None, messages)
+            self.add_error(target if target in self.fields else None, [_in_form_words(m) for m in messages])
+
+
+# The what-if service checks API bodies and names their keys; the form shows its own labels instead.
+FORM_WORDS = {"gpus_per_node": "GPUs per added node", "gpu_model": "GPU model", "floor_gpus": "floor GPUs",
+              "quota_request": "approved request", "weekdays": "days"}
+
+
+def _in_form_words(message: str) -> str:
+    return re.sub(r"\b(" + "|".join(FORM_WORDS) + r")\b", lambda m: FORM_WORDS[m.group(1)], message)
 
 
 def queue_initial(queues: list[Queue]) -> list[dict]:

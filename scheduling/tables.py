@@ -21,7 +21,9 @@ class DateTimeColumn(tables.DateTimeColumn):
         self.date_format = format or ("SHORT_DATETIME_FORMAT" if short else "DATETIME_FORMAT")
 
     def render(self, value, **kwargs):
-        return date_filter(value, self.date_format) or self.default
+        # A TemplateColumn renders empty values too, so a column with no default showed "None" (a report's
+        # "Sent" before it was sent): an empty cell reads "—" unless the column says what it means.
+        return date_filter(value, self.date_format) or (self.default if self.default is not None else "—")
 
 
 class TeamTable(tables.Table):
@@ -147,7 +149,7 @@ class CapacityReportTable(tables.Table):
     )
     status = tables.Column(verbose_name="Status")
     generated_at = DateTimeColumn(format="Y-m-d H:i", verbose_name="Generated")
-    sent_at = DateTimeColumn(format="Y-m-d H:i", verbose_name="Sent")
+    sent_at = DateTimeColumn(format="Y-m-d H:i", verbose_name="Sent", default="not sent")
     recipients = tables.Column(verbose_name="Recipients")
     downloads = tables.Column(verbose_name="Download", empty_values=(), orderable=False)
 

@@ -1,7 +1,11 @@
-"""The shipped Philly slice as an endless weekly loop of demo jobs, mapped to teams and orchestrators.
+"""Six shipped weeks of the Philly trace as an endless loop of demo jobs, mapped to teams and orchestrators.
 
-Real time maps onto trace time as ``(t - EPOCH) * speedup`` modulo the slice's week, so the same
-instant always yields the same jobs: rounds can be retried and history refilled idempotently.
+Real time maps onto trace time as ``(t - EPOCH) * speedup``, cut into trace-week cycles. Every cycle that
+starts in one real week plays the same shipped week, and the next real week plays the next shipped week
+(the sixth is followed by the first): at the default speedup of 6 a real week runs its trace week six
+times, so a weekly report compares two different weeks of the trace (with a single shipped week every
+week-over-week change read 0.0). The same instant always yields the same jobs: rounds can be retried and
+history refilled idempotently.
 """
 
 import bisect
@@ -15,8 +19,8 @@ from pathlib import Path
 
 from .fleet import team_for_vc
 
-SLICE = Path(__file__).resolve().parent.parent / "demo_data" / "philly_slice.csv"
-SLICE_START = datetime(2017, 11, 20)
+WEEKS = Path(__file__).resolve().parent.parent / "demo_data" / "philly_weeks.csv"
+WEEKS_START = datetime(2017, 10, 30)  # a Monday, local trace time: the first of the six shipped weeks
 WEEK_S = 7 * 24 * 3600
 EPOCH_S = 1767571200.0  # Monday 2026-01-05 00:00 UTC: trace weekdays line up with real ones
 MAX_DURATION_S = 24 * 3600  # the demo caps trace jobs at a day so its queue reaches a steady state
@@ -49,15 +53,20 @@ class _Row:
 
 
 @cache
-def slice_rows(path: Path = SLICE) -> tuple[_Row, ...]:
+def trace_weeks(path: Path = WEEKS) -> tuple[tuple[_Row, ...], ...]:
+    """The shipped weeks in trace order, each its rows with offsets from its own Monday 00:00."""
     seen: Counter[str] = Counter()
-    rows = []
+    weeks: list[list[_Row]] = []
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
             team = team_for_vc(row["cluster"])
-            rows.append(
+            offset = (datetime.fromisoformat(row["timestamp"]) - WEEKS_START).total_seconds()
+            week = int(offset // WEEK_S)
+            while len(weeks) <= week:
+                weeks.append([])
+            weeks[week].append(
                 _Row(
-                    (datetime.fromisoformat(row["timestamp"]) - SLICE_START).total_seconds(),
+                    offset - week * WEEK_S,
                     min(float(row["duration"]), MAX_DURATION_S),
                     int(row["num_gpus"]),
                     row["cluster"],
@@ -65,7 +74,13 @@ def slice_rows(path: Path = SLICE) -> tuple[_Row, ...]:
                 )
             )
             seen[team] += 1
-    return tuple(rows)
+    return tuple(tuple(week) for week in weeks)
+
+
+def week_of_cycle(cycle: int, speedup: float) -> int:
+    """The shipped week a trace cycle plays: the one of the real week the cycle starts in (cycle ``c`` starts
+    ``c / speedup`` real weeks after the epoch), so consecutive real weeks play consecutive trace weeks."""
+    return math.floor(cycle / max(speedup, 1.0)) % len(trace_weeks())
 
 
 def gang_shape(gpus: int) -> tuple[int, int]:
@@ -93,18 +108,23 @@ def route(gpus: int, duration_s: float, team: str) -> tuple[str, str]:
 
 def arrivals(start_s: float, end_s: float, speedup: float) -> list[DemoJob]:
     """Jobs whose real submission time falls in (start_s, end_s], epoch seconds."""
-    rows = slice_rows()
     first = math.floor((start_s - EPOCH_S) * speedup / WEEK_S)
     last = math.floor((end_s - EPOCH_S) * speedup / WEEK_S)
     jobs: list[DemoJob] = []
-    offsets = [row.offset_s for row in rows]
     for cycle in range(first, last + 1):
+        week = week_of_cycle(cycle, speedup)
+        rows, offsets = trace_weeks()[week], _offsets(week)
         low = (start_s - EPOCH_S) * speedup - cycle * WEEK_S
         high = (end_s - EPOCH_S) * speedup - cycle * WEEK_S
         for index in range(bisect.bisect_right(offsets, low), bisect.bisect_right(offsets, high)):
             real = EPOCH_S + (cycle * WEEK_S + rows[index].offset_s) / speedup
-            jobs.append(_job(cycle, index, rows[index], real, speedup))
+            jobs.append(_job(f"philly-w{week + 1}-{cycle}-{index}", rows[index], real, speedup))
     return jobs
+
+
+@cache
+def _offsets(week: int) -> list[float]:
+    return [row.offset_s for row in trace_weeks()[week]]
 
 
 # The demo's people submit every seventh job of their team, so "My workloads" shows alice and bob their own in
@@ -118,12 +138,12 @@ def _user(team: str, team_ordinal: int) -> str:
     return f"{team}-user{team_ordinal % 7 + 1}"
 
 
-def _job(cycle: int, index: int, row: _Row, submitted_at: float, speedup: float) -> DemoJob:
+def _job(external_id: str, row: _Row, submitted_at: float, speedup: float) -> DemoJob:
     team = team_for_vc(row.vc)
     orchestrator, kind = route(row.gpus, row.duration_s, team)
     members, per_member = gang_shape(row.gpus)
     return DemoJob(
-        external_id=f"philly-{cycle}-{index}",
+        external_id=external_id,
         orchestrator=orchestrator,
         team=team,
         user=_user(team, row.team_ordinal),

@@ -30,6 +30,7 @@ from scheduling.engine._topology import topology_keys
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot, StartEstimate, describe_wait, estimate_start
 from scheduling.engine.types import Placement, Request, TopologyLevel
+from scheduling.wording import plural
 
 QUOTA_REASONS = frozenset({
     "AssocGrpGRES", "AssocGrpGRESMinutes", "AssocGrpGRESRunMinutes", "AssocMaxGRESPerJob",
@@ -122,7 +123,8 @@ def _fits_now(request: Request, pool: PoolSnapshot) -> _Diagnosis:
     ahead = sum(1 for queued in pool.queue if queued.id != request.id and queued.priority >= request.priority)
     ahead_in_queue = next((i for i, queued in enumerate(pool.queue) if queued.id == request.id), ahead)
     if ahead_in_queue:
-        return ("priority", f"the GPUs it needs are free, but {ahead_in_queue} workload(s) ahead of it go first",
+        return ("priority", f"the GPUs it needs are free, but {plural(ahead_in_queue, 'workload')} ahead of it "
+                            f"{'goes' if ahead_in_queue == 1 else 'go'} first",
                 {"gpus_needed": request.gpus})
     return "starting", "it fits now: it should start at the next scheduling pass", {"gpus_needed": request.gpus}
 
@@ -149,16 +151,16 @@ def _shape_cause(request: Request, state: ClusterState, constraint: str) -> _Dia
     if request.members > 1 and request.topology_required and request.topology is TopologyLevel.LEAF_SWITCH:
         best = _best_leaf_free(state, request)
         if free >= need:
-            return ("topology", f"gang of {_shape(request)} needs {need:g} GPUs under one leaf switch;"
+            return ("topology", f"gang of {_shape(request)} needs {plural(need, 'GPU')} under one leaf switch;"
                     f" {best:g} free there (best leaf), {free:g} free in all", {**numbers, "best_leaf_free": best})
     if free >= need:
         return "fragmented", _fragmented_message(request, free, largest), numbers
-    return "capacity", f"waiting for {need:g} GPUs ({_shape(request)}): {free:g} free in the pool", numbers
+    return "capacity", f"waiting for {plural(need, 'GPU')} ({_shape(request)}): {free:g} free in the pool", numbers
 
 
 def _fragmented_message(request: Request, free: float, largest: float) -> str:
     if request.members == 1:
-        return (f"waiting for {request.gpus_per_member} GPUs on one node: {free:g} free but fragmented,"
+        return (f"waiting for {plural(request.gpus_per_member, 'GPU')} on one node: {free:g} free but fragmented,"
                 f" the largest free block is {largest:g}")
     return (f"gang of {_shape(request)} needs {request.members} blocks of {request.gpus_per_member} GPUs:"
             f" {free:g} free but fragmented, the largest free block is {largest:g}")

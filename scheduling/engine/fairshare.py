@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from scheduling.engine.types import Entitlement, Request, TeamSpec
+from scheduling.wording import plural
 
 OWN_WORK = "(own)"
 EPSILON = 1e-9
@@ -233,9 +234,9 @@ def _entitled_to_all(demand: float, running: float | None) -> str:
     """Entitled to all of its demand; what of it still waits is waiting for room, not for share (the preview
     once said "fully served" beside 14 GPUs pending)."""
     if running is None or running >= demand - EPSILON:
-        return f"entitled to all of its demand ({demand:g} GPUs)"
+        return f"entitled to all of its demand ({plural(demand, 'GPU')})"
     return (
-        f"entitled to all of its demand ({demand:g} GPUs): {running:g} running, {demand - running:g} pending "
+        f"entitled to all of its demand ({plural(demand, 'GPU')}): {running:g} running, {demand - running:g} pending "
         "(waiting for free GPUs, not for share)"
     )
 

@@ -65,6 +65,7 @@ from scheduling.engine.types import (
     SizeMix,
     TopologyLevel,
 )
+from scheduling.wording import plural
 
 POLICIES = ("first-fit", "best-fit", "fgd", "random", *KUBE_POLICIES)
 FAST_POLICIES = frozenset({"first-fit", "best-fit", "fgd"})
@@ -474,9 +475,9 @@ class ClusterState:
         """No node has enough whole GPUs: every free GPU of the allowed models is unusable to this request.
         Answered from the per-model counters, because a full fleet rejects most of what it sees."""
         free = sum(self._whole_by_model[model] for model in allowed)
-        where = f"{free} GPUs free, none {shape.gpus} together" if free else "no GPU is free"
+        where = f"{plural(free, 'GPU')} free, none {shape.gpus} together" if free else "no GPU is free"
         return Rejection(request.id, "capacity",
-                         f"needs {shape.gpus} whole GPU(s) on one node; {where}", free, free)
+                         f"needs {plural(shape.gpus, 'whole GPU')} on one node; {where}", free, free)
 
     @staticmethod
     def _reason_single(policy: str, name: str, whole_left: int, score: float) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from scheduling.engine.calendar import Bounds
 from scheduling.engine.types import Node, RunningWorkload
+from scheduling.wording import plural
 
 UNKNOWN_REMAINING_S = 24 * 3600.0
 """Work of unknown end on a non-preemptible single-node workload: assume a day of waiting to drain it."""
@@ -417,7 +418,7 @@ def expander_advice(
         advice.append(ExpanderAdvice(
             target.orchestrator, f"{target.orchestrator}/{model or 'gpu'}x{per_node}", math.ceil(short), nodes_needed,
             f"{load.pending_gpus:g} GPUs pending (weighted {weighted:.0f}) and the shared pool is exhausted: "
-            f"grow by {nodes_needed} node(s)",
+            f"grow by {plural(nodes_needed, 'node')}",
         ))
     advice.sort(key=lambda a: (-a.gpus_short, a.orchestrator))
     return tuple(advice)

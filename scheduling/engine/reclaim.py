@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.preemption import RunningSet, apply_victim_plan, select_victims
 from scheduling.engine.types import Entitlement, Node, Placement, Request, RunningWorkload, Victim, VictimPlan
+from scheduling.wording import plural
 
 EPSILON = 1e-9
 
@@ -187,7 +188,7 @@ def _reclaim(request: Request, guarantee: float, holds: float, waited: float, pl
         f"{request.team} holds {holds:g} of its {guarantee:g} guaranteed GPUs and {request.id} "
         f"({request.gpus:g} GPUs) waited {waited:.0f}s",
         f"takes back {gpus:g} borrowed GPUs from {', '.join(lenders)} "
-        f"({len({victim.gang_id for victim in plan.victims})} gang(s))",
+        f"({plural(len({victim.gang_id for victim in plan.victims}), 'gang')})",
         *plan.reasons,
     )
     return Reclaim(request.team, guarantee, holds, request.id, float(request.gpus), waited, plan.victims,
@@ -258,7 +259,7 @@ def plan_ceiling(
         reason = (f"the pool holds {held:g} GPUs over its {ceiling:g}-GPU ceiling; team {job.team or '(none)'} "
                   f"borrows above its guarantee of {floor:g}; ran {now - job.started_at:.0f}s ({lost:.0f} GPU-s lost)")
         stops.append(Victim(job.id, job.team, job.gpus, 0, job.id, lost, reason))
-    reasons = [f"holds {held:g} GPUs, ceiling {ceiling:g}: stops {len(stops)} borrowed job(s)"]
+    reasons = [f"holds {held:g} GPUs, ceiling {ceiling:g}: stops {plural(len(stops), 'borrowed job')}"]
     if over > EPSILON:
         reasons.append(f"still {over:g} GPUs over: the rest is within guarantees, inside its minimum runtime "
                        f"or cannot be stopped")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from scheduling.engine.placement import ClusterState
 from scheduling.engine.startplan import PoolSnapshot
 from scheduling.engine.types import Placement, Request
+from scheduling.wording import plural
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,8 @@ def free_elsewhere(request: Request, pools: Mapping[str, PoolSnapshot], here: st
         if cap is not None and pool.team_in_use.get(request.team, 0.0) + request.gpus > cap:
             continue
         if isinstance(ClusterState(pool.nodes).place(request), Placement):
-            message = f"{name} could start it now ({request.gpus:g} GPUs free there in this shape): submit it there"
+            free = plural(request.gpus, "GPU")
+            message = f"{name} could start it now ({free} free there in this shape): submit it there"
             return WaitAdvice("elsewhere", message, orchestrator=name)
     return None
 

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
 from scheduling.engine.calendar import bounds_at
-from scheduling.wording import possessive
+from scheduling.wording import plural, possessive
 
 # What the sections are handed: ``selectors.report.WeekReads`` (typed loosely here, so this module imports no
 # selector; the reads' own signatures are there).
@@ -802,8 +802,9 @@ def _stale_sources(done, now, before):
             yield Action(
                 "stale-source",
                 "high" if s["stale_h"] >= 24 else "medium",
-                f"Source {s['name']} was stale {s['stale_h']:.1f} h{_of_registered(s)} ({s['failures']} failed "
-                "scrapes): check its endpoint and credentials; its figures this week are incomplete.",
+                f"Source {s['name']} was stale {s['stale_h']:.1f} h{_of_registered(s)} "
+                f"({plural(s['failures'], 'failed scrape')}): check its endpoint and credentials; its figures this "
+                "week are incomplete.",
             )
 
 
@@ -886,7 +887,8 @@ def _expiring_grants(done, now, before):
         yield Action(
             "grants-expiring",
             "low",
-            f"{len(grants)} quota grant(s) ({sum(g['gpus'] for g in grants)} GPUs) expire next week for "
+            f"{plural(len(grants), 'quota grant')} ({plural(sum(g['gpus'] for g in grants), 'GPU')}) "
+            f"expire{'s' if len(grants) == 1 else ''} next week for "
             f"{', '.join(teams)}: renew them before the work that relies on them is preempted.",
         )
 
@@ -919,7 +921,8 @@ def _ledger_drift(done, now, before):
             yield Action(
                 "ledger-drift",
                 "high" if kind["kind"] == "double_ownership" else "medium",
-                f"{kind['open_at_end']} {kind['label'].lower()} finding(s) were still open at the week's end "
+                f"{plural(kind['open_at_end'], kind['label'].lower() + ' finding')} "
+                f"{'was' if kind['open_at_end'] == 1 else 'were'} still open at the week's end "
                 f"({kind['open_h']:.1f} h open this week in all): see the ledger page for each node's explanation.",
             )
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from scheduling.limits import JUSTIFICATION_MAX_CHARS
 from scheduling.models import Node, QuotaGrant, QuotaRequest, Team
 from scheduling.models.quota import period_errors
+from scheduling.wording import plural
 
 from . import governance_trigger, notifications, versions
 from .audit import require_reason, stamp_author
@@ -293,7 +294,8 @@ def _require_capacity(request: QuotaRequest) -> None:
         period = f"between {request.starts_at:%Y-%m-%d %H:%M} and {request.ends_at:%Y-%m-%d %H:%M}"
         raise ValidationError(
             {
-                "gpus": f"{request.gpus} GPUs exceed the unpromised {request.gpu_model or 'fleet'} capacity of "
+                "gpus": f"{plural(request.gpus, 'GPU')} {'exceeds' if request.gpus == 1 else 'exceed'} the unpromised "
+                f"{request.gpu_model or 'fleet'} capacity of "
                 f"{check.room} GPUs {period}: {refusal(check)}."
             }
         )

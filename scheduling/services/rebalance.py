@@ -59,6 +59,7 @@ from scheduling.selectors.rebalance import (
     running_now,
     scheduler_orchestrators,
 )
+from scheduling.wording import plural
 
 from . import versions
 from .audit import require_reason, save_audited
@@ -200,7 +201,7 @@ def recheck_plan(plan: RebalancePlan, now: datetime | None = None) -> list[str]:
         if cost is None:
             changes.append(f"{node.name} runs a gang that may not be broken now{as_of}: it cannot be drained")
         elif was is not None and node.gpu_allocated != was:
-            then = "idle" if was == 0 else f"holding {was} GPUs"
+            then = "idle" if was == 0 else f"holding {plural(was, 'GPU')}"
             changes.append(
                 f"{node.name} was {then} when proposed and holds {node.gpu_allocated} of {node.gpu_total} GPUs "
                 f"now{as_of}: draining it loses {cost / 3600:.1f} GPU-h, not {move.drain_cost_gpu_s / 3600:.1f}"
@@ -215,7 +216,7 @@ def _restate_moves(plan: RebalancePlan, now: datetime) -> None:
         cost = costs.get(move.node.name) or 0.0
         held = move.node.gpu_allocated
         move.drain_cost_gpu_s = cost
-        move.reason = f"{move.reason.split('; at approval:')[0]}; at approval: holds {held} GPUs"[:300]
+        move.reason = f"{move.reason.split('; at approval:')[0]}; at approval: holds {plural(held, 'GPU')}"[:300]
         move.save(update_fields=["drain_cost_gpu_s", "reason", "updated_at"])
 
 

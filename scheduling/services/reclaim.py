@@ -49,6 +49,7 @@ from scheduling.services.orchestrators import (
     slurm_accounting_access,
 )
 from scheduling.services.orchestrators import teams_of as orchestrator_teams
+from scheduling.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -441,7 +442,7 @@ class RayPool:
         if held_after > change.desired.max_gpus:
             return ApplyResult(change.id, change.action, bool(actions),
                                f"exceeded: holds {held_after:g} of its {change.desired.max_gpus}-GPU ceiling after "
-                               f"{len(actions)} stop(s); {decision.reasons[-1]}")
+                               f"{plural(len(actions), 'stop')}; {decision.reasons[-1]}")
         return ApplyResult(change.id, change.action, True)
 
 

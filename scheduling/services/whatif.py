@@ -51,6 +51,7 @@ from scheduling.selectors.fleet import fleet_capacity
 from scheduling.selectors.planning import history_trace_jobs
 from scheduling.selectors.pool_policies import local_moment, rule_of
 from scheduling.simulation.whatif import WhatIfInputs, inputs_as_json, inputs_from_json, run_whatif
+from scheduling.wording import plural
 
 from .dispatch import EnqueueFailed, enqueue_after_commit
 from .governance import QueueChange
@@ -67,6 +68,9 @@ STORE_TASK = "scheduling.tasks.store_whatif"
 HEARTBEAT_S = 30.0  # a running row is written at least this often, progress or not
 
 
+INPUT_FIELDS = ("weeks", "seed", "fleet", "weights", "policies", "quota_request")
+
+
 # --- validation ----------------------------------------------------------------------------------------
 
 
@@ -81,7 +85,7 @@ def clean_inputs(raw: dict[str, Any], visible_teams: Collection[int] | None = No
         raise ValidationError({"inputs": "text must not contain NUL characters"})
     errors: dict[str, str] = {}
     cleaned: dict[str, Any] = {}
-    for field, cleaner in (
+    for field, cleaner in (  # the order of INPUT_FIELDS
         ("weeks", _clean_weeks),
         ("seed", _clean_seed),
         ("fleet", _clean_fleet),
@@ -93,7 +97,7 @@ def clean_inputs(raw: dict[str, Any], visible_teams: Collection[int] | None = No
             cleaned[field] = cleaner(raw.get(field))
         except ValidationError as error:
             errors[field] = " ".join(error.messages)
-    unknown = sorted(set(raw) - set(cleaned))
+    unknown = sorted(set(raw) - set(INPUT_FIELDS))  # not ``cleaned``: a field refused above is not unknown
     if unknown:
         errors["inputs"] = f"unknown fields: {', '.join(unknown)}"
     if errors:
@@ -234,11 +238,6 @@ def describe_inputs(inputs: dict[str, Any]) -> list[str]:
     if inputs.get("quota_request"):
         lines.append(f"Grants quota request #{inputs['quota_request']} as approved.")
     return lines
-
-
-def plural(count: int | float, noun: str) -> str:
-    """'1 GPU', '2 GPUs', '1 week': counts as people write them (pages said '1 GPUs')."""
-    return f"{count:g} {noun}" + ("" if count == 1 else "s")
 
 
 def _clock(value: Any, what: str) -> str:

@@ -8,6 +8,7 @@ others get 404, as for a team they may not see. Signed-in users in no team get 4
 """
 
 from dataclasses import replace
+from datetime import datetime
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -99,6 +100,19 @@ def _readable_or_404(request: HttpRequest, pk: int) -> WhatIfScenario:
     return get_object_or_404(access.whatifs_readable_by(request.user), pk=pk)
 
 
+def _history_span(results: dict) -> tuple[datetime | None, datetime | None]:
+    """When the replayed history starts and ends (stored as ISO text; None where a result lacks it)."""
+    history = results.get("history") or {}
+    return _moment(history.get("since")), _moment(history.get("until"))
+
+
+def _moment(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
 @login_required
 def whatif_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scenario = _readable_or_404(request, pk)
@@ -109,8 +123,9 @@ def whatif_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["rows"] = whatif.comparison(results)
         context["team_rows"] = whatif.team_comparison(results)
         context["floor_rows"] = whatif.floor_comparison(results)
+        context["history_span"] = _history_span(results)
         context["charts"] = [
-            charts.whatif_allocation_chart(results["baseline"], results["scenario"]),
+            charts.whatif_allocation_chart(results["baseline"], results["scenario"], context["history_span"][0]),
             charts.whatif_wait_chart(context["team_rows"]),
         ]
     return render(request, "scheduling/whatif_detail.html", context)

@@ -48,6 +48,18 @@
       }
     });
     roomForTiltedCategories(layout, data, holder.clientWidth);
+    roomForModebar(layout, figure.config);
+  }
+
+  // The modebar (camera, zoom, pan…) is drawn over the chart's top right corner, about 192 × 26 px: above a
+  // top axis (the heatmap's GPU columns) it covered the labels, on a phone half of them. Such a chart keeps
+  // a band for it above the labels; charts whose top is a legend or title space need none.
+  var MODEBAR_HEIGHT = 28;
+
+  function roomForModebar(layout, config) {
+    if ((layout.xaxis || {}).side === "top" && (config || {}).displayModeBar !== false) {
+      layout.margin.t += MODEBAR_HEIGHT;
+    }
   }
 
   // Category labels wider than their slot (team names on a phone) are tilted 30 degrees by plotly.js, each

@@ -94,7 +94,7 @@ def test_a_pending_job_shows_its_queue_position_and_an_estimated_start(client, c
     row = body[body.index(f'id="workload-{jobs["outsider"].pk}"'):]
     row = row[:row.index("</tr>")]
     assert "<td>#3</td>" in row  # behind rita's and sam's jobs, submitted at the same moment but filed earlier
-    assert "the GPUs it needs are free, but 2 workload(s) ahead of it go first; #3 in the slurm-a queue" in row
+    assert "the GPUs it needs are free, but 2 workloads ahead of it go first; #3 in the slurm-a queue" in row
 
 
 def test_an_unknown_scope_is_a_bad_query(client, cast, jobs):

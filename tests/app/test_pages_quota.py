@@ -54,7 +54,7 @@ def test_a_request_beyond_free_capacity_says_by_how_much(client, people, teams, 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"gpus": 0}, "GPUs: GPUs must be a whole number of at least 1."),
+        ({"gpus": 0}, "GPUs must be a whole number of at least 1."),
         ({"justification": ""}, "Justification: A justification is required"),
         ({"ends_at": "2020-01-01T00:00"}, "End (UTC): The end must be after the start."),
         ({"starts_at": "0001-01-01T00:00"}, "Start (UTC): The start may be at most 7 days in the past."),

@@ -101,7 +101,7 @@ def test_a_bad_amendment_on_the_page_names_the_field_and_changes_nothing(client,
     url = reverse("quota-detail", args=[submitted.pk])
     response = client.post(url, _amend_form(submitted, **{"amend-gpus": 0, "amend-reason": ""}))
     body = unescape(response.content.decode())
-    assert "GPUs: GPUs must be at least 1." in body
+    assert "GPUs must be at least 1." in body and "GPUs: GPUs" not in body  # the label once
     assert "Why amend: Say why you amend it" in body
     submitted.refresh_from_db()
     assert submitted.gpus == 8 and 'id="amended"' not in body

@@ -98,7 +98,7 @@ def test_the_ledger_section_counts_hours_open_inside_the_week_and_flags_what_is_
     assert [f["node"] for f in content["sections"]["ledger"]["findings"]] == ["dgx02", "dgx01", "dgx03"]
     drift = [a for a in content["sections"]["trend"]["actions"] if a["rule"] == "ledger-drift"]
     assert [a["severity"] for a in drift] == ["high"]
-    assert drift[0]["text"].startswith("1 double ownership finding(s) were still open")
+    assert drift[0]["text"].startswith("1 double ownership finding was still open")
     html = reports.render_html(content, scope=None)
     assert "dgx02 is schedulable in slurm-a and k8s at once." in html
     assert "ledger,double_ownership,open_h,5.5,hours" in reports.render_csv(content, scope=None)
