@@ -77,6 +77,7 @@ from scheduling.models import (
 )
 from scheduling.selectors import entitlements as entitlement_reads
 from scheduling.selectors.pool_policies import bounds_now
+from scheduling.selectors.retention import raw_kept_since
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
 from . import entitlement_split, governance_trigger, identity, versions
@@ -802,8 +803,9 @@ def reconcile_requested(requested_at: datetime) -> list[OrchestratorRound] | Non
 
 
 def prune_runs(now: datetime) -> int:
-    """Rounds older than the sample retention go (one per round and orchestrator adds up); audit rows stay."""
-    cutoff = now - timedelta(days=settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    """Rounds older than the raw-history retention go (one per round and orchestrator adds up); audit rows stay.
+    The retention task prunes them too, in batches (services/retention.py); this keeps a round's own table short."""
+    cutoff = raw_kept_since(now)
     deleted, _ = EnforcementRun.objects.filter(started_at__lt=cutoff).delete()
     return deleted
 
