@@ -180,3 +180,33 @@ def test_an_old_window_shows_the_same_numbers_after_its_raw_rows_are_pruned(clie
     allocated = [y for _x, y in after[0]["slurm-a allocated"]]
     assert allocated == [8.0, 12.0, 16.0, 20.0, 24.0, 28.0, 32.0]  # the hourly averages, 6 h before `end` to `end`
     assert [y for _x, y in after[1]["NLP"]] == [4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0]
+
+
+def test_an_old_weeks_report_judges_its_sources_from_rollups_once_their_runs_are_pruned(orchestrator, settings):
+    """The weekly report's completeness (each source's scrapes) for a week whose collector runs were pruned: the
+    same figures from the hourly rollups as from the runs, a two-hour outage included."""
+    from scheduling.services import capacity_report
+
+    settings.GPUPORTAL_ROUND_SECONDS = 300
+    settings.GPUPORTAL_REPORT_STALE_AFTER_S = 600
+    window = capacity_report.week_before(timezone.now() - timedelta(days=21))
+    orchestrator.history.update(history_date=window.start - timedelta(days=30))  # registered long before
+    outage = (window.start + timedelta(days=2, hours=10), window.start + timedelta(days=2, hours=12))
+    moment, samples, runs = window.start, [], []
+    while moment < window.end:
+        if not outage[0] <= moment < outage[1]:
+            samples.append(UsageSample(taken_at=moment, orchestrator=orchestrator, gpus_total=64, interval_s=300))
+            runs.append(CollectorRun(orchestrator=orchestrator, started_at=moment, ok=True))
+        moment += STEP
+    UsageSample.objects.bulk_create(samples)
+    CollectorRun.objects.bulk_create(runs)
+    refresh_rollups(window.start, window.end - timedelta(minutes=1))
+    before = capacity_report.completeness_section(window, {})
+
+    retention.prune_raw()
+    assert not CollectorRun.objects.exists()
+
+    after = capacity_report.completeness_section(window, {})
+    assert after == before
+    (source,) = after.sources
+    assert source.stale_h == pytest.approx(115 / 60, abs=0.01)  # 10:05 (the last round + 10 min) to 12:00
