@@ -482,6 +482,8 @@ GPUPORTAL_GOVERNANCE_BUSY_RETRIES = env.int("GPUPORTAL_GOVERNANCE_BUSY_RETRIES",
 GPUPORTAL_DEMO_SPEEDUP = env.float("GPUPORTAL_DEMO_SPEEDUP", default=6.0)  # trace seconds per real second
 # 1: this database is a throwaway demo, so demo_setup may create admin/admin in it (make demo passes a flag).
 GPUPORTAL_DEMO = env.bool("GPUPORTAL_DEMO", default=False)
+# Raw scrape rows (usage and fragmentation samples, collector and governance runs) are kept this many days until an
+# admin sets the period (HistoryRetention in the admin, audited); hourly and daily rollups are kept for ever.
 GPUPORTAL_SAMPLE_RETENTION_DAYS = env.int("GPUPORTAL_SAMPLE_RETENTION_DAYS", default=14)
 GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:8000")  # links in alert and report emails
 # Quota request periods (issue 16): the longest period, the farthest a start may lie ahead, the most it may be
@@ -520,6 +522,8 @@ CELERY_BEAT_SCHEDULE = {
     "purge-idempotency-keys": {"task": "scheduling.tasks.purge_idempotency_keys", "schedule": crontab(minute=17)},
     "prune-admission-decisions": {"task": "scheduling.tasks.prune_admission_decisions", "schedule": crontab(minute=41)},
     "prune-expander-decisions": {"task": "scheduling.tasks.prune_expander_decisions", "schedule": crontab(minute=43)},
+    # Raw scrape rows past the admin's retention (HistoryRetention; rollups stay), in batches: an hour's rows a run.
+    "prune-raw-history": {"task": "scheduling.tasks.prune_raw_history", "schedule": crontab(minute=47)},
     # Mondays 07:00 in TIME_ZONE (CELERY_TIMEZONE): last week's capacity report, built and mailed once.
     "weekly-capacity-report": {
         "task": "scheduling.tasks.weekly_capacity_report",

@@ -12,6 +12,7 @@ from simple_history.admin import SimpleHistoryAdmin
 from . import models
 from .forms import StorableJSONField
 from .limits import COMMENT_MAX_CHARS
+from .selectors import retention
 from .services import governance, report_delivery
 from .services import orchestrators as orchestrator_access
 from .services.accounts import tokens_revoked_message
@@ -171,6 +172,25 @@ class PoolPolicyAdmin(AuditedAdmin):
         "lendable",
         "enabled",
     )
+
+
+@admin.register(models.HistoryRetention)
+class HistoryRetentionAdmin(AuditedAdmin):
+    """One row: how long raw scrape rows are kept (services/retention.py prunes them hourly, rollups stay).
+    Saved with the reason, like every other policy edit; the model's ``clean`` names the field and the rule."""
+
+    list_display = ("raw_days", "pruned_before")
+    readonly_fields = ("pruned_before",)
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and not models.HistoryRetention.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # without the row the default period applies: a change of policy, so edit it instead
+
+    def save_model(self, request, obj, form, change):
+        obj.pk = retention.SINGLETON
+        super().save_model(request, obj, form, change)
 
 
 class DecidedElsewhereAdmin(HistoryAdmin):

@@ -4,12 +4,36 @@ import django_tables2 as tables
 from django.template.defaultfilters import date as date_filter
 from django.urls import reverse
 from django.utils.html import format_html
+from django_tables2 import utils as tables_utils
 
 from scheduling.models import CapacityReport, LedgerFinding, QuotaGrant, QuotaRequest, Workload
 from scheduling.selectors.audit_log import KINDS, action_label
 from scheduling.templatetags.durations import duration
 
 ATTRS = {"class": "grid"}
+
+_read_signature = tables_utils.signature
+_SIGNATURES: dict[tuple[object, bool], tuple[tuple[str, ...], str | None]] = {}
+_SIGNATURES_KEPT = 2048  # functions made per request (a lambda in a view) must not grow it for ever
+
+
+def _signature(fn) -> tuple[tuple[str, ...], str | None]:
+    """django-tables2 reads ``inspect.signature`` of a cell's render method for every cell it draws (a tenth of a
+    50-row table's CPU); a function's signature does not change, so it is read once per function (and per
+    bound or not: binding drops ``self``). Same answer as django-tables2's own ``signature``."""
+    key = (getattr(fn, "__func__", fn), getattr(fn, "__self__", None) is not None)
+    try:
+        found = _SIGNATURES.get(key)
+    except TypeError:  # an unhashable callable
+        return _read_signature(fn)
+    if found is None:
+        if len(_SIGNATURES) >= _SIGNATURES_KEPT:
+            _SIGNATURES.clear()
+        found = _SIGNATURES[key] = _read_signature(fn)
+    return found
+
+
+tables_utils.signature = _signature  # call_with_appropriate looks it up in its module at each call
 
 
 class DateTimeColumn(tables.DateTimeColumn):

@@ -26,6 +26,7 @@ from scheduling.services import (
     rebalance,
     reclaim,
     report_delivery,
+    retention,
     simulation_runs,
     table_changes,
     whatif,
@@ -104,6 +105,13 @@ def prune_admission_decisions() -> int:
 def prune_expander_decisions() -> int:
     """The gpu-priority-expander's answers are kept GPUPORTAL_EXPANDER_RETENTION_DAYS (services/expander.prune)."""
     return expander.prune(timezone.now())
+
+
+@shared_task(acks_late=True)
+def prune_raw_history() -> dict[str, int]:
+    """Raw scrape rows older than the admin's retention go, in batches; rollups stay (services/retention.py).
+    Cut short by its time limit it has still committed every batch done: the next run goes on from there."""
+    return retention.prune_raw(timezone.now())
 
 
 @shared_task(acks_late=True)

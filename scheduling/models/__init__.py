@@ -22,6 +22,7 @@ from .pools import NodeMove, PoolPolicy, RebalancePlan
 from .quota import CapacityLock, QuotaGrant, QuotaRequest
 from .reclaim import ReclaimPlan
 from .reports import CapacityReport, ReportSubscription
+from .retention import HistoryRetention
 from .teams import ExternalIdentity, GroupMapping, Membership, Queue, Team, TeamTree
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "FleetHost",
     "FragmentationSample",
     "GroupMapping",
+    "HistoryRetention",
     "IdempotencyKey",
     "IdentityOverride",
     "LedgerFinding",

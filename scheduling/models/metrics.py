@@ -23,7 +23,16 @@ class UsageSample(models.Model):
     interval_s = models.FloatField(default=30, help_text="Seconds this sample stands for (the round length)")
 
     class Meta:
-        indexes = [models.Index(fields=["taken_at"]), models.Index(fields=["team", "taken_at"])]
+        indexes = [
+            models.Index(fields=["taken_at"]),
+            models.Index(fields=["team", "taken_at"]),
+            # Each pool's latest measured sample (the overview's busy GPUs, /metrics): one probe per orchestrator.
+            models.Index(
+                fields=["orchestrator", "-taken_at"],
+                name="usage_pool_measured",
+                condition=models.Q(team__isnull=True, gpus_busy__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.taken_at:%Y-%m-%d %H:%M} {self.orchestrator_id}/{self.team_id}"

@@ -12,10 +12,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Max, Q, Sum
+from django.db.models import OuterRef, Subquery, Sum
 from django.utils import timezone
 
-from scheduling.models import UsageRollup, UsageSample, WorkloadUtilisation
+from scheduling.models import Orchestrator, UsageRollup, UsageSample, WorkloadUtilisation
 
 HOURLY_MAX_SPAN = timedelta(days=31)
 
@@ -71,17 +71,14 @@ def _measured_rollups(since: datetime, until: datetime):
 
 
 def pool_busy_latest() -> dict[str, float]:
-    """Busy GPUs per pool in its latest *measured* sample (the newest samples wait for metrics)."""
-    latest = (
-        UsageSample.objects.filter(team__isnull=True, gpus_busy__isnull=False)
-        .values("orchestrator_id")
-        .annotate(at=Max("taken_at"))
-    )
-    match = Q(pk__in=[])
-    for row in latest:
-        match |= Q(orchestrator_id=row["orchestrator_id"], taken_at=row["at"])
-    rows = UsageSample.objects.filter(match, team__isnull=True).values_list("orchestrator__name", "gpus_busy")
-    return dict(rows)
+    """Busy GPUs per pool in its latest *measured* sample (the newest samples wait for metrics).
+
+    One index probe per orchestrator (``usage_pool_measured``): a MAX over every pool sample grew with the raw
+    history kept, 58 ms at two days and 10,000 GPUs, and would be ~400 ms at the default fourteen."""
+    latest = UsageSample.objects.filter(orchestrator=OuterRef("pk"), team__isnull=True, gpus_busy__isnull=False)
+    busy = Subquery(latest.order_by("-taken_at").values("gpus_busy")[:1])
+    rows = Orchestrator.objects.order_by("name").annotate(busy=busy).filter(busy__isnull=False)
+    return dict(rows.values_list("name", "busy"))
 
 
 def busy_now() -> float | None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Count, OuterRef, Q, Subquery, Sum
 
 from scheduling.engine.calendar import PolicyRule
@@ -33,6 +34,7 @@ from scheduling.models import (
 from scheduling.selectors import busy, fragmentation_trend, ledger, usage
 from scheduling.selectors.db_time import SecondsBetween
 from scheduling.selectors.pool_policies import rule_of
+from scheduling.selectors.retention import pruned_before
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class SourceRuns:
 
 def source_runs(since: datetime, until: datetime) -> list[SourceRuns]:
     """Every enabled source, with when it was registered: its first history record (``save_audited`` and
-    every save write one) or its first scrape, whichever is earlier (rows imported with older scrapes)."""
+    every save write one) or its first scrape, whichever is earlier (rows imported with older scrapes). Rounds
+    before the last prune of raw history are read from the hourly rollups (``_runs_from_rollups``)."""
     before = CollectorRun.objects.filter(orchestrator=OuterRef("pk"), ok=True, started_at__lt=since)
     first_record = Orchestrator.history.filter(id=OuterRef("pk")).order_by("history_date").values("history_date")
     first_run = CollectorRun.objects.filter(orchestrator=OuterRef("pk")).order_by("started_at").values("started_at")
@@ -58,8 +61,12 @@ def source_runs(since: datetime, until: datetime) -> list[SourceRuns]:
         first_run=Subquery(first_run[:1]),
     )
     runs: dict[int, list[tuple[datetime, bool]]] = defaultdict(list)
+    pruned = pruned_before()
+    kept_from = since if pruned is None else max(since, min(pruned, until))
+    if kept_from > since:
+        _runs_from_rollups(runs, since, kept_from)
     for orch_id, started, ok in (
-        CollectorRun.objects.filter(started_at__gte=since, started_at__lt=until)
+        CollectorRun.objects.filter(started_at__gte=kept_from, started_at__lt=until)
         .order_by("started_at")
         .values_list("orchestrator_id", "started_at", "ok")
     ):
@@ -68,6 +75,24 @@ def source_runs(since: datetime, until: datetime) -> list[SourceRuns]:
         SourceRuns(o.name, o.kind, o.last_ok_before, runs.get(o.pk, []), _earliest(o.first_record, o.first_run))
         for o in orchestrators.order_by("name")
     ]
+
+
+def _runs_from_rollups(runs: dict[int, list[tuple[datetime, bool]]], since: datetime, until: datetime) -> None:
+    """Successful rounds as the hourly pool rollups remember them, where the collector runs were pruned
+    (services/retention.py): a round every ``GPUPORTAL_ROUND_SECONDS`` over the part of each hour its samples
+    covered (``covered_s``), from the hour's start. So a gap in collection stays a gap (placed at the end of its
+    hour); failed attempts left no sample and are not known."""
+    step = timedelta(seconds=settings.GPUPORTAL_ROUND_SECONDS)
+    hours = (
+        UsageRollup.objects.filter(
+            resolution=UsageRollup.Resolution.HOUR, team__isnull=True, period_start__gte=since, period_start__lt=until
+        )
+        .order_by("period_start")
+        .values_list("orchestrator_id", "period_start", "covered_s")
+    )
+    for orch_id, start, covered in hours:
+        rounds = int(min(covered, 3600.0) // step.total_seconds())
+        runs[orch_id].extend((start + step * i, True) for i in range(rounds) if start + step * i < until)
 
 
 def _earliest(*moments: datetime | None) -> datetime | None:

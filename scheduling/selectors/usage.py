@@ -16,6 +16,7 @@ from scheduling.models import (
 )
 from scheduling.selectors.db_time import SecondsBetween
 from scheduling.selectors.fleet import GANG_SHAPES
+from scheduling.selectors.retention import raw_kept_since
 from scheduling.selectors.teams import TeamNow, teams_now
 
 # --------------------------------------------------------------------------------------------------
@@ -40,17 +41,21 @@ class Point:
     pending: float
 
 
-def series_resolution(since: datetime, until: datetime, raw_max: timedelta = RAW_MAX_SPAN) -> str:
-    """'raw' samples for short windows, then hourly rollups, then daily ones (a year is 365 points)."""
+def series_resolution(
+    since: datetime, until: datetime, raw_max: timedelta = RAW_MAX_SPAN, raw_since: datetime | None = None
+) -> str:
+    """'raw' samples for short windows whose raw rows are still kept (from ``raw_since`` on), then hourly
+    rollups, then daily ones (a year is 365 points). A short window older than the retention reads hourly
+    rollups: its raw rows are pruned, or about to be, and the page must not change when they go."""
     span = until - since
-    if span <= raw_max:
+    if span <= raw_max and (raw_since is None or since >= raw_since):
         return "raw"
     return UsageRollup.Resolution.HOUR if span <= HOURLY_MAX_SPAN else UsageRollup.Resolution.DAY
 
 
 def _series_rows(filters: Q, key: str, since: datetime, until: datetime, raw_max: timedelta):
     """(key, time, total, allocated, busy, pending) averaged per step and summed over the rows of a key."""
-    resolution = series_resolution(since, until, raw_max)
+    resolution = series_resolution(since, until, raw_max, raw_kept_since() if until - since <= raw_max else None)
     if resolution == "raw":
         rows = (
             UsageSample.objects.filter(filters, taken_at__gte=since, taken_at__lte=until)

@@ -24,10 +24,9 @@ from .accounting import sync_accounting
 from .audit import save_audited
 from .busy import scrape_busy
 from .demo import run_demo_round
-from .fragmentation import prune_fragmentation_samples, record_fragmentation_sample
+from .fragmentation import record_fragmentation_sample
 from .ingest import ingest_snapshot, record_failure
 from .ledger import evaluate_quietly
-from .metrics import prune_samples
 from .orchestrators import build_collector, configure, masked, option, secret_of
 
 
@@ -153,8 +152,8 @@ def round_lease_length() -> timedelta:
 def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
     """One round: the demo federation advances in-process; each real orchestrator's scrape (but those a watch
     process collects: services/kubernetes_watch.py) is handed to ``enqueue_scrape`` (its own task). The round's
-    fragmentation sample is the fleet as stored now (real sources as of their latest scrape); samples past the
-    retention are pruned.
+    fragmentation sample is the fleet as stored now (real sources as of their latest scrape). Raw rows past the
+    retention are pruned by their own task (services/retention.py), in batches.
 
     One round at a time: rounds a worker outage queued up, or a redelivered one, skip while another holds
     the round's lease (two at once advanced the demo twice over one window and raced on its rollups)."""
@@ -167,6 +166,4 @@ def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
         unwatched = real_orchestrators().exclude(watched_until__gt=timezone.now())
         for orchestrator_id in unwatched.values_list("pk", flat=True):
             enqueue_scrape(orchestrator_id)
-        prune_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
-        prune_fragmentation_samples(settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
         return result

@@ -62,8 +62,3 @@ def _near(ascending: list[datetime], moment: datetime, within: timedelta) -> boo
     index = bisect_left(ascending, moment - within)
     return index < len(ascending) and ascending[index] < moment + within
 
-
-def prune_fragmentation_samples(keep_days: int, now: datetime | None = None) -> int:
-    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
-    deleted, _ = FragmentationSample.objects.filter(taken_at__lt=cutoff).delete()
-    return deleted

@@ -8,6 +8,7 @@ from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from scheduling.models import UsageRollup, UsageSample, Workload
+from scheduling.selectors.retention import pruned_before
 
 from .capacity import lock_capacity
 
@@ -30,11 +31,19 @@ def refresh_rollups(start: datetime, end: datetime) -> int:
 
     A rollup row sums every source's samples of its period, so two sources' scrapes (or two rounds) rebuild
     the same rows: without the lock, the second's insert met the first's committed rows on the unique
-    constraint (issue 36, Medium 10). Under it each rebuild deletes what the one before wrote."""
+    constraint (issue 36, Medium 10). Under it each rebuild deletes what the one before wrote.
+
+    Periods that began before the last prune's cutoff are left as they are: their raw samples are gone (or
+    partly gone), and a rebuild from what is left would shrink the record (services/retention.py)."""
     lock_capacity("usage-rollups")  # until the transaction ends: one rebuild at a time
+    pruned = pruned_before()
     written = 0
     for resolution, trunc, step in RESOLUTIONS:
         low, high = _period_floor(start, step), _period_floor(end, step) + step
+        if pruned is not None:
+            low = max(low, _period_ceil(pruned, step))
+        if low >= high:
+            continue
         totals = (
             UsageSample.objects.filter(taken_at__gte=low, taken_at__lt=high)
             .annotate(period=trunc("taken_at"))
@@ -99,12 +108,13 @@ def _add_unsampled_jobs(rows: dict, resolution: str, step: timedelta, low: datet
             period = _next_period(period, step)
 
 
+def _period_ceil(moment: datetime, step: timedelta) -> datetime:
+    """The start of the first whole period at or after ``moment``."""
+    floor = _period_floor(moment, step)
+    return floor if floor == moment else _next_period(floor, step)
+
+
 def _next_period(period: datetime, step: timedelta) -> datetime:
     """The next hour, or the next local day (a day is 23 or 25 hours across a DST change)."""
     return _period_floor(period + step + timedelta(hours=2), step) if step >= timedelta(days=1) else period + step
 
-
-def prune_samples(keep_days: int, now: datetime | None = None) -> int:
-    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
-    deleted, _ = UsageSample.objects.filter(taken_at__lt=cutoff).delete()
-    return deleted

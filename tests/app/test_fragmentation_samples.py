@@ -20,9 +20,9 @@ from scheduling.models import FragmentationSample, Node, Workload
 from scheduling.selectors.fragmentation_trend import fragmentation_trend
 from scheduling.services.fragmentation import (
     backfill_fragmentation,
-    prune_fragmentation_samples,
     record_fragmentation_sample,
 )
+from scheduling.services.retention import prune_raw
 
 pytestmark = pytest.mark.django_db
 
@@ -145,7 +145,7 @@ def test_samples_older_than_the_retention_are_pruned(fleet):
     now = timezone.now()
     _sample(now - timedelta(days=20), fragmented=1.0)
     _sample(now - timedelta(days=2), fragmented=2.0)
-    assert prune_fragmentation_samples(14, now) == 1
+    assert prune_raw(now)["fragmentationsample"] == 1  # the default period, 14 days
     assert list(FragmentationSample.objects.values_list("gpus_fragmented", flat=True)) == [2.0]
 
 

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.browser
 
 
 def test_a_report_not_sent_yet_says_so(session, federation):
+    from scheduling.reports.capacity import Window
     from scheduling.services import report_delivery
-    from scheduling.services.capacity_report import Window
 
     now = timezone.now()
     report_delivery.generate_report(Window(now - timezone.timedelta(days=7), now, "UTC"))

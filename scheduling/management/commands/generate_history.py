@@ -46,8 +46,9 @@ BATCH = 5000
 
 
 def fast_insert(objects: list) -> None:
-    """Plain multi-row INSERTs for model instances (no per-value field preparation, no returned ids):
-    ``bulk_create`` spends most of its time preparing values, which matters at a million rows."""
+    """Rows for model instances with no per-value field preparation and no returned ids: COPY on PostgreSQL,
+    plain multi-row INSERTs elsewhere. ``bulk_create`` spends most of its time preparing values, which matters
+    at a million rows; COPY writes a year for 10,000 GPUs several times faster than INSERTs."""
     if not objects:
         return
     model, ops = type(objects[0]), connection.ops
@@ -73,6 +74,12 @@ def fast_insert(objects: list) -> None:
             row.append(adapt(value) if adapt is not None and value is not None else value)
         rows.append(row)
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            copy_sql = f"COPY {ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
+            with cursor.cursor.copy(copy_sql) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
         for start in range(0, len(rows), BATCH):
             cursor.executemany(sql, rows[start : start + BATCH])
 

@@ -44,6 +44,7 @@ from scheduling.engine.governance_state import (
 from scheduling.engine.governance_types import RayPoolBounds
 from scheduling.engine.types import OrchestratorKind
 from scheduling.models import AppliedObject, DriftFinding, EnforcementPlan, EnforcementRun, Orchestrator
+from scheduling.selectors.retention import raw_kept_since
 
 from .. import entitlement_split
 from .. import orchestrators as orchestrator_access
@@ -369,7 +370,8 @@ def reconcile_requested(requested_at: datetime) -> list[OrchestratorRound] | Non
 
 
 def prune_runs(now: datetime) -> int:
-    """Rounds older than the sample retention go (one per round and orchestrator adds up); audit rows stay."""
-    cutoff = now - timedelta(days=settings.GPUPORTAL_SAMPLE_RETENTION_DAYS)
+    """Rounds older than the raw-history retention go (one per round and orchestrator adds up); audit rows stay.
+    The retention task prunes them too, in batches (services/retention.py); this keeps a round's own table short."""
+    cutoff = raw_kept_since(now)
     deleted, _ = EnforcementRun.objects.filter(started_at__lt=cutoff).delete()
     return deleted
