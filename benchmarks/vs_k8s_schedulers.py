@@ -31,11 +31,12 @@ bound in part and the GPUs they hold, GPUs in use / the cluster's (utilisation),
 last pod bound) and the median/p95 of each Job's time from creation to its last member bound. Times come from a
 watch on the namespace's pods (monotonic clock at each event), not from polling.
 
-Then ``measure: gang_latency`` lines, one per mode: the seed's claim that "gang scheduling adds 200-800 ms per
-pod", measured on the gang path that runs here, Kueue's (Volcano is not served by the Go module proxy). The same
-Philly gangs, asking for half the cluster so all fit at once (equal load, no waiting for capacity), submitted
-together to the empty cluster under each mode, ``--gang-rounds`` times in rotated order. Per pod: its Job's
-creation -> the pod bound, p50/p95; the pod's own creation -> bound; per gang: creation -> last member bound;
+Then ``measure: gang_latency`` lines, one per mode and way of submitting: the seed's claim that "gang scheduling
+adds 200-800 ms per pod", measured on the gang path that runs here, Kueue's (Volcano is not served by the Go module
+proxy). The same Philly gangs, asking for half the cluster so all fit at once (equal load, no waiting for
+capacity), on the empty cluster under each mode, ``--gang-rounds`` times in rotated order, submitted together and
+one by one (each Job once the previous one's pods are bound). Per pod: its Job's creation -> the pod bound,
+p50/p95; the pod's own creation -> bound; per gang: creation -> last member bound;
 ``overhead_vs_kube_scheduler_ms`` = the median per pod minus kube-scheduler's. Figures, never assertions; the
 machine is shared (load in each line).
 """
@@ -256,10 +257,11 @@ class PodWatch(threading.Thread):
             self.last_change = now
 
 
-def run_jobs(fixture: Fixture, namespace: str, mode: str, jobs: list[Request], all_fit: bool) -> tuple:
+def run_jobs(fixture: Fixture, namespace: str, mode: str, jobs: list[Request], all_fit: bool,
+             one_by_one: bool = False) -> tuple:
     """Submit ``jobs`` in ``mode`` to a new namespace and watch until every pod is bound (``all_fit``) or no
-    pod has been bound for IDLE_S; returns (the watch, each Job's creation time, the start). Deletes the
-    namespace after."""
+    pod has been bound for IDLE_S; ``one_by_one`` waits for each Job's pods to be bound (at most IDLE_S)
+    before it creates the next. Returns (the watch, each Job's creation time, the start)."""
     core, batch = k8s.CoreV1Api(fixture.admin), k8s.BatchV1Api(fixture.admin)
     queue, tas = MODES[mode]
     core.create_namespace({"metadata": {"name": namespace}})
@@ -274,6 +276,10 @@ def run_jobs(fixture: Fixture, namespace: str, mode: str, jobs: list[Request], a
     for request in jobs:
         created[request.id] = time.monotonic()
         batch.create_namespaced_job(namespace, job_body(request, queue, tas))
+        while one_by_one and time.monotonic() - created[request.id] < IDLE_S:
+            if sum(pods.job_of[pod] == request.id for pod in list(pods.bound)) == request.members:
+                break
+            time.sleep(0.02)
     members = sum(request.members for request in jobs)
     while time.monotonic() - max(pods.last_change, created[jobs[-1].id]) < IDLE_S:
         if all_fit and len(pods.bound) == members:
@@ -355,35 +361,44 @@ def cluster_figures(jobs: list[Request], pods: PodWatch, created: dict[str, floa
 
 def gang_latency(fixture: Fixture, gangs: list[Request], rounds: int) -> list[dict]:
     """The gang path's cost per pod: the same gangs, all fitting at once on the empty cluster (equal load),
-    submitted together under each mode, ``rounds`` times in rotated order. Per pod: its Job's creation ->
-    the pod bound (``pod_bound``), and the pod's own creation -> bound (``pod_created_to_bound``: Kueue
-    creates no pod before it admits the Job). ``overhead_vs_kube_scheduler_ms``: the difference of the
+    under each mode, ``rounds`` times in rotated order, submitted two ways: ``together`` (all Jobs at once:
+    Kueue admits the heads of its queue cycle by cycle, so later gangs wait for earlier ones) and ``one by
+    one`` (each Job once the previous one's pods are bound: the path's own latency). Per pod: its Job's
+    creation -> the pod bound (``pod_bound``), and the pod's own creation -> bound (``pod_created_to_bound``:
+    Kueue creates no pod before it admits the Job). ``overhead_vs_kube_scheduler_ms``: the difference of the
     medians per pod, the figure to hold against the seed's "gang scheduling adds 200-800 ms per pod"."""
-    samples: dict[str, dict[str, list[float]]] = {mode: {"bound": [], "created": [], "gang": []} for mode in MODES}
-    order = list(MODES)
-    for round_no in range(rounds):
-        for mode in order[round_no % len(order):] + order[:round_no % len(order)]:
-            namespace = f"gl-{round_no}-{mode.replace('_', '-')}"
-            pods, created, _ = run_jobs(fixture, namespace, mode, gangs, all_fit=True)
-            last_bound: dict[str, float] = {}
-            for pod, at in pods.bound.items():
-                samples[mode]["bound"].append(at - created[pods.job_of[pod]])
-                samples[mode]["created"].append(at - pods.seen[pod])
-                last_bound[pods.job_of[pod]] = max(at, last_bound.get(pods.job_of[pod], at))
-            samples[mode]["gang"] += [at - created[job] for job, at in last_bound.items()]
-            delete_namespace(fixture, namespace)
-    base = statistics.median(samples["kube-scheduler"]["bound"])
     lines = []
-    for mode, found in samples.items():
-        lines.append({
-            "measure": "gang_latency", "scheduler": mode, "rounds": rounds, "gangs": len(gangs),
-            "pods": len(found["bound"]) // rounds, "pods_expected": sum(g.members for g in gangs),
-            "pod_bound_p50_s": quantile(found["bound"], 0.5), "pod_bound_p95_s": quantile(found["bound"], 0.95),
-            "pod_created_to_bound_p50_s": quantile(found["created"], 0.5),
-            "gang_bound_p50_s": quantile(found["gang"], 0.5), "gang_bound_p95_s": quantile(found["gang"], 0.95),
-            "overhead_vs_kube_scheduler_ms": round(1000 * (statistics.median(found["bound"]) - base)),
-        })
+    for submitted in ("together", "one by one"):
+        samples = {mode: {"bound": [], "created": [], "gang": []} for mode in MODES}
+        order = list(MODES)
+        for round_no in range(rounds):
+            for mode in order[round_no % len(order):] + order[:round_no % len(order)]:
+                namespace = f"gl-{round_no}-{submitted.replace(' ', '')}-{mode.replace('_', '-')}"
+                pods, created, _ = run_jobs(fixture, namespace, mode, gangs, all_fit=True,
+                                            one_by_one=submitted == "one by one")
+                add_latency_samples(samples[mode], pods, created)
+                delete_namespace(fixture, namespace)
+        base = statistics.median(samples["kube-scheduler"]["bound"])
+        for mode, found in samples.items():
+            lines.append({
+                "measure": "gang_latency", "submitted": submitted, "scheduler": mode, "rounds": rounds,
+                "gangs": len(gangs), "pods": len(found["bound"]) // rounds,
+                "pods_expected": sum(g.members for g in gangs),
+                "pod_bound_p50_s": quantile(found["bound"], 0.5), "pod_bound_p95_s": quantile(found["bound"], 0.95),
+                "pod_created_to_bound_p50_s": quantile(found["created"], 0.5),
+                "gang_bound_p50_s": quantile(found["gang"], 0.5), "gang_bound_p95_s": quantile(found["gang"], 0.95),
+                "overhead_vs_kube_scheduler_ms": round(1000 * (statistics.median(found["bound"]) - base)),
+            })
     return lines
+
+
+def add_latency_samples(samples: dict[str, list[float]], pods: PodWatch, created: dict[str, float]) -> None:
+    last_bound: dict[str, float] = {}
+    for pod, at in pods.bound.items():
+        samples["bound"].append(at - created[pods.job_of[pod]])
+        samples["created"].append(at - pods.seen[pod])
+        last_bound[pods.job_of[pod]] = max(at, last_bound.get(pods.job_of[pod], at))
+    samples["gang"] += [at - created[job] for job, at in last_bound.items()]
 
 
 def fgd_fragmented(used: dict[str, float], jobs: list[Request], nodes: int) -> float:
