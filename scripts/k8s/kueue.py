@@ -87,11 +87,28 @@ def config_file(state: Path, webhook_port: int, health_port: int) -> Path:
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": FRAMEWORKS},
         # The visibility API is an aggregated apiserver the fixture has no Service to route to.
-        "featureGates": {"VisibilityOnDemand": False},
+        # Topology-aware scheduling is Beta and on by default since v0.14 (pkg/features/kube_features.go);
+        # named here so the fixture does not hang on a default a bump could change (tests/kueue_live's TAS test
+        # and benchmarks/vs_k8s_schedulers.py's kueue_tas line need it).
+        "featureGates": {"VisibilityOnDemand": False, "TopologyAwareScheduling": True},
     }
     path = state / "kueue" / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def tas_bodies(topology: str, flavor: str, levels: list[str], node_labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The site admin's part of topology-aware scheduling (Kueue's docs): a ``Topology`` naming the node labels
+    of each level, outermost first, ``kubernetes.io/hostname`` last (so Kueue assigns each pod its node), and a
+    ResourceFlavor with that ``topologyName``. Its ``nodeLabels`` (at least one is required with a topology)
+    choose the nodes the topology covers. Workloads admitted to the flavor are placed by TAS: their pods carry
+    the scheduling gate ``kueue.x-k8s.io/topology`` until Kueue's ungater gives each its node selector."""
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": topology},
+         "spec": {"levels": [{"nodeLabel": label} for label in levels]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor},
+         "spec": {"nodeLabels": node_labels, "topologyName": topology}},
+    ]
 
 
 def _apply(create, replace, read, body: dict[str, Any], *args: Any) -> None:

@@ -52,8 +52,9 @@ def session_env() -> dict[str, str]:
     }
 
 
-def load_seed() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpuportal_k8s_seed", SCRIPTS / "seed.py")
+def load_script(stem: str) -> ModuleType:
+    """A fixture script of scripts/k8s (not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(f"gpuportal_k8s_{stem}", SCRIPTS / f"{stem}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -61,7 +62,7 @@ def load_seed() -> ModuleType:
     return module
 
 
-seed = load_seed()
+seed = load_script("seed")
 
 
 def require_fixture() -> None:

@@ -1,8 +1,9 @@
 """A live Kubernetes fixture with Kueue admitting Jobs: scripts/k8s/start.sh (kube-apiserver, etcd,
 kube-scheduler, kube-controller-manager with its job controller, KWOK) plus Kueue's controller-manager started
 by scripts/k8s/kueue.py, out of cluster, with its webhooks on loopback. Its own cluster (not the seeded fleet
-of tests/k8s_live): 4 KWOK nodes x 8 GPUs and nothing else, so the GPUs Kueue's quota governs are exactly the
-GPUs the pods can run on, and the pool the portal collects is those 32.
+of tests/k8s_live): 4 KWOK nodes x 8 GPUs in two blocks of two (``network.topology.kubernetes.io/block``) and
+nothing else, so the GPUs Kueue's quota governs are exactly the GPUs the pods can run on, and the pool the
+portal collects is those 32.
 
 Skips with a reason where it cannot run (not root, a binary not built); fails under ``CI=true``.
 """
@@ -31,6 +32,10 @@ NODES = 4
 GPUS_PER_NODE = 8
 KUEUE = ("kueue.x-k8s.io", "v1beta2")  # what Kueue stores; the portal writes v1beta1 through its conversion webhook
 FLAVOR = "default-flavor"  # GovOrchestrator.kueue_flavor's default
+
+
+def block_of(node_index: int) -> str:
+    return f"leaf{1 + node_index // 2}"
 
 
 def free_low_port() -> int:
@@ -88,7 +93,8 @@ def kueue_cluster() -> Iterator[KueueCluster]:
     passed = False
     try:
         seed.grant_portal_role(admin)
-        nodes = [seed.node_body(f"kq{index:02d}", "leaf1", GPUS_PER_NODE) for index in range(NODES)]
+        # two blocks of two nodes (kq00, kq01 in leaf1; kq02, kq03 in leaf2): what topology-aware scheduling places in
+        nodes = [seed.node_body(f"kq{index:02d}", block_of(index), GPUS_PER_NODE) for index in range(NODES)]
         seed.register_nodes(k8s.CoreV1Api(admin), nodes)
         started = time.monotonic()
         kueue = subprocess.run([sys.executable, str(SCRIPTS / "kueue.py"), "start", str(state)], env=env,
