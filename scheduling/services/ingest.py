@@ -103,14 +103,19 @@ NODE_COUNTERS = [
 
 def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...], now: datetime) -> None:
     """A new node is created with history, a change of owner saved with history; counters that changed
-    are written in bulk without history, and ``last_seen_at`` of the rest set in one update."""
+    are written in bulk without history, and ``last_seen_at`` of the rest set in one update.
+
+    Names are matched within the orchestrator's ``node_domain`` only: there a known name under a new owner is
+    the same machine moved (its row, history and pinning kept); in another domain it is another machine."""
     names = [o.name for o in observed]
-    existing = {n.name: n for chunk in chunks(names) for n in Node.objects.filter(name__in=chunk)}
+    domain = orchestrator.node_domain
+    in_domain = Node.objects.filter(domain=domain)
+    existing = {n.name: n for chunk in chunks(names) for n in in_domain.filter(name__in=chunk)}
     new_nodes: list[Node] = []
     changed: list[Node] = []
     unchanged: list[int] = []
     for seen in observed:
-        node = existing.get(seen.name) or Node(name=seen.name)
+        node = existing.get(seen.name) or Node(name=seen.name, domain=domain)
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
         if node.pk is not None and is_new_owner and _released(seen):
             continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
@@ -129,7 +134,8 @@ def _upsert_nodes(orchestrator: Orchestrator, observed: tuple[ObservedNode, ...]
     write_rows(Node, changed, [*NODE_COUNTERS, "last_seen_at"])
     for chunk in chunks(unchanged):
         Node.objects.filter(pk__in=chunk).update(last_seen_at=now)
-    gone = Node.objects.filter(orchestrator=orchestrator).exclude(name__in=names)
+    # Also the rows of a domain the orchestrator was moved out of: its machines are listed under the new one now.
+    gone = Node.objects.filter(orchestrator=orchestrator).exclude(domain=domain, name__in=names)
     gone.update(state=Node.State.DOWN, gpu_allocated=0)
 
 

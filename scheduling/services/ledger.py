@@ -37,6 +37,7 @@ from scheduling.models import (
     RebalancePlan,
     SourceView,
     Workload,
+    node_key,
 )
 from scheduling.selectors.rebalance import rebalance_settings
 
@@ -183,7 +184,7 @@ def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> N
 
 
 def _hosts() -> list[engine.Host]:
-    recorded = {n.name: n for n in Node.objects.select_related("orchestrator")}
+    recorded = {n.key: n for n in Node.objects.select_related("orchestrator")}
     expected = _expected_owners()
     hosts = []
     for host in FleetHost.objects.all():
@@ -208,9 +209,9 @@ def _expected_owners() -> dict[str, tuple[str, str]]:
     moves = (
         NodeMove.objects.filter(state=NodeMove.State.MOVED, plan__state=RebalancePlan.State.APPLIED)
         .order_by("updated_at")
-        .values_list("node__name", "target__name", "plan_id")
+        .values_list("node__domain", "node__name", "target__name", "plan_id")
     )
-    return {name: (target, f"plan #{plan} applied") for name, target, plan in moves}
+    return {node_key(domain, name): (target, f"plan #{plan} applied") for domain, name, target, plan in moves}
 
 
 def _aliases() -> list[engine.Alias]:
@@ -234,12 +235,14 @@ def _sources(now: datetime) -> list[engine.Source]:
     orchestrators = list(Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS))
     views: dict[int, list[engine.SourceView]] = defaultdict(list)
     names = {o.pk: o.name for o in orchestrators}
+    # A source names its nodes bare; outside the shared domain they are other machines than the same names there.
+    domains = {o.pk: o.node_domain for o in orchestrators}
     rows = SourceView.objects.filter(orchestrator__in=orchestrators).values_list(*VIEW_FIELDS, "gpu_uuids")
     for orch_id, name, schedulable, total, allocated, backed, state, why_not, uuids in rows.iterator(chunk_size=5000):
         views[orch_id].append(
             engine.SourceView(
                 orchestrator=names[orch_id],
-                name=name,
+                name=node_key(domains[orch_id], name),
                 schedulable=schedulable,
                 gpu_total=total,
                 gpu_allocated=allocated,
@@ -270,15 +273,15 @@ def _steps() -> list[engine.PlanStep]:
         engine.PlanStep(
             move_id=pk,
             plan_id=plan_id,
-            node=node,
+            node=node_key(domain, node),
             source=source,
             target=target,
             state=state,
             since=_epoch(since),
             timeout_s=timeout,
         )
-        for pk, plan_id, node, source, target, state, since in moves.values_list(
-            "pk", "plan_id", "node__name", "source__name", "target__name", "state", "updated_at"
+        for pk, plan_id, domain, node, source, target, state, since in moves.values_list(
+            "pk", "plan_id", "node__domain", "node__name", "source__name", "target__name", "state", "updated_at"
         )
     ]
 
@@ -396,12 +399,14 @@ def adopt_hosts(*, by=None, reason: str = "adopted from what the orchestrators r
     identity = engine.Identity(_hosts(), _aliases())
     seen: dict[str, SourceView] = {}
     for view in SourceView.objects.select_related("orchestrator").filter(gpu_total__gt=0):
-        probe = engine.SourceView(view.orchestrator.name, view.name, view.schedulable, view.gpu_total)
+        key = node_key(view.orchestrator.node_domain, view.name)
+        probe = engine.SourceView(view.orchestrator.name, key, view.schedulable, view.gpu_total)
         if identity.resolve(probe) is None:
-            best = seen.get(view.name)
+            best = seen.get(key)
             if best is None or view.gpu_total > best.gpu_total:
-                seen[view.name] = view
-    models = dict(Node.objects.values_list("name", "gpu_model"))
+                seen[key] = view
+    models = {node_key(domain, name): model for domain, name, model in Node.objects.values_list(
+        "domain", "name", "gpu_model")}
     adopted = []
     for name, view in sorted(seen.items()):
         host = FleetHost(name=name, gpu_total=view.gpu_total, gpu_model=models.get(name, ""))
