@@ -94,12 +94,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds timed after the first (which creates rows)")
     parser.add_argument("--stall", type=float, default=10.0, help="seconds the stalled cluster takes to answer")
     parser.add_argument("--no-ledger", action="store_true", help="diagnosis: skip the ledger evaluation per scrape")
+    parser.add_argument("--ledger-waits", action="store_true",
+                        help="the behaviour before: every scrape waits for the lock and evaluates the ledger")
     args = parser.parse_args()
     vendor = throwaway_django("many_clusters")
-    if args.no_ledger:
-        from scheduling.services import collection
+    from scheduling.services import collection, ledger
 
-        collection.evaluate_quietly = lambda: None  # the forked processes inherit it
+    if args.no_ledger:  # the forked processes inherit the replaced function
+        collection.evaluate_after_scrape = lambda: None
+    elif args.ledger_waits:
+        collection.evaluate_after_scrape = ledger.evaluate_quietly
     from django.db import connection
 
     from scheduling.models import Node
@@ -109,7 +113,8 @@ def main() -> None:
     context = multiprocessing.get_context("fork")
     with context.Pool(args.workers) as pool:
         first = _round(pool, site)
-        common = {"bench": "many_clusters", "db": vendor, "workers": args.workers, "ledger": not args.no_ledger,
+        ledger_mode = "off" if args.no_ledger else "waits" if args.ledger_waits else "coalesced"
+        common = {"bench": "many_clusters", "db": vendor, "workers": args.workers, "ledger": ledger_mode,
                   "load_avg_1m": round(os.getloadavg()[0], 2)}
         print(json.dumps({**common, "case": "first_round", **first}), flush=True)
         for _ in range(args.rounds):

@@ -26,7 +26,7 @@ from .busy import scrape_busy
 from .demo import run_demo_round
 from .fragmentation import prune_fragmentation_samples, record_fragmentation_sample
 from .ingest import ingest_snapshot, record_failure
-from .ledger import evaluate_quietly
+from .ledger import evaluate_after_scrape
 from .metrics import prune_samples
 from .orchestrators import build_collector, configure, masked, option, secret_of
 
@@ -108,7 +108,7 @@ def scrape(orchestrator_id: int, collector_for: CollectorFor = build_collector) 
     # Finished jobs from slurmdbd, however slurmctld's scrape went: each source has its own freshness.
     sync_accounting(orchestrator)
     if orchestrator.kind != Orchestrator.Kind.PROMETHEUS:
-        evaluate_quietly()  # drift detection on every scrape (a failed one makes its source stale)
+        evaluate_after_scrape()  # drift detection on every scrape (a failed one makes its source stale)
     return ScrapeOutcome(orchestrator.name, run)
 
 

@@ -315,12 +315,15 @@ class LedgerOutcome:
     duration_ms: int
 
 
-def evaluate(now: datetime | None = None) -> LedgerOutcome:
-    """One ledger round over every source's latest views; findings and intervals written atomically."""
+def evaluate(now: datetime | None = None, *, wait: bool = True) -> LedgerOutcome | None:
+    """One ledger round over every source's latest views; findings and intervals written atomically. With
+    ``wait=False``, None at once when another evaluation holds the round's lock (PostgreSQL; elsewhere it waits)."""
     now = now or timezone.now()
     started = time.perf_counter()
     with transaction.atomic():
-        round_row = _lock_round()
+        round_row = _lock_round(wait)
+        if round_row is None:
+            return None
         detection = engine.detect(_hosts(), _aliases(), _sources(now), _steps(), _epoch(now), engine_config())
         live = {row.key: row for row in LedgerFinding.objects.select_for_update().filter(closed_at__isnull=True)}
         result = engine.reconcile(_on_record(live.values()), detection, _epoch(now))
@@ -346,9 +349,36 @@ def evaluate_quietly(now: datetime | None = None) -> LedgerOutcome | None:
         return None
 
 
-def _lock_round() -> LedgerRound:
+AFTER_SCRAPE_REPEATS = 5
+
+
+def evaluate_after_scrape() -> LedgerOutcome | None:
+    """After a scrape committed (quietly, like ``evaluate_quietly``): evaluate, unless another evaluation is under
+    way. Many clusters' scrapes end together, and each evaluating in turn was most of a round's CPU and kept
+    parallel scrapes waiting on the lock (docs/performance.md, "Many clusters"). Nothing is missed: a scrape
+    commits before it looks at the lock, and the evaluation holding it reads every source's last attempt again
+    once it has committed, evaluating again (up to ``AFTER_SCRAPE_REPEATS`` times) when one changed meanwhile."""
+    outcome = None
+    try:
+        for _ in range(AFTER_SCRAPE_REPEATS):
+            before = _attempts()
+            outcome = evaluate(wait=False)
+            if outcome is None or _attempts() == before:
+                return outcome
+    except Exception:  # as in evaluate_quietly
+        log.exception("ledger evaluation failed")
+    return outcome
+
+
+def _attempts() -> list[tuple]:
+    """Each source's latest scrape, good or failed: what an evaluation reads changes only with these."""
+    rows = Orchestrator.objects.order_by("pk")
+    return list(rows.values_list("pk", "enabled", "last_success_at", "last_error_at"))
+
+
+def _lock_round(wait: bool = True) -> LedgerRound | None:
     LedgerRound.objects.get_or_create(pk=1)
-    return LedgerRound.objects.select_for_update().get(pk=1)
+    return LedgerRound.objects.select_for_update(skip_locked=not wait).filter(pk=1).first()
 
 
 def _persist_findings(live: dict[str, LedgerFinding], result: engine.Reconciliation, now: datetime) -> None:
