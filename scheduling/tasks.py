@@ -63,13 +63,15 @@ def enqueue_scrape(orchestrator_id: int) -> None:
     scrape_orchestrator.apply_async((orchestrator_id,), time_limit=limits.hard_s, soft_time_limit=limits.soft_s)
 
 
-@shared_task(acks_late=True, **_limits("scrape"))
-def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
+@shared_task(bind=True, acks_late=True, **_limits("scrape"))
+def scrape_orchestrator(self, orchestrator_id: int) -> dict[str, object]:
     """Routed to the collect queue (settings.GPUPORTAL_COLLECT_QUEUE); a scrape past its soft limit is a failure."""
     try:
         outcome = collection.scrape(orchestrator_id)
     except SoftTimeLimitExceeded:
-        collection.record_overrun(orchestrator_id)
+        # The limit that fired: the message's own (enqueue_scrape), else the task's default.
+        _hard, soft = self.request.timelimit or (None, None)
+        collection.record_overrun(orchestrator_id, int(soft or self.soft_time_limit))
         raise
     return {
         "orchestrator": outcome.orchestrator,

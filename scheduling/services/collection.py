@@ -122,13 +122,12 @@ def _collect_and_ingest(
     return ingest_snapshot(orchestrator, snapshot, duration_ms=_ms_since(started))
 
 
-def record_overrun(orchestrator_id: int) -> CollectorRun | None:
-    """A scrape stopped at its task's (soft) time limit (a call the deadline could not bound, e.g. a command):
-    its source is stale like any failed scrape."""
+def record_overrun(orchestrator_id: int, limit_s: int) -> CollectorRun | None:
+    """A scrape stopped at its task's (soft) time limit ``limit_s`` (a call the deadline could not bound, e.g. a
+    command or the Kubernetes client): its source is stale like any failed scrape."""
     orchestrator = Orchestrator.objects.filter(pk=orchestrator_id).first()
     if orchestrator is None:
         return None
-    limit_s = scrape_limits(orchestrator).soft_s
     return record_failure(orchestrator, f"scrape stopped at its time limit of {limit_s} s", duration_ms=limit_s * 1000)
 
 
