@@ -114,3 +114,17 @@ def test_pages_link_each_clusters_node_to_its_own_page(site, client, cast):
     assert client.get(reverse("node-detail", args=["dgx01"])).status_code == 404  # none in the shared domain
     fleet = client.get(reverse("fragmentation")).content.decode()
     assert reverse("node-detail", args=["dgx05@slurm-3"]) in fleet
+
+
+def test_the_api_tells_two_sites_dgx01_apart_by_domain(site, cast):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(cast["admin"])
+    both = client.get("/api/v1/nodes/", {"name": "dgx01", "page_size": 50}).json()
+    assert both["count"] == 10
+    assert sorted(row["domain"] for row in both["results"]) == sorted(o.name for o in site if o.kind != "ray")
+    one = client.get("/api/v1/nodes/", {"name": "dgx01", "domain": "k8s-2"}).json()
+    assert [(row["orchestrator"], row["domain"]) for row in one["results"]] == [("k8s-2", "k8s-2")]
+    orchestrator = client.get(f"/api/v1/orchestrators/{site[0].pk}/").json()
+    assert orchestrator["node_domain"] == "slurm-1"
