@@ -122,7 +122,7 @@ class OrchestratorForm(ReasonForm):
 
     class Meta:
         model = models.Orchestrator
-        fields = ("name", "kind", "endpoint", "credentials_ref", "enabled", "options")
+        fields = ("name", "kind", "endpoint", "credentials_ref", "node_domain", "enabled", "options")
 
     def clean(self):
         cleaned = super().clean()
@@ -137,7 +137,7 @@ class OrchestratorForm(ReasonForm):
 @admin.register(models.Orchestrator)
 class OrchestratorAdmin(AuditedAdmin):
     form = OrchestratorForm
-    list_display = ("name", "kind", "endpoint", "enabled", "last_success_at", "is_stale")
+    list_display = ("name", "kind", "endpoint", "node_domain", "enabled", "last_success_at", "is_stale")
     list_filter = ("kind", "enabled")
     readonly_fields = ("last_success_at", "last_error", "last_error_at")
 
@@ -146,6 +146,7 @@ class OrchestratorAdmin(AuditedAdmin):
 class NodeAdmin(AuditedAdmin):
     list_display = (
         "name",
+        "domain",
         "orchestrator",
         "gpu_model",
         "gpu_total",
@@ -155,7 +156,7 @@ class NodeAdmin(AuditedAdmin):
         "leaf_switch",
         "pinned",
     )
-    list_filter = ("orchestrator", "gpu_model", "state", "leaf_switch", "pinned")
+    list_filter = ("domain", "orchestrator", "gpu_model", "state", "leaf_switch", "pinned")
     search_fields = ("name",)
 
 

@@ -158,7 +158,7 @@ class NodeFilter(VisibleFilterSet):
 
     class Meta:
         model = Node
-        fields = ["orchestrator", "gpu_model", "state", "leaf_switch", "nvlink_domain", "pinned"]
+        fields = ["orchestrator", "domain", "name", "gpu_model", "state", "leaf_switch", "nvlink_domain", "pinned"]
 
 
 class _UsageFilter(VisibleFilterSet):

@@ -67,7 +67,11 @@ RECLAIM = {
     },
     "additionalProperties": False,
 }
+# One scrape of this source may take this long in all (its Celery task's hard limit; its HTTP calls end sooner:
+# services/collection.scrape_limits), so one slow cluster among many holds one collector slot for that long only.
+SCRAPE_TIME_LIMIT = {"type": "integer", "minimum": 3, "maximum": 3600}
 COLLECTOR_COMMON = {
+    "scrape_time_limit_s": SCRAPE_TIME_LIMIT,
     "timeout_s": SECONDS,
     "team_aliases": {"type": "object", "additionalProperties": STRING},
 }
@@ -135,6 +139,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "orchestrators": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "auth": {"enum": ["bearer", "basic"]},
             "timeout_s": SECONDS,
+            "scrape_time_limit_s": SCRAPE_TIME_LIMIT,
         },
         "additionalProperties": False,
     },

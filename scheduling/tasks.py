@@ -49,7 +49,7 @@ def run_round() -> dict[str, int]:
     The round's fragmentation sample is the fleet as stored now (real sources as of their latest scrape).
     Rounds queued up during an outage, or redelivered, run one at a time: the others skip (the round lease)."""
     try:
-        result = collection.run_round(enqueue_scrape=scrape_orchestrator.delay)
+        result = collection.run_round(enqueue_scrape=enqueue_scrape)
     except collection.RoundSkipped as busy:
         log.info("collection round skipped: %s", busy)
         return {"started": 0, "finished": 0, "skipped": 1}
@@ -58,13 +58,22 @@ def run_round() -> dict[str, int]:
     return {"started": len(result.started), "finished": len(result.finished)}
 
 
-@shared_task(acks_late=True, **_limits("scrape"))
-def scrape_orchestrator(orchestrator_id: int) -> dict[str, object]:
+def enqueue_scrape(orchestrator_id: int) -> None:
+    """One scrape task, with the orchestrator's own time limits (``collection.scrape_limits``: its options, else
+    the scrape defaults), so a cluster that hangs holds one collector slot only as long as its own limit."""
+    limits = collection.scrape_limits_of(orchestrator_id)
+    scrape_orchestrator.apply_async((orchestrator_id,), time_limit=limits.hard_s, soft_time_limit=limits.soft_s)
+
+
+@shared_task(bind=True, acks_late=True, **_limits("scrape"))
+def scrape_orchestrator(self, orchestrator_id: int) -> dict[str, object]:
     """Routed to the collect queue (settings.GPUPORTAL_COLLECT_QUEUE); a scrape past its soft limit is a failure."""
     try:
         outcome = collection.scrape(orchestrator_id)
     except SoftTimeLimitExceeded:
-        collection.record_overrun(orchestrator_id, _limits("scrape")["soft_time_limit"])
+        # The limit that fired: the message's own (enqueue_scrape), else the task's default.
+        _hard, soft = self.request.timelimit or (None, None)
+        collection.record_overrun(orchestrator_id, int(soft or self.soft_time_limit))
         raise
     return {
         "orchestrator": outcome.orchestrator,

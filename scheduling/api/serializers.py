@@ -139,6 +139,7 @@ class OrchestratorSerializer(AdminOnlyFieldsMixin, ModelSerializer):
             "credentials_ref",
             "has_credentials",
             "enabled",
+            "node_domain",
             "options",
             "last_success_at",
             "last_error",
@@ -172,6 +173,7 @@ class NodeSerializer(ModelSerializer):
         fields = [
             "id",
             "name",
+            "domain",
             "orchestrator",
             "gpu_model",
             "gpu_total",

@@ -10,7 +10,7 @@ from .enforcement import (
     EntitlementShare,
 )
 from .expander import ExpanderDecision
-from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation
+from .fleet import CollectorRun, Node, Orchestrator, Workload, WorkloadUtilisation, node_key, split_node_key
 from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
@@ -71,4 +71,6 @@ __all__ = [
     "WhatIfScenario",
     "Workload",
     "WorkloadUtilisation",
+    "node_key",
+    "split_node_key",
 ]

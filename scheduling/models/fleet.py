@@ -21,6 +21,20 @@ def all_options_problems(kind: str, options: object) -> list[str]:
     return mapping_problems(options, set(Team.objects.values_list("slug", flat=True)))
 
 
+KEY_SEPARATOR = "@"  # never in a Slurm host name, a Kubernetes node name or a domain (a slug)
+
+
+def node_key(domain: str, name: str) -> str:
+    """``name`` in the shared domain, else ``name@domain``: unique across domains, and today's names unchanged."""
+    return f"{name}{KEY_SEPARATOR}{domain}" if domain else name
+
+
+def split_node_key(key: str) -> tuple[str, str]:
+    """(domain, name) of a ``node_key``."""
+    name, _, domain = key.rpartition(KEY_SEPARATOR)
+    return (domain, name) if name else ("", key)
+
+
 class OrchestratorQuerySet(models.QuerySet):
     def real(self) -> "OrchestratorQuerySet":
         """Enabled orchestrators a real cluster answers for (not the demo's)."""
@@ -52,6 +66,16 @@ class Orchestrator(models.Model):
     endpoint = models.CharField(max_length=300)
     credentials_ref = models.CharField(max_length=300, blank=True)
     enabled = models.BooleanField(default=True)
+    # Node names are unique within a hardware domain (issue 35): the nodes of orchestrators of one domain are one
+    # shared pool the rebalancer moves between them (a hostname seen under another orchestrator of the domain is a
+    # move); another domain's "dgx01" is another machine. "" is the shared domain every orchestrator starts in.
+    node_domain = models.SlugField(
+        max_length=50,
+        blank=True,
+        default="",
+        help_text="Hardware domain of this cluster's nodes: leave empty when its machines may move to or from other "
+        "orchestrators (one shared pool); name a separate site or cluster whose node names repeat elsewhere.",
+    )
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
@@ -130,6 +154,8 @@ class Node(models.Model):
 
     orchestrator = models.ForeignKey(Orchestrator, on_delete=models.PROTECT, related_name="nodes")
     name = models.CharField(max_length=120)
+    # The owner's ``node_domain`` when the node was first seen: (domain, name) is the machine (see Orchestrator).
+    domain = models.SlugField(max_length=50, blank=True, default="", editable=False)
     gpu_model = models.CharField(max_length=40)
     gpu_total = models.PositiveIntegerField()
     gpu_allocated = models.PositiveIntegerField(default=0)
@@ -150,7 +176,7 @@ class Node(models.Model):
     class Meta:
         ordering = ["orchestrator__name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["name"], name="one_owner_per_node"),
+            models.UniqueConstraint(fields=["domain", "name"], name="one_owner_per_node"),
             models.CheckConstraint(
                 condition=models.Q(gpu_allocated__lte=models.F("gpu_total")), name="allocated_within_total"
             ),
@@ -158,7 +184,12 @@ class Node(models.Model):
         indexes = [models.Index(fields=["gpu_model"])]
 
     def __str__(self) -> str:
-        return self.name
+        return self.key
+
+    @property
+    def key(self) -> str:
+        """The node's name, qualified with its domain outside the shared one: what pages link and engines key by."""
+        return node_key(self.domain, self.name)
 
     @property
     def gpu_free(self) -> int:

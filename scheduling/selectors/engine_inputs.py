@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from django.db.models import QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Case, CharField, F, QuerySet, TextField, Value, When
+from django.db.models.functions import Cast, Concat
 
 from scheduling.engine.types import (
     MILLI_PER_GPU,
@@ -37,7 +37,8 @@ from scheduling.engine.types import (
     WorkloadKind,
 )
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import Node, Workload
+from scheduling.models import Node, Workload, node_key, split_node_key
+from scheduling.models.fleet import KEY_SEPARATOR
 from scheduling.selectors.db_time import EpochSeconds
 
 KINDS = {kind.value: kind for kind in WorkloadKind}
@@ -58,28 +59,41 @@ def expected_end(started: float | None, estimate_s: float) -> float | None:
 _NODE_FIELDS = ("name", "gpu_total", "gpu_model", "gpu_allocated", "nvlink_domain", "leaf_switch", "spine")
 
 
-def node_rows(nodes=None, *, with_pk: bool = False, pool: str = "orchestrator__name") -> list[tuple]:
+def node_key_column() -> Case:
+    """``Node.key`` computed by the database: the name, ``name@domain`` outside the shared domain."""
+    qualified = Concat(F("name"), Value(KEY_SEPARATOR), F("domain"), output_field=CharField())
+    return Case(When(domain="", then=F("name")), default=qualified, output_field=CharField())
+
+
+def node_rows(
+    nodes=None, *, with_pk: bool = False, pool: str = "orchestrator__name", qualified: bool = True
+) -> list[tuple]:
     """The rows ``engine_node`` reads: every node by topology, or the ``nodes`` queryset in its own order;
-    ``pool`` is the column that names the node's pool."""
+    ``pool`` is the column that names the node's pool. A node is named by its key (``Node.key``: names repeat
+    across hardware domains), or with ``qualified=False`` by its bare name, for one orchestrator's own nodes
+    (what its cluster and its workloads' placements call them)."""
     if nodes is None:
-        nodes = Node.objects.order_by("leaf_switch", "nvlink_domain", "name")
-    fields = ("pk",) * with_pk + (*_NODE_FIELDS, pool, "pinned", "state")
+        nodes = Node.objects.order_by("leaf_switch", "nvlink_domain", "name", "domain")
+    if qualified:
+        nodes = nodes.annotate(node_key=node_key_column())
+    fields = ("pk",) * with_pk + ("node_key" if qualified else "name", *_NODE_FIELDS[1:], pool, "pinned", "state")
     return list(nodes.values_list(*fields))
 
 
 def engine_node(row: tuple, allocated: int | None = None, *, in_plan: bool = False) -> EngineNode:
     """A node (a ``node_rows`` row) as the engine sees it; ``in_plan``: the node is in an open rebalance plan, so the
     rebalancer may not move it again (its state says whether it takes work)."""
-    name, total, model, alloc, domain, leaf, spine, orch, pinned, state = row
+    name, total, model, alloc, nvlink, leaf, spine, orch, pinned, state = row
     used = min(total, alloc if allocated is None else allocated)
+    domain = split_node_key(name)[0]  # the topology names of separate sites repeat like their node names
     return EngineNode(
         name=name,
         gpu_total=total,
         gpu_model=model,
         gpu_free_milli=(0,) * used + (MILLI_PER_GPU,) * (total - used),
-        nvlink_domain=domain,
-        leaf_switch=leaf,
-        spine=spine,
+        nvlink_domain=node_key(domain, nvlink) if nvlink else "",
+        leaf_switch=node_key(domain, leaf) if leaf else "",
+        spine=node_key(domain, spine) if spine else "",
         orchestrator=orch,
         pinned=pinned or in_plan,
         schedulable=state not in Node.UNSCHEDULABLE,
@@ -143,11 +157,14 @@ def _next_free(used: set[int], count: int) -> list[int]:
     return found
 
 
-def rebalance_running(row: Workload, breakable: bool) -> RunningWorkload:
+def rebalance_running(row: Workload, breakable: bool, domain: str = "") -> RunningWorkload:
     """Running work as the rebalancer reads it: a single-member workload may always be drained, a gang only
-    where ``breakable`` (its orchestrator lets a drain break one)."""
+    where ``breakable`` (its orchestrator lets a drain break one); its hosts are named by key in ``domain``
+    (its orchestrator's ``node_domain``), as ``node_rows`` names the fleet's."""
     assignments = tuple(
-        MemberAssignment(i, str(a.get("node", "")), tuple(a.get("gpus") or range(row.gpus_per_member)))
+        MemberAssignment(
+            i, node_key(domain, str(a.get("node", ""))), tuple(a.get("gpus") or range(row.gpus_per_member))
+        )
         for i, a in enumerate(row.nodes or ())
         if isinstance(a, dict)
     )

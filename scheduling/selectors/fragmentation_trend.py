@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce
 
 from scheduling.engine.fragmentation import MAX_GPUS_PER_MEMBER, fragmented_gpus, largest_placeable
 from scheduling.engine.types import Node as EngineNode
-from scheduling.models import FragmentationSample, Node, Workload
+from scheduling.models import FragmentationSample, Node, Workload, node_key
 from scheduling.selectors.engine_inputs import engine_node, node_rows
 from scheduling.selectors.fleet import GANG_SHAPES
 from scheduling.selectors.fragmentation import observed_size_mix
@@ -102,18 +102,19 @@ def replayed_fragmentation(moments: Sequence[datetime]) -> list[FragmentationPoi
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
         .exclude(nodes=[])
         .order_by()
-        .values_list("started_at", "finished_at", "nodes")
+        .values_list("started_at", "finished_at", "nodes", "orchestrator__node_domain")
     )
     events: list[tuple[datetime, int, str, int]] = []
-    for started, finished, where in placements:
+    for started, finished, where, domain in placements:
         if started is None:
             continue  # pending work holds no GPUs
         for member in where or ():
             gpus = len(member.get("gpus", ())) if isinstance(member, dict) else 0
             if gpus:
-                events.append((started, 1, member["node"], gpus))
+                node = node_key(domain, member["node"])  # as node_rows names the fleet's nodes
+                events.append((started, 1, node, gpus))
                 if finished is not None:
-                    events.append((finished, 0, member["node"], gpus))
+                    events.append((finished, 0, node, gpus))
     events.sort(key=lambda e: (e[0], e[1]))
     scorer = FleetScorer()
     used: dict[str, int] = defaultdict(int)

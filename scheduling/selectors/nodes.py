@@ -10,14 +10,18 @@ node (the same text on SQLite and PostgreSQL), and ``gpus_on`` reads each row ex
 from __future__ import annotations
 
 import json
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 
-from django.db.models import TextField
+from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from scheduling.models import Node, NodeMove, Workload
+from scheduling.models import Node, NodeMove, Workload, split_node_key
 from scheduling.selectors.access import workloads_visible_to
 
 
@@ -40,8 +44,21 @@ class NodeJobs:
         return sum(job.gpus * (job.remaining_s or 0.0) for job in self.shown)
 
 
-def node_or_404(name: str) -> Node:
-    return get_object_or_404(Node.objects.select_related("orchestrator"), name=name)
+def node_or_404(key: str) -> Node:
+    """The node a page's URL names by its key (``Node.key``: ``dgx01``, or ``dgx01@site-b`` in another domain)."""
+    domain, name = split_node_key(key)
+    return get_object_or_404(Node.objects.select_related("orchestrator"), domain=domain, name=name)
+
+
+def nodes_by_key(keys: Iterable[str]):
+    """The nodes named by ``keys`` (``Node.key``), in no particular order; unknown keys are left out."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for key in keys:
+        domain, name = split_node_key(key)
+        names[domain].add(name)
+    if not names:
+        return Node.objects.none()
+    return Node.objects.filter(reduce(or_, (Q(domain=domain, name__in=sorted(n)) for domain, n in names.items())))
 
 
 def gpus_on(workload: Workload, name: str) -> int:

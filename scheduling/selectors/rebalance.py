@@ -77,7 +77,11 @@ def running_now(orchestrators: list[Orchestrator], preempt: Mapping[int, bool]) 
     rows = Workload.objects.filter(orchestrator__in=orchestrators, state=Workload.State.RUNNING)
     fields = ("external_id", "orchestrator_id", "gang_size", "gpus_per_member", "priority", "started_at",
               "duration_estimate_s", "kind", "nodes")
-    return [rebalance_running(row, preempt.get(row.orchestrator_id, False)) for row in rows.only(*fields)]
+    domains = {o.pk: o.node_domain for o in orchestrators}
+    return [
+        rebalance_running(row, preempt.get(row.orchestrator_id, False), domains.get(row.orchestrator_id, ""))
+        for row in rows.only(*fields)
+    ]
 
 
 def demand_now(

@@ -95,7 +95,7 @@ def reclaim_inputs(orchestrator: Orchestrator) -> ReclaimInputs:
     pending = tuple(reclaim_request(row) for row in rows if row.state == Workload.State.PENDING and row.gpus > 0)
     nodes = tuple(
         engine_node(row, allocated=max(row[3], len(taken.get(row[0], ()))))
-        for row in node_rows(Node.objects.filter(orchestrator=orchestrator).order_by("name"))
+        for row in node_rows(Node.objects.filter(orchestrator=orchestrator).order_by("name"), qualified=False)
     )
     return ReclaimInputs(nodes, running, pending)
 

@@ -26,19 +26,47 @@ from .busy import scrape_busy
 from .demo import run_demo_round
 from .fragmentation import record_fragmentation_sample
 from .ingest import ingest_snapshot, record_failure
-from .ledger import evaluate_quietly
+from .ledger import evaluate_after_scrape
 from .orchestrators import build_collector, configure, masked, option, secret_of
 
 
-def lease_length() -> timedelta:
-    """A scrape's lease outlives the scrape task's hard time limit: a lease that ran out while its holder
-    still worked let a second scrape of the same source start and take another worker slot (issue 36)."""
-    return leases.outliving("scrape")
+@dataclass(frozen=True)
+class ScrapeLimits:
+    """How long one scrape of one orchestrator may take: ``hard_s`` its task's hard time limit, ``soft_s`` the soft
+    one (the task records why it stopped), ``http_s`` the total deadline of its HTTP calls (the clean way out: a
+    failed scrape that marks the source stale before either limit fires)."""
+
+    hard_s: int
+    soft_s: int
+    http_s: float
 
 
-def acquire_lease(orchestrator_id: int) -> str | None:
+def scrape_limits(orchestrator: Orchestrator) -> ScrapeLimits:
+    """The orchestrator's ``options.scrape_time_limit_s``, else GPUPORTAL_TASK_TIME_LIMITS["scrape"]: with many
+    clusters, each has its own, so a slow one is cut at its limit while the others' scrapes commit. The default
+    gives today's figures (180 s hard, 120 s soft, GPUPORTAL_SCRAPE_DEADLINE_S for HTTP)."""
+    hard = int(option(orchestrator, "scrape_time_limit_s") or settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"])
+    soft = max(hard - 60, hard * 2 // 3, 1)
+    return ScrapeLimits(hard, soft, min(settings.GPUPORTAL_SCRAPE_DEADLINE_S, soft * 0.75))
+
+
+def scrape_limits_of(orchestrator_id: int) -> ScrapeLimits:
+    """``scrape_limits`` of a stored orchestrator; the defaults for one deleted meanwhile (its scrape finds nothing)."""
+    orchestrator = Orchestrator.objects.filter(pk=orchestrator_id).first()
+    return scrape_limits(orchestrator or Orchestrator())
+
+
+def lease_length(limits: ScrapeLimits | None = None) -> timedelta:
+    """A scrape's lease outlives the scrape task's hard time limit (the longer of the default and the source's
+    own): a lease that ran out while its holder still worked let a second scrape of the same source start and
+    take another worker slot (issue 36)."""
+    default = leases.outliving("scrape")
+    return max(default, timedelta(seconds=limits.hard_s + 60)) if limits else default
+
+
+def acquire_lease(orchestrator_id: int, limits: ScrapeLimits | None = None) -> str | None:
     """The lease's token if this caller now holds it, else None. Only the token's holder may release it."""
-    return leases.acquire(Orchestrator.objects.filter(pk=orchestrator_id), lease_length())
+    return leases.acquire(Orchestrator.objects.filter(pk=orchestrator_id), lease_length(limits))
 
 
 def release_lease(orchestrator_id: int, token: str, **also) -> bool:
@@ -59,17 +87,18 @@ CollectorFor = Callable[[Orchestrator, CircuitBreaker], Any]
 
 def scrape(orchestrator_id: int, collector_for: CollectorFor = build_collector) -> ScrapeOutcome:
     """Scrape one orchestrator unless another worker holds its lease; the whole scrape's HTTP calls end within
-    GPUPORTAL_SCRAPE_DEADLINE_S, and one that does not is a failure that marks the source stale.
+    its ``scrape_limits().http_s``, and one that does not is a failure that marks the source stale.
     ``collector_for``: the collector of the row with this scrape's breaker (a watch process passes its cache's)."""
     orchestrator = Orchestrator.objects.get(pk=orchestrator_id)
-    token = acquire_lease(orchestrator_id)
+    limits = scrape_limits(orchestrator)
+    token = acquire_lease(orchestrator_id, limits)
     if token is None:
         return ScrapeOutcome(orchestrator.name, None, skipped="another scrape holds the lease")
     state = BreakerState.from_dict(orchestrator.breaker_state or {})
     breaker = CircuitBreaker(state, mask=lambda text: masked(text, orchestrator))
     started = time.perf_counter()
     try:
-        with total_deadline(settings.GPUPORTAL_SCRAPE_DEADLINE_S):
+        with total_deadline(limits.http_s):
             run = _collect_and_ingest(orchestrator, breaker, started, collector_for)
     except CollectorError as error:
         run = record_failure(orchestrator, str(error), duration_ms=_ms_since(started))
@@ -78,7 +107,7 @@ def scrape(orchestrator_id: int, collector_for: CollectorFor = build_collector) 
     # Finished jobs from slurmdbd, however slurmctld's scrape went: each source has its own freshness.
     sync_accounting(orchestrator)
     if orchestrator.kind != Orchestrator.Kind.PROMETHEUS:
-        evaluate_quietly()  # drift detection on every scrape (a failed one makes its source stale)
+        evaluate_after_scrape()  # drift detection on every scrape (a failed one makes its source stale)
     return ScrapeOutcome(orchestrator.name, run)
 
 
@@ -93,8 +122,8 @@ def _collect_and_ingest(
 
 
 def record_overrun(orchestrator_id: int, limit_s: int) -> CollectorRun | None:
-    """A scrape stopped at its task's time limit (a call the deadline could not bound, e.g. a command):
-    its source is stale like any failed scrape."""
+    """A scrape stopped at its task's (soft) time limit ``limit_s`` (a call the deadline could not bound, e.g. a
+    command or the Kubernetes client): its source is stale like any failed scrape."""
     orchestrator = Orchestrator.objects.filter(pk=orchestrator_id).first()
     if orchestrator is None:
         return None
@@ -118,13 +147,15 @@ def register_orchestrator(
     options: dict | None = None,
     governance: dict | None = None,
     enabled: bool | None = None,
+    node_domain: str | None = None,
     by=None,
     reason: str = "registered from the command line",
 ) -> tuple[Orchestrator, bool]:
     """Create, or update by name; given ``options`` are merged into the stored ones, and the result must fit
     the kind's schema (``full_clean``). ``governance`` (mode, Slurm cluster name, sacctmgr, ...: docs/governance.md)
     is merged key by key into the stored ``options.governance``, so setting the mode keeps a namespace mapping.
-    ``enabled`` None leaves it as it is (new rows start enabled)."""
+    ``enabled`` None leaves it as it is (new rows start enabled), and so does ``node_domain`` None (new rows
+    start in the shared domain, "")."""
     orchestrator = Orchestrator.objects.filter(name=name).first() or Orchestrator(name=name)
     created = orchestrator.pk is None
     if governance:
@@ -133,6 +164,8 @@ def register_orchestrator(
     configure(orchestrator, kind=kind, url=url, credentials_ref=credentials_ref, options=options)
     if enabled is not None:
         orchestrator.enabled = enabled
+    if node_domain is not None:
+        orchestrator.node_domain = node_domain
     save_audited(orchestrator, by=by, reason=reason)
     return orchestrator, created
 
@@ -151,7 +184,8 @@ def round_lease_length() -> timedelta:
 
 def run_round(enqueue_scrape: Callable[[int], object]) -> RoundResult | None:
     """One round: the demo federation advances in-process; each real orchestrator's scrape (but those a watch
-    process collects: services/kubernetes_watch.py) is handed to ``enqueue_scrape`` (its own task). The round's
+    process collects: services/kubernetes_watch.py) is handed to ``enqueue_scrape`` (its own task, with its own
+    time limits: ``scrape_limits``; many workers scrape many clusters at once, each committing its own). The round's
     fragmentation sample is the fleet as stored now (real sources as of their latest scrape). Raw rows past the
     retention are pruned by their own task (services/retention.py), in batches.
 

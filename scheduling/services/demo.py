@@ -64,7 +64,9 @@ def create_demo_federation() -> None:
         )
     owners = {o.name: o for o in Orchestrator.objects.all()}
     for spec in fleet.node_layout():
-        Node.objects.get_or_create(name=spec["name"], defaults={**spec, "orchestrator": owners[spec["orchestrator"]]})
+        Node.objects.get_or_create(
+            domain="", name=spec["name"], defaults={**spec, "orchestrator": owners[spec["orchestrator"]]}
+        )
         FleetHost.objects.get_or_create(  # the ledger's inventory: the demo's physical hosts
             name=spec["name"], defaults={"gpu_total": spec["gpu_total"], "gpu_model": spec.get("gpu_model", "")}
         )
@@ -243,7 +245,8 @@ def _update_nodes(state: FederationState, now: datetime) -> None:
     for run in state.running:
         for assignment in run.assignments:
             used[assignment.node] += len(assignment.gpu_indices)
-    rows = list(Node.objects.filter(name__in=[n.name for n in state.nodes]))
+    # The demo's machines are in the shared domain: another site's namesakes are not its nodes.
+    rows = list(Node.objects.filter(domain="", name__in=[n.name for n in state.nodes]))
     for node in rows:
         node.gpu_allocated = used.get(node.name, 0)
         node.last_seen_at = now

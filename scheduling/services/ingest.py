@@ -136,7 +136,7 @@ def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_
     now = snapshot.taken_at
     team_ids = dict(Team.objects.values_list("slug", "pk"))
     memo = _memos.get(orchestrator.pk)
-    context = _mapping_context(team_ids) if memo is not None else ()
+    context = (orchestrator.node_domain, _mapping_context(team_ids)) if memo is not None else ()
     delta = memo if memo is not None and memo.usable(orchestrator, context) else None
     if delta is None:
         _upsert_nodes(orchestrator, snapshot.nodes, now)
@@ -191,19 +191,24 @@ def _upsert_nodes(
     """A new node is created with history, a change of owner saved with history; counters that changed
     are written in bulk without history, and ``last_seen_at`` of the rest set in one update. ``listed``: every
     node the source lists when ``observed`` is only those that changed since its last round (the rest are
-    seen again, unchanged)."""
+    seen again, unchanged).
+
+    Names are matched within the orchestrator's ``node_domain`` only: there a known name under a new owner is
+    the same machine moved (its row, history and pinning kept); in another domain it is another machine."""
     names = [o.name for o in observed]
+    domain = orchestrator.node_domain
+    in_domain = Node.objects.filter(domain=domain)
     if listed is not None:
         changed_names = set(names)
         again = [node.name for node in listed if node.name not in changed_names]
         for chunk in chunks(again):
-            Node.objects.filter(orchestrator=orchestrator, name__in=chunk).update(last_seen_at=now)
-    existing = {n.name: n for chunk in chunks(names) for n in Node.objects.filter(name__in=chunk)}
+            in_domain.filter(orchestrator=orchestrator, name__in=chunk).update(last_seen_at=now)
+    existing = {n.name: n for chunk in chunks(names) for n in in_domain.filter(name__in=chunk)}
     new_nodes: list[Node] = []
     changed: list[Node] = []
     unchanged: list[int] = []
     for seen in observed:
-        node = existing.get(seen.name) or Node(name=seen.name)
+        node = existing.get(seen.name) or Node(name=seen.name, domain=domain)
         is_new_owner = node.pk is None or node.orchestrator_id != orchestrator.pk
         if node.pk is not None and is_new_owner and _released(seen):
             continue  # a node handed over by a rebalance stays listed, drained, by its old owner: not a claim
@@ -222,8 +227,9 @@ def _upsert_nodes(
     write_rows(Node, changed, [*NODE_COUNTERS, "last_seen_at"])
     for chunk in chunks(unchanged):
         Node.objects.filter(pk__in=chunk).update(last_seen_at=now)
+    # Also the rows of a domain the orchestrator was moved out of: its machines are listed under the new one now.
     all_names = names if listed is None else [node.name for node in listed]
-    gone = Node.objects.filter(orchestrator=orchestrator).exclude(name__in=all_names)
+    gone = Node.objects.filter(orchestrator=orchestrator).exclude(domain=domain, name__in=all_names)
     gone.update(state=Node.State.DOWN, gpu_allocated=0)
 
 

@@ -37,6 +37,7 @@ from scheduling.models import (
     RebalancePlan,
     SourceView,
     Workload,
+    node_key,
 )
 from scheduling.selectors.rebalance import rebalance_settings
 
@@ -196,7 +197,7 @@ def record_demo_views(orchestrators: Iterable[Orchestrator], now: datetime) -> N
 
 
 def _hosts() -> list[engine.Host]:
-    recorded = {n.name: n for n in Node.objects.select_related("orchestrator")}
+    recorded = {n.key: n for n in Node.objects.select_related("orchestrator")}
     expected = _expected_owners()
     hosts = []
     for host in FleetHost.objects.all():
@@ -221,9 +222,9 @@ def _expected_owners() -> dict[str, tuple[str, str]]:
     moves = (
         NodeMove.objects.filter(state=NodeMove.State.MOVED, plan__state=RebalancePlan.State.APPLIED)
         .order_by("updated_at")
-        .values_list("node__name", "target__name", "plan_id")
+        .values_list("node__domain", "node__name", "target__name", "plan_id")
     )
-    return {name: (target, f"plan #{plan} applied") for name, target, plan in moves}
+    return {node_key(domain, name): (target, f"plan #{plan} applied") for domain, name, target, plan in moves}
 
 
 def _aliases() -> list[engine.Alias]:
@@ -247,12 +248,14 @@ def _sources(now: datetime) -> list[engine.Source]:
     orchestrators = list(Orchestrator.objects.filter(enabled=True, kind__in=Orchestrator.SCHEDULER_KINDS))
     views: dict[int, list[engine.SourceView]] = defaultdict(list)
     names = {o.pk: o.name for o in orchestrators}
+    # A source names its nodes bare; outside the shared domain they are other machines than the same names there.
+    domains = {o.pk: o.node_domain for o in orchestrators}
     rows = SourceView.objects.filter(orchestrator__in=orchestrators).values_list(*VIEW_FIELDS, "gpu_uuids")
     for orch_id, name, schedulable, total, allocated, backed, state, why_not, uuids in rows.iterator(chunk_size=5000):
         views[orch_id].append(
             engine.SourceView(
                 orchestrator=names[orch_id],
-                name=name,
+                name=node_key(domains[orch_id], name),
                 schedulable=schedulable,
                 gpu_total=total,
                 gpu_allocated=allocated,
@@ -283,15 +286,15 @@ def _steps() -> list[engine.PlanStep]:
         engine.PlanStep(
             move_id=pk,
             plan_id=plan_id,
-            node=node,
+            node=node_key(domain, node),
             source=source,
             target=target,
             state=state,
             since=_epoch(since),
             timeout_s=timeout,
         )
-        for pk, plan_id, node, source, target, state, since in moves.values_list(
-            "pk", "plan_id", "node__name", "source__name", "target__name", "state", "updated_at"
+        for pk, plan_id, domain, node, source, target, state, since in moves.values_list(
+            "pk", "plan_id", "node__domain", "node__name", "source__name", "target__name", "state", "updated_at"
         )
     ]
 
@@ -325,12 +328,15 @@ class LedgerOutcome:
     duration_ms: int
 
 
-def evaluate(now: datetime | None = None) -> LedgerOutcome:
-    """One ledger round over every source's latest views; findings and intervals written atomically."""
+def evaluate(now: datetime | None = None, *, wait: bool = True) -> LedgerOutcome | None:
+    """One ledger round over every source's latest views; findings and intervals written atomically. With
+    ``wait=False``, None at once when another evaluation holds the round's lock (PostgreSQL; elsewhere it waits)."""
     now = now or timezone.now()
     started = time.perf_counter()
     with transaction.atomic():
-        round_row = _lock_round()
+        round_row = _lock_round(wait)
+        if round_row is None:
+            return None
         detection = engine.detect(_hosts(), _aliases(), _sources(now), _steps(), _epoch(now), engine_config())
         live = {row.key: row for row in LedgerFinding.objects.select_for_update().filter(closed_at__isnull=True)}
         result = engine.reconcile(_on_record(live.values()), detection, _epoch(now))
@@ -356,9 +362,36 @@ def evaluate_quietly(now: datetime | None = None) -> LedgerOutcome | None:
         return None
 
 
-def _lock_round() -> LedgerRound:
+AFTER_SCRAPE_REPEATS = 5
+
+
+def evaluate_after_scrape() -> LedgerOutcome | None:
+    """After a scrape committed (quietly, like ``evaluate_quietly``): evaluate, unless another evaluation is under
+    way. Many clusters' scrapes end together, and each evaluating in turn was most of a round's CPU and kept
+    parallel scrapes waiting on the lock (docs/performance.md, "Many clusters"). Nothing is missed: a scrape
+    commits before it looks at the lock, and the evaluation holding it reads every source's last attempt again
+    once it has committed, evaluating again (up to ``AFTER_SCRAPE_REPEATS`` times) when one changed meanwhile."""
+    outcome = None
+    try:
+        for _ in range(AFTER_SCRAPE_REPEATS):
+            before = _attempts()
+            outcome = evaluate(wait=False)
+            if outcome is None or _attempts() == before:
+                return outcome
+    except Exception:  # as in evaluate_quietly
+        log.exception("ledger evaluation failed")
+    return outcome
+
+
+def _attempts() -> list[tuple]:
+    """Each source's latest scrape, good or failed: what an evaluation reads changes only with these."""
+    rows = Orchestrator.objects.order_by("pk")
+    return list(rows.values_list("pk", "enabled", "last_success_at", "last_error_at"))
+
+
+def _lock_round(wait: bool = True) -> LedgerRound | None:
     LedgerRound.objects.get_or_create(pk=1)
-    return LedgerRound.objects.select_for_update().get(pk=1)
+    return LedgerRound.objects.select_for_update(skip_locked=not wait).filter(pk=1).first()
 
 
 def _persist_findings(live: dict[str, LedgerFinding], result: engine.Reconciliation, now: datetime) -> None:
@@ -409,12 +442,14 @@ def adopt_hosts(*, by=None, reason: str = "adopted from what the orchestrators r
     identity = engine.Identity(_hosts(), _aliases())
     seen: dict[str, SourceView] = {}
     for view in SourceView.objects.select_related("orchestrator").filter(gpu_total__gt=0):
-        probe = engine.SourceView(view.orchestrator.name, view.name, view.schedulable, view.gpu_total)
+        key = node_key(view.orchestrator.node_domain, view.name)
+        probe = engine.SourceView(view.orchestrator.name, key, view.schedulable, view.gpu_total)
         if identity.resolve(probe) is None:
-            best = seen.get(view.name)
+            best = seen.get(key)
             if best is None or view.gpu_total > best.gpu_total:
-                seen[view.name] = view
-    models = dict(Node.objects.values_list("name", "gpu_model"))
+                seen[key] = view
+    models = {node_key(domain, name): model for domain, name, model in Node.objects.values_list(
+        "domain", "name", "gpu_model")}
     adopted = []
     for name, view in sorted(seen.items()):
         host = FleetHost(name=name, gpu_total=view.gpu_total, gpu_model=models.get(name, ""))

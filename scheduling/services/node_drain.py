@@ -33,7 +33,7 @@ def propose_drain(node: Node, *, by, reason: str, drain_cost_gpu_s: float = 0.0)
             reason=f"drain {node.name} on {owner.name}: {reason}",
             # What the node held when proposed: approval re-checks it against the latest round (recheck_plan).
             expected_effect={"drain": node.name, "owner": owner.name, "gpus": node.gpu_total,
-                             "held_gpus": held_gpus([node.name])},
+                             "held_gpus": held_gpus([node.key])},
         )
         save_audited(plan, by=by, reason=f"drain of {node.name} proposed: {reason}")
         NodeMove.objects.create(

@@ -48,6 +48,7 @@ from scheduling.limits import COMMENT_MAX_CHARS
 from scheduling.models import Node as NodeRow
 from scheduling.models import NodeMove, Orchestrator, RebalancePlan
 from scheduling.selectors.fleet import owned_node_count
+from scheduling.selectors.nodes import nodes_by_key
 from scheduling.selectors.pool_policies import bounds_now, local_moment
 from scheduling.selectors.rebalance import (
     OPEN_STATES,
@@ -82,18 +83,37 @@ def auto_apply_for(orchestrator: Orchestrator) -> bool:
 
 
 def decide_now(now: datetime | None = None) -> RebalanceDecision:
-    """The engine's decision for this moment (nothing stored): what the page shows as "target now"."""
+    """The engine's decision for this moment (nothing stored): what the page shows as "target now".
+    Machines move only between orchestrators of one hardware domain (``Orchestrator.node_domain``): the
+    engine decides for each domain's pool on its own, and the decisions are put side by side."""
     now = now or timezone.now()
-    orchestrators = scheduler_orchestrators()
+    by_domain: dict[str, list[Orchestrator]] = defaultdict(list)
+    for orchestrator in sorted(scheduler_orchestrators(), key=lambda o: (o.node_domain, o.pk)):
+        by_domain[orchestrator.node_domain].append(orchestrator)
+    bounds = bounds_now(now, float(rebalance_settings()["floor_lead_s"]))
+    held = held_seconds(now)
+    decisions = [_decide_in_domain(orchestrators, now, bounds, held) for orchestrators in by_domain.values()]
+    if len(decisions) == 1:
+        return decisions[0]
+    return RebalanceDecision(*(tuple(item for d in decisions for item in getattr(d, part)) for part in DECISION_PARTS))
+
+
+DECISION_PARTS = ("targets", "moves", "effects", "advice", "reasons")
+
+
+def _decide_in_domain(orchestrators: list[Orchestrator], now: datetime, bounds, held) -> RebalanceDecision:
+    """The engine over one domain's orchestrators, their nodes, work, pool rules and hold clocks only (a floor
+    of another domain's pool is no reason to move a machine here)."""
     options = {o.pk: rebalance_options(o) for o in orchestrators}
+    names = {o.name for o in orchestrators}
     return plan_rebalance(
         nodes_now(orchestrators),
         running_now(orchestrators, {pk: o.preempt_gangs for pk, o in options.items()}),
         demand_now(orchestrators, now, {pk: o.target_utilization_fraction for pk, o in options.items()}),
-        bounds_now(now, float(rebalance_settings()["floor_lead_s"])),
+        {name: rule for name, rule in bounds.items() if name in names},
         now.timestamp(),
         engine_config(),
-        held_seconds(now),
+        {name: seconds for name, seconds in held.items() if name in names},
     )
 
 
@@ -146,7 +166,7 @@ def propose_plan(now: datetime | None = None) -> Proposal:
             decided_at=now if auto else None,
         )
         save_audited(plan, by=None, reason="auto-approved by pool policy" if auto else "proposed by the rebalancer")
-        nodes = {n.name: n for n in NodeRow.objects.filter(name__in=[m.node for m in decision.moves])}
+        nodes = {n.key: n for n in nodes_by_key([m.node for m in decision.moves])}
         NodeMove.objects.bulk_create(
             [
                 NodeMove(
@@ -163,8 +183,9 @@ def propose_plan(now: datetime | None = None) -> Proposal:
     return Proposal(plan, decision)
 
 
-def held_gpus(names: list[str]) -> dict[str, int]:
-    return dict(NodeRow.objects.filter(name__in=names).values_list("name", "gpu_allocated"))
+def held_gpus(keys: list[str]) -> dict[str, int]:
+    """GPUs in use per node key (``Node.key``: what the engine's moves name)."""
+    return {node.key: node.gpu_allocated for node in nodes_by_key(keys)}
 
 
 # ------------------------------------------------------------------------------------------ recheck
@@ -196,8 +217,8 @@ def recheck_plan(plan: RebalancePlan, now: datetime | None = None) -> list[str]:
             changes.append(f"{node.name} is down now{as_of}")
             continue
         # Plans from before held_gpus was recorded: a drain cost of 0 meant an idle node.
-        was = held_then.get(node.name, 0 if move.drain_cost_gpu_s == 0 else None)
-        cost = costs.get(node.name, 0.0)
+        was = held_then.get(node.key, 0 if move.drain_cost_gpu_s == 0 else None)
+        cost = costs.get(node.key, 0.0)
         if cost is None:
             changes.append(f"{node.name} runs a gang that may not be broken now{as_of}: it cannot be drained")
         elif was is not None and node.gpu_allocated != was:
@@ -213,7 +234,7 @@ def _restate_moves(plan: RebalancePlan, now: datetime) -> None:
     """An approval on changed facts: each move's drain cost and reason say what draining costs now."""
     costs = _drain_costs_now(now)
     for move in plan.moves.select_related("node"):
-        cost = costs.get(move.node.name) or 0.0
+        cost = costs.get(move.node.key) or 0.0
         held = move.node.gpu_allocated
         move.drain_cost_gpu_s = cost
         move.reason = f"{move.reason.split('; at approval:')[0]}; at approval: holds {plural(held, 'GPU')}"[:300]
@@ -321,7 +342,7 @@ class DemoVerbs(PoolVerbs):
     """The demo federation's orchestrators are this database: the stepper skips DRAINING/DRAINED nodes."""
 
     def _state(self, node: str, state: str) -> str:
-        NodeRow.objects.filter(name=node).update(state=state)
+        NodeRow.objects.filter(domain=self.orchestrator.node_domain, name=node).update(state=state)
         return f"demo: {node} state={state}"
 
     def release(self, node: str, why: str) -> str:

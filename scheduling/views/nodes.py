@@ -30,7 +30,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
             )
         except ValidationError as error:
             messages.error(request, " ".join(error.messages))
-            return redirect("node-detail", name=node.name)
+            return redirect("node-detail", name=node.key)
         messages.success(request, f"Drain of {node.name} proposed as plan #{plan.pk}: approve or reject it here.")
         return redirect("rebalance-plan", pk=plan.pk)
     context = {

@@ -94,19 +94,23 @@ def _approve_at_once(decisions) -> list[str]:
 
 
 @contextmanager
-def celery_worker(broker: str, backend: str | None = None) -> Iterator[subprocess.Popen]:
+def celery_worker(
+    broker: str, backend: str | None = None, *, pool: tuple[str, ...] = ("--pool=solo",), env: dict | None = None
+) -> Iterator[subprocess.Popen]:
     """A real `celery worker` process on ``broker``, reading the test database (PostgreSQL: an in-memory SQLite
-    test database is not visible to another process)."""
+    test database is not visible to another process); ``pool``: its pool and queue arguments, ``env`` added to
+    its environment."""
     require_postgres()
     db = connection.settings_dict
     env = {
         **os.environ,
+        **(env or {}),
         "DJANGO_SETTINGS_MODULE": "gpuportal.settings_test",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
         "CELERY_BROKER_URL": broker,
         "CELERY_RESULT_BACKEND": backend or "",
     }
-    argv = [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", "--pool=solo", "--loglevel=WARNING"]
+    argv = [sys.executable, "-m", "celery", "-A", "gpuportal", "worker", *pool, "--loglevel=WARNING"]
     argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
     process = subprocess.Popen(argv, cwd=ROOT, env=env)
     try:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
@@ -103,3 +104,25 @@ def test_scrapes_have_their_own_queue_and_time_limit_and_nothing_else_shares_it(
     task = app.tasks["scheduling.tasks.scrape_orchestrator"]
     assert task.time_limit == settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"]
     assert task.soft_time_limit > settings.GPUPORTAL_SCRAPE_DEADLINE_S
+
+
+@pytest.mark.django_db
+def test_each_orchestrator_may_have_its_own_scrape_limits_and_the_default_stays_todays():
+    from scheduling.services.collection import lease_length, scrape_limits
+
+    default, _ = register_orchestrator(kind="ray", name="ray-default", url="http://ray.example:8265")
+    limits = scrape_limits(default)
+    assert (limits.hard_s, limits.soft_s, limits.http_s) == (
+        settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"], settings.GPUPORTAL_TASK_TIME_LIMITS["scrape"] - 60,
+        settings.GPUPORTAL_SCRAPE_DEADLINE_S,
+    )
+    long, _ = register_orchestrator(
+        kind="slurm", name="slurm-far", url="http://far.example:6820", options={"scrape_time_limit_s": 900}
+    )
+    far = scrape_limits(long)
+    assert (far.hard_s, far.soft_s, far.http_s) == (900, 840, settings.GPUPORTAL_SCRAPE_DEADLINE_S)
+    assert lease_length(far) > timedelta(seconds=900)  # the lease outlives this source's own hard limit
+    with pytest.raises(ValidationError) as refused:
+        register_orchestrator(kind="ray", name="ray-odd", url="http://ray.example:8265",
+                              options={"scrape_time_limit_s": 1})
+    assert "scrape_time_limit_s" in str(refused.value.message_dict["options"])

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import socket
 import socketserver
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tests.fleet_servers import serving
 
 BODY = b'{"nodes": [], "jobs": []}' + b" " * 4000
 
@@ -42,12 +43,5 @@ def trickling_server(*, mode: str = "body", interval: float = 0.2, lasts: float 
             except OSError:  # the client hung up: the deadline worked
                 return
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)) as url:
+        yield url

@@ -18,6 +18,14 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="Slurm user name sent with the JWT")
         parser.add_argument("--api-version", help="slurmrestd API version, e.g. v0.0.38")
         parser.add_argument("--slurm-conf", help="slurm.conf of the fleet (passed as SLURM_CONF to sacctmgr, scontrol)")
+        parser.add_argument(
+            "--node-domain",
+            help="hardware domain of the cluster's nodes (docs/orchestrators.md): a separate site whose node names "
+            "repeat elsewhere; '' puts it back in the shared pool",
+        )
+        parser.add_argument(
+            "--scrape-time-limit", type=int, help="seconds one scrape of this cluster may take (default: settings)"
+        )
         governance = parser.add_argument_group("governance (docs/governance.md; merged into options.governance)")
         governance.add_argument(
             "--governance-mode",
@@ -34,11 +42,13 @@ class Command(BaseCommand):
             raise CommandError("--token-file and --token-env: give one or the other")
         credentials = f"file:{token_file}" if token_file else f"env:{token_env}" if token_env else ""
         given = {"kubeconfig": kubeconfig, "user": user, "api_version": api_version}
+        given["scrape_time_limit_s"] = options["scrape_time_limit"]
         extra = {k: v for k, v in {**given, "slurm_conf": options["slurm_conf"]}.items() if v}
         governance = _governance(kind, options)
         try:
             orchestrator, created = register_orchestrator(
-                kind=kind, name=name, url=url, credentials_ref=credentials, options=extra, governance=governance
+                kind=kind, name=name, url=url, credentials_ref=credentials, options=extra, governance=governance,
+                node_domain=options["node_domain"],
             )
         except ValidationError as error:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in error.message_dict.items())) from error
