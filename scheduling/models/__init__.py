@@ -15,6 +15,7 @@ from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
+from .notifications import ChatWebhook, Notification
 from .operations import RoundLease, TaskStat
 from .owners import IdentityOverride
 from .planning import WhatIfScenario
@@ -30,6 +31,7 @@ __all__ = [
     "AppliedObject",
     "CapacityLock",
     "CapacityReport",
+    "ChatWebhook",
     "CollectorRun",
     "DriftFinding",
     "EnforcementOutcome",
@@ -49,6 +51,7 @@ __all__ = [
     "Node",
     "NodeAlias",
     "NodeMove",
+    "Notification",
     "Orchestrator",
     "OwnershipInterval",
     "PoolPolicy",

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -79,7 +80,7 @@ from scheduling.selectors import entitlements as entitlement_reads
 from scheduling.selectors.pool_policies import bounds_now
 
 # The one import of the module that reads orchestrators' options and secrets (renamed services/orchestrators.py).
-from . import entitlement_split, governance_trigger, identity, versions
+from . import entitlement_split, governance_trigger, identity, notifications, versions
 from . import orchestrators as orchestrator_access
 from .audit import require_reason, stamp_author
 from .capacity import lock_capacity
@@ -647,9 +648,11 @@ def _record_drift(orchestrator: Orchestrator, plan: _Plan, at: datetime) -> None
             "fields": fields,
             "found_at": at,
         }
-        DriftFinding.objects.update_or_create(
+        finding, found = DriftFinding.objects.update_or_create(
             orchestrator=orchestrator, object_id=drift.id, state=DriftFinding.State.OPEN, defaults=values
         )
+        if found:
+            transaction.on_commit(partial(notifications.drift_found, finding))
     gone = DriftFinding.objects.filter(orchestrator=orchestrator, state=DriftFinding.State.OPEN).exclude(
         object_id__in=drifting
     )

@@ -60,7 +60,7 @@ from scheduling.selectors.rebalance import (
     scheduler_orchestrators,
 )
 
-from . import versions
+from . import notifications, versions
 from .audit import require_reason, save_audited
 from .demo import DEMO_PREFIX
 from .orchestrators import masked, rebalance_options, verbs_for_kind
@@ -159,6 +159,8 @@ def propose_plan(now: datetime | None = None) -> Proposal:
                 for m in decision.moves
             ]
         )
+    if not auto:
+        notifications.rebalance_plan_proposed(plan)
     return Proposal(plan, decision)
 
 

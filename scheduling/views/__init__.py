@@ -8,6 +8,7 @@ from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_
 from .finished import finished_workloads
 from .fleet import fragmentation, orchestrators, utilisation
 from .governance import governance
+from .inbox import chat_webhooks_page, inbox_mark, inbox_mark_all, inbox_page
 from .ledger import ledger
 from .nodes import node_detail
 from .overview import overview
@@ -21,6 +22,7 @@ from .workloads import my_workloads
 
 __all__ = [
     "audit_log",
+    "chat_webhooks_page",
     "fairshare",
     "fairshare_check",
     "fairshare_history",
@@ -29,6 +31,9 @@ __all__ = [
     "forecast_page",
     "fragmentation",
     "governance",
+    "inbox_mark",
+    "inbox_mark_all",
+    "inbox_page",
     "ledger",
     "my_workloads",
     "node_detail",
