@@ -23,6 +23,7 @@ from scheduling.services import (
     enforcement,
     expander,
     idempotency,
+    job_actions,
     quota,
     reaper,
     rebalance,
@@ -300,3 +301,9 @@ def post_chat_message(self, webhook_id: int, subject: str, body: str = "", link:
             log.warning("chat webhook %s gave up: %s", webhook_id, failure)
             return False
         raise self.retry(countdown=settings.GPUPORTAL_CHAT_WEBHOOK_RETRY_BASE_S * 2**self.request.retries) from failure
+
+
+@shared_task(acks_late=True)
+def act_on_job(action_id: int) -> str:
+    """Send one cancel, hold or release to its cluster; the next collection round confirms it."""
+    return job_actions.carry_out(action_id).state

@@ -14,6 +14,7 @@ urlpatterns = [
     path("utilisation/teams/<slug:slug>/", views.usage_team, name="usage-team"),
     path("utilisation/teams/<slug:slug>/users/<str:user>/", views.usage_user, name="usage-user"),
     path("workloads/<int:pk>/", views.workload_detail, name="workload-detail"),
+    path("workloads/<int:pk>/act/<str:verb>/", views.workload_act, name="workload-act"),
     path("quota/", views.quota_list, name="quota-list"),
     path("quota/new/", views.quota_new, name="quota-new"),
     path("quota/<int:pk>/", views.quota_detail, name="quota-detail"),

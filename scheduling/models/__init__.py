@@ -15,7 +15,7 @@ from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
-from .notifications import ChatWebhook, Notification
+from .notifications import ChatWebhook, JobAction, Notification
 from .operations import RoundLease, TaskStat
 from .owners import IdentityOverride
 from .planning import WhatIfScenario
@@ -45,6 +45,7 @@ __all__ = [
     "GroupMapping",
     "IdempotencyKey",
     "IdentityOverride",
+    "JobAction",
     "LedgerFinding",
     "LedgerRound",
     "Membership",

@@ -73,3 +73,43 @@ class ChatWebhook(models.Model):
         """The URL as a page shows it: scheme and host only (Slack's and Teams' paths carry the token)."""
         scheme, _, rest = self.url.partition("://")
         return f"{scheme}://{rest.split('/', 1)[0]}/…"
+
+
+class JobAction(models.Model):
+    """A person's cancel, hold or release of one job (issue 33 item 14): who, why, what was sent to the cluster,
+    and whether the cluster shows it done. ``sent`` stays until a collection round reads the job back in the
+    state asked for (``confirmed``); the history rows are the audit (who and why)."""
+
+    class Verb(models.TextChoices):
+        CANCEL = "cancel", "Cancel"
+        HOLD = "hold", "Hold"
+        RELEASE = "release", "Release"
+
+    class State(models.TextChoices):
+        REQUESTED = "requested", "Requested"  # recorded, the worker has not acted yet
+        SENT = "sent", "Sent"  # the cluster took the command; waiting for a round to show it
+        CONFIRMED = "confirmed", "Confirmed"  # a round read the job back as asked
+        FAILED = "failed", "Failed"  # the cluster refused, or the job cannot take this verb
+
+    OPEN_STATES = (State.REQUESTED, State.SENT)
+
+    workload = models.ForeignKey("scheduling.Workload", on_delete=models.CASCADE, related_name="actions")
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    verb = models.CharField(max_length=10, choices=Verb.choices)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.REQUESTED)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    reason = models.CharField(max_length=1000)
+    requested_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    command = models.CharField(max_length=1000, blank=True)  # what the portal sent (or would, in a dry run)
+    message = models.CharField(max_length=1000, blank=True)  # what the cluster answered or the read-back saw
+    dry_run = models.BooleanField(default=False)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["-requested_at", "-pk"]
+        indexes = [models.Index(fields=["state", "workload"], name="job_action_open")]
+
+    def __str__(self) -> str:
+        return f"{self.get_verb_display()} of {self.workload_id}"

@@ -15,7 +15,7 @@ from scheduling.collectors.conditions import condition_of, is_planned
 from scheduling.collectors.snapshot import NodeCondition, ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, Node, Orchestrator, Team, UsageSample, Workload
 
-from . import identity
+from . import identity, job_actions
 from .admission_bypass import record_bypasses
 from .bulk import chunks, field_values, write_rows
 from .ledger import record_views
@@ -68,6 +68,7 @@ def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_
     record_views(orchestrator, snapshot)  # the ledger keeps each source's own word (Node keeps one owner)
     team_ids = dict(Team.objects.values_list("slug", "pk"))
     running, pending = _upsert_workloads(orchestrator, snapshot.workloads, now, team_ids)
+    job_actions.read_back(orchestrator)  # a cancel or hold is confirmed by the cluster's own listing
     record_bypasses(orchestrator, snapshot, team_ids)
     _record_samples(orchestrator, snapshot, now)
     orchestrator.last_success_at = now

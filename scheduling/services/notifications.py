@@ -1,7 +1,7 @@
 """Tell the people an event concerns: deciders when a request arrives, the requester after, leads and admins of
 reminders, reclaims, drift and plans. Every message goes to three places (issue 33 item 13): the recipients'
 in-portal inbox (always: sites without mail), their mail where they have an address, and the chat webhooks of
-the site and the team (services/chat_webhooks.py). One function, :func:`_tell`, does all three."""
+the site and the team (services/chat_webhooks.py). One function, :func:`tell`, does all three."""
 
 from django.conf import settings
 from django.core.mail import send_mass_mail
@@ -15,7 +15,7 @@ from . import chat_webhooks, inbox
 Kind = Notification.Kind
 
 
-def _tell(people, *, kind: str, subject: str, body: str, path: str, team_id: int | None,
+def tell(people, *, kind: str, subject: str, body: str, path: str, team_id: int | None,
           mail_to: list[str] | None = None, base_url: str | None = None) -> int:
     """The inbox row of every person, the mail (to ``mail_to``, else to those of ``people`` with an address)
     and the chat message; returns the number of mails sent, as the callers always have. ``path``: the page
@@ -85,7 +85,7 @@ def request_submitted(request: QuotaRequest, *, base_url: str) -> int:
         f"{_period(request)}.\n\n{_extension_note(request)}Justification:\n{request.justification}\n\n"
         f"Approve or deny on the request's page."
     )
-    return _tell(deciders(request), kind=Kind.QUOTA, subject=subject, body=body, path=_path(request),
+    return tell(deciders(request), kind=Kind.QUOTA, subject=subject, body=body, path=_path(request),
                  team_id=request.team_id, mail_to=deciders_of(request), base_url=base_url)
 
 
@@ -97,7 +97,7 @@ def request_amended(request: QuotaRequest, *, base_url: str) -> int:
         f"{change}.\n\nIt now asks for {_gpus(request, 'GPUs of any model')} {_period(request)}.\n\n"
         f"Approve or deny on the request's page."
     )
-    return _tell(deciders(request), kind=Kind.QUOTA, subject=subject, body=body, path=_path(request),
+    return tell(deciders(request), kind=Kind.QUOTA, subject=subject, body=body, path=_path(request),
                  team_id=request.team_id, mail_to=deciders_of(request), base_url=base_url)
 
 
@@ -130,7 +130,7 @@ def request_decided(request: QuotaRequest, *, base_url: str) -> int:
         f"Your request for {_gpus(request)} for {request.team} was {verb} by {request.decided_by}.\n\n"
         f"Comment: {request.decision_comment or '(none)'}"
     )
-    return _tell([request.requester], kind=Kind.QUOTA, subject=subject, body=body, path=_path(request),
+    return tell([request.requester], kind=Kind.QUOTA, subject=subject, body=body, path=_path(request),
                  team_id=request.team_id, base_url=base_url)
 
 
@@ -159,7 +159,7 @@ def grant_expiring(grant, *, base_url: str) -> int:
         f"asks to extend it on the request's page; the extension is decided like a new request.\n\n"
         f"This reminder was {grant.expiry_reminded_to}."
     )
-    return _tell(expiry_audience(grant), kind=Kind.GRANT, subject=subject, body=body, path=_path(request),
+    return tell(expiry_audience(grant), kind=Kind.GRANT, subject=subject, body=body, path=_path(request),
                  team_id=grant.team_id, base_url=base_url)
 
 
@@ -174,14 +174,14 @@ def double_ownership_opened(findings) -> int:
     nodes = ", ".join(f.node for f in findings)
     body = "\n\n".join(f"{f.node} ({f.orchestrators}):\n{f.explanation}" for f in findings)
     body += "\n\nThe finding closes by itself once only one orchestrator may schedule there."
-    return _tell(portal_admins(), kind=Kind.DRIFT, subject=f"Double ownership: {nodes}", body=body,
+    return tell(portal_admins(), kind=Kind.DRIFT, subject=f"Double ownership: {nodes}", body=body,
                  path=f"{reverse('ledger')}?kind=double_ownership", team_id=None)
 
 
 def reclaim_plan_waiting(plan) -> int:
     """A reclaim plan waits for an administrator's approval: the admins hear of it, with the victims' teams."""
     body = f"Reclaim plan #{plan.pk} on {plan.orchestrator} waits for approval: {plan.cause or 'no cause given'}."
-    return _tell(portal_admins(), kind=Kind.RECLAIM, subject=f"Reclaim plan #{plan.pk} waits for approval",
+    return tell(portal_admins(), kind=Kind.RECLAIM, subject=f"Reclaim plan #{plan.pk} waits for approval",
                  body=body, path=reverse("reclaim"), team_id=None)
 
 
@@ -191,11 +191,11 @@ def drift_found(finding) -> int:
         f"{finding.object_id} on {finding.orchestrator} differs from what the portal applied"
         f"{f' (team {finding.team})' if finding.team else ''}. Revert or adopt it on the governance page."
     )
-    return _tell(portal_admins(), kind=Kind.DRIFT, subject=f"Drift on {finding.orchestrator}: {finding.object_id}",
+    return tell(portal_admins(), kind=Kind.DRIFT, subject=f"Drift on {finding.orchestrator}: {finding.object_id}",
                  body=body, path=reverse("governance"), team_id=None)
 
 
 def rebalance_plan_proposed(plan) -> int:
     body = f"{plan.reason}\n\nApprove or reject it on the plan's page."
-    return _tell(portal_admins(), kind=Kind.PLAN, subject=f"Rebalance plan #{plan.pk} waits for approval",
+    return tell(portal_admins(), kind=Kind.PLAN, subject=f"Rebalance plan #{plan.pk} waits for approval",
                  body=body, path=reverse("rebalance-plan", args=[plan.pk]), team_id=None)

@@ -3,7 +3,7 @@
 from .audit import audit_log
 from .drilldown import team_users as usage_team
 from .drilldown import user_jobs as usage_user
-from .drilldown import workload_detail
+from .drilldown import workload_act, workload_detail
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .finished import finished_workloads
 from .fleet import fragmentation, orchestrators, utilisation
@@ -60,5 +60,6 @@ __all__ = [
     "whatif_detail",
     "whatif_list",
     "whatif_status",
+    "workload_act",
     "workload_detail",
 ]

@@ -18,6 +18,7 @@ def room():
 def eager(settings):
     """Celery runs a published task at once, here, retries included (their countdown is not waited)."""
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    import scheduling.tasks  # noqa: F401 - registers post_chat_message (a named signature of an unknown task is sent)
 
 
 def submit(cast, teams, capture, justification: str = "ICML deadline"):
