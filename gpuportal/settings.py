@@ -87,6 +87,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "scheduling.views.context.openable_teams",  # pages link only the team pages one may open
+                "scheduling.views.context.inbox",  # the unread count in the navigation
             ],
         },
     },
@@ -486,6 +487,11 @@ GPUPORTAL_DEMO = env.bool("GPUPORTAL_DEMO", default=False)
 # admin sets the period (HistoryRetention in the admin, audited); hourly and daily rollups are kept for ever.
 GPUPORTAL_SAMPLE_RETENTION_DAYS = env.int("GPUPORTAL_SAMPLE_RETENTION_DAYS", default=14)
 GPUPORTAL_BASE_URL = env.str("GPUPORTAL_BASE_URL", default="http://127.0.0.1:8000")  # links in alert and report emails
+# Chat webhooks (issue 33 item 13): each message is posted by a Celery task with this timeout, retried this many
+# times with a growing delay (base * 2**retry seconds); the last error shows on /notifications/webhooks/.
+GPUPORTAL_CHAT_WEBHOOK_TIMEOUT_S = env.float("GPUPORTAL_CHAT_WEBHOOK_TIMEOUT_S", default=5.0)
+GPUPORTAL_CHAT_WEBHOOK_RETRIES = env.int("GPUPORTAL_CHAT_WEBHOOK_RETRIES", default=3)
+GPUPORTAL_CHAT_WEBHOOK_RETRY_BASE_S = env.int("GPUPORTAL_CHAT_WEBHOOK_RETRY_BASE_S", default=10)
 # Quota request periods (issue 16): the longest period, the farthest a start may lie ahead, the most it may be
 # backdated. Unbounded periods (0001-01-01 to 9999-12-31) were accepted and approvable before.
 GPUPORTAL_QUOTA_MAX_DAYS = env.int("GPUPORTAL_QUOTA_MAX_DAYS", default=366)

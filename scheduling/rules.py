@@ -13,11 +13,20 @@ def _team_of(obj) -> Team | None:
     return getattr(obj, "team", None)
 
 
-def _lineage_ids(team: Team) -> list[int]:
-    """The team and the teams above it (no query for a top-level team)."""
-    if team.parent_id is None:
+def lineage_ids(team: Team | int) -> list[int]:
+    """The team and the teams above it, nearest first (no query for a top-level Team)."""
+    if isinstance(team, Team) and team.parent_id is None:
         return [team.pk]
-    return [team.pk, *Team.objects.only("pk", "parent_id", "slug").tree().ancestors(team.pk)]
+    team_id = team.pk if isinstance(team, Team) else team
+    return [team_id, *Team.objects.only("pk", "parent_id", "slug").tree().ancestors(team_id)]
+
+
+def leads_above(team: Team | int):
+    """The active leads of the team and of every team above it: the one definition of "a lead of this team or
+    above" (issue 34 item 4). :func:`is_lead` asks whether a user is one; notifications tell them."""
+    return get_user_model().objects.filter(
+        memberships__team_id__in=lineage_ids(team), memberships__role=Membership.Role.LEAD, is_active=True
+    ).distinct()
 
 
 @rules.predicate
@@ -38,7 +47,7 @@ def is_member(user, obj) -> bool:
     team = _team_of(obj)
     if team is None or not user.is_authenticated:
         return False
-    return Membership.objects.filter(user=user, team_id__in=_lineage_ids(team)).exists()
+    return Membership.objects.filter(user=user, team_id__in=lineage_ids(team)).exists()
 
 
 @rules.predicate
@@ -47,7 +56,7 @@ def is_lead(user, obj) -> bool:
     team = _team_of(obj)
     if team is None or not user.is_authenticated:
         return False
-    return Membership.objects.filter(user=user, team_id__in=_lineage_ids(team), role=Membership.Role.LEAD).exists()
+    return leads_above(team).filter(pk=user.pk).exists()
 
 
 @rules.predicate
@@ -62,7 +71,8 @@ rules.add_perm("scheduling.decide_quota_request", is_portal_admin | (is_lead & ~
 rules.add_perm("scheduling.edit_entitlements", is_portal_admin)
 rules.add_perm("scheduling.edit_pool_policies", is_portal_admin)
 rules.add_perm("scheduling.edit_orchestrators", is_portal_admin)
-rules.add_perm("scheduling.enforce_governance", is_portal_admin)  # governance plans and drift on the clusters
+rules.add_perm("scheduling.enforce_governance", is_portal_admin)
+rules.add_perm("scheduling.edit_chat_webhooks", is_portal_admin)  # governance plans and drift on the clusters
 
 
 @rules.predicate

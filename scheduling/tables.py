@@ -410,7 +410,10 @@ def _audit_object_url(kind: str, pk: int) -> str:
     names = {"quota-request": "quota-detail", "rebalance-plan": "rebalance-plan", "pool-policy": "rebalance-policy"}
     if kind in names:
         return reverse(names[kind], args=[pk])
-    pages = {"reclaim-plan": "reclaim", "drift": "governance", "enforcement-plan": "governance"}
+    pages = {
+        "reclaim-plan": "reclaim", "drift": "governance", "enforcement-plan": "governance",
+        "chat-webhook": "chat-webhooks",
+    }
     return reverse(pages[kind]) if kind in pages else ""
 
 

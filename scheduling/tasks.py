@@ -17,10 +17,12 @@ from django.utils import timezone
 
 from scheduling.services import (
     admission,
+    chat_webhooks,
     collection,
     directory,
     expander,
     idempotency,
+    job_actions,
     quota,
     reaper,
     rebalance,
@@ -300,3 +302,26 @@ def _round_counts(outcomes: list[enforcement_decisions.OrchestratorRound]) -> di
         }
         for o in outcomes
     }
+
+
+# --- Chat webhooks: one message per task; the outcome is stored on the webhook for its admin page. ---
+
+
+@shared_task(bind=True, acks_late=True, max_retries=settings.GPUPORTAL_CHAT_WEBHOOK_RETRIES)
+def post_chat_message(self, webhook_id: int, subject: str, body: str = "", link: str = "") -> bool:
+    """Post one message; a refused or timed-out post is retried with a growing delay, then left recorded."""
+    attempts = self.max_retries + 1
+    message = chat_webhooks.Message(subject=subject, body=body, link=link)
+    try:
+        return chat_webhooks.post(webhook_id, message, attempt=self.request.retries + 1, attempts=attempts)
+    except chat_webhooks.DeliveryFailed as failure:
+        if self.request.retries >= self.max_retries:
+            log.warning("chat webhook %s gave up: %s", webhook_id, failure)
+            return False
+        raise self.retry(countdown=settings.GPUPORTAL_CHAT_WEBHOOK_RETRY_BASE_S * 2**self.request.retries) from failure
+
+
+@shared_task(acks_late=True)
+def act_on_job(action_id: int) -> str:
+    """Send one cancel, hold or release to its cluster; the next collection round confirms it."""
+    return job_actions.carry_out(action_id).state

@@ -44,7 +44,6 @@ class WorkloadDescription:
     source: str = ""
 
 
-
 # --- parsing submissions ------------------------------------------------------------------------------
 
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
@@ -167,9 +166,10 @@ def _members_and_pod(kind: str, spec: dict[str, Any]) -> tuple[int, dict[str, An
             raise ValueError("a Volcano Job needs at least one task")
         gpu_tasks = [task for task in tasks if _pod_gpus(_template_spec(task))] or tasks[:1]
         largest = max(gpu_tasks, key=lambda task: _pod_gpus(_template_spec(task)))
-        return max(1, sum(int(task.get("replicas", 1)) for task in gpu_tasks)), _template_spec(largest)
+        members = sum(_count(task.get("replicas"), "spec.tasks[].replicas") for task in gpu_tasks)
+        return max(1, members), _template_spec(largest)
     if kind == "Job":
-        return max(1, int(spec.get("parallelism", 1))), _template_spec(spec)
+        return max(1, _count(spec.get("parallelism"), "spec.parallelism")), _template_spec(spec)
     raise ValueError(f"cannot route a {kind}: expected Pod, Job or a Volcano Job")
 
 
@@ -185,6 +185,11 @@ def _pod_gpus(pod_spec: dict[str, Any]) -> int:
         limit = (resources.get("limits") or {}).get(GPU_RESOURCE, requested)
         total += _int(str(limit), GPU_RESOURCE)
     return total
+
+
+def _count(value: object, what: str) -> int:
+    """A replica count as the API server defaults it: absent or null is 1."""
+    return 1 if value is None else _int(str(value), what)
 
 
 def _int(value: str, what: str) -> int:

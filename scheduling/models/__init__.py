@@ -15,6 +15,7 @@ from .fragmentation import FragmentationSample
 from .idempotency import IdempotencyKey
 from .ledger import FleetHost, LedgerFinding, LedgerRound, NodeAlias, OwnershipInterval, SourceView
 from .metrics import UsageRollup, UsageSample
+from .notifications import ChatWebhook, JobAction, Notification
 from .operations import RoundLease, TaskStat
 from .owners import IdentityOverride
 from .planning import WhatIfScenario
@@ -31,6 +32,7 @@ __all__ = [
     "AppliedObject",
     "CapacityLock",
     "CapacityReport",
+    "ChatWebhook",
     "CollectorRun",
     "DriftFinding",
     "EnforcementOutcome",
@@ -45,12 +47,14 @@ __all__ = [
     "HistoryRetention",
     "IdempotencyKey",
     "IdentityOverride",
+    "JobAction",
     "LedgerFinding",
     "LedgerRound",
     "Membership",
     "Node",
     "NodeAlias",
     "NodeMove",
+    "Notification",
     "Orchestrator",
     "OwnershipInterval",
     "PoolPolicy",

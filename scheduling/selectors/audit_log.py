@@ -54,6 +54,8 @@ SOURCES: tuple[Source, ...] = (
     Source("rebalance-plan", "Rebalance plan", _history(models.RebalancePlan), None),
     Source("reclaim-plan", "Reclaim plan", _history(models.ReclaimPlan), None),
     Source("enforcement-plan", "Governance plan", _history(models.EnforcementPlan), None),
+    Source("chat-webhook", "Chat webhook", _history(models.ChatWebhook), None, state_field=None),
+    Source("job-action", "Job action", _history(models.JobAction), F("team__slug")),
     Source("admission", "Admission decision", lambda: models.AdmissionDecision.objects.all(), F("team__slug")),
 )
 KINDS = {source.kind: source.label for source in SOURCES}

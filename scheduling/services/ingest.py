@@ -23,7 +23,7 @@ from scheduling.collectors.conditions import condition_of, is_planned
 from scheduling.collectors.snapshot import NodeCondition, ObservedNode, ObservedWorkload, Snapshot, WorkloadState
 from scheduling.models import CollectorRun, IdentityOverride, Node, Orchestrator, Team, UsageSample, Workload
 
-from . import identity
+from . import identity, job_actions
 from .admission_bypass import record_bypasses
 from .bulk import chunks, field_values, write_rows
 from .ledger import record_views
@@ -149,6 +149,7 @@ def ingest_snapshot(orchestrator: Orchestrator, snapshot: Snapshot, *, duration_
         running, pending = _upsert_changed_workloads(orchestrator, snapshot.workloads, now, team_ids, delta)
     if memo is not None:
         memo.remember(snapshot, context, full=delta is None)
+    job_actions.read_back(orchestrator)  # a cancel or hold is confirmed by the cluster's own listing
     record_bypasses(orchestrator, snapshot, team_ids)
     _record_samples(orchestrator, snapshot, now)
     orchestrator.last_success_at = now

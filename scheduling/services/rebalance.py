@@ -62,7 +62,7 @@ from scheduling.selectors.rebalance import (
 )
 from scheduling.wording import plural
 
-from . import versions
+from . import notifications, versions
 from .audit import require_reason, save_audited
 from .demo import DEMO_PREFIX
 from .orchestrators import masked, rebalance_options, verbs_for_kind
@@ -180,6 +180,8 @@ def propose_plan(now: datetime | None = None) -> Proposal:
                 for m in decision.moves
             ]
         )
+    if not auto:
+        notifications.rebalance_plan_proposed(plan)
     return Proposal(plan, decision)
 
 

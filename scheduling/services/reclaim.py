@@ -39,7 +39,7 @@ from scheduling.engine.slurm_preemption import DEFAULT_BORROW_QOS, preemption_de
 from scheduling.models import AppliedObject, Orchestrator, ReclaimPlan, Team, Workload
 from scheduling.rules import is_portal_admin
 from scheduling.selectors.reclaim import guarantees_by_orchestrator, open_plans, reclaim_inputs
-from scheduling.services import leases, versions
+from scheduling.services import leases, notifications, versions
 from scheduling.services.audit import require_reason, stamp_author
 from scheduling.services.orchestrators import (
     endpoint_of,
@@ -189,10 +189,12 @@ def _reclaim_round(orchestrator: Orchestrator, settings: ReclaimSettings, now: d
 def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: ReclaimSettings,
            now: datetime, native: NativeSetup) -> ReclaimPlan:
     """The round's plan; a newer decision supersedes a plan nobody decided yet (it may name victims that ended)."""
+    superseded = 0
     for stale in open_plans(orchestrator).filter(state=ReclaimPlan.State.PENDING).select_for_update():
         stamp_author(stale, by=None, reason="superseded by a newer reclaim decision")
         stale.state = ReclaimPlan.State.SUPERSEDED
         stale.save()
+        superseded += 1
     state, reason = _disposition(orchestrator, settings.mode, native, decision)
     plan = ReclaimPlan(
         orchestrator=orchestrator, created_at=now, mode=settings.mode, dry_run=settings.dry_run, state=state,
@@ -204,6 +206,8 @@ def _store(orchestrator: Orchestrator, decision: ReclaimDecision, settings: Recl
     )
     stamp_author(plan, by=None, reason=plan.cause[:1000] or "reclaim")
     plan.save()
+    if state == ReclaimPlan.State.PENDING and not superseded:  # told once, not at every round that renews it
+        transaction.on_commit(lambda: notifications.reclaim_plan_waiting(plan))
     return plan
 
 

@@ -3,11 +3,12 @@
 from .audit import audit_log
 from .drilldown import team_users as usage_team
 from .drilldown import user_jobs as usage_user
-from .drilldown import workload_detail
+from .drilldown import workload_act, workload_detail
 from .fairshare import fairshare, fairshare_check, fairshare_history, fairshare_revert
 from .finished import finished_workloads
 from .fleet import fragmentation, orchestrators, utilisation
 from .governance import governance
+from .inbox import chat_webhooks_page, inbox_mark, inbox_mark_all, inbox_page
 from .ledger import ledger
 from .nodes import node_detail
 from .overview import overview
@@ -21,6 +22,7 @@ from .workloads import my_workloads
 
 __all__ = [
     "audit_log",
+    "chat_webhooks_page",
     "fairshare",
     "fairshare_check",
     "fairshare_history",
@@ -29,6 +31,9 @@ __all__ = [
     "forecast_page",
     "fragmentation",
     "governance",
+    "inbox_mark",
+    "inbox_mark_all",
+    "inbox_page",
     "ledger",
     "my_workloads",
     "node_detail",
@@ -55,5 +60,6 @@ __all__ = [
     "whatif_detail",
     "whatif_list",
     "whatif_status",
+    "workload_act",
     "workload_detail",
 ]

@@ -6,6 +6,7 @@ from django.utils.functional import SimpleLazyObject
 
 from scheduling.models import Team
 from scheduling.selectors import access
+from scheduling.selectors import inbox as inbox_selectors
 
 
 class _EveryTeam:
@@ -23,3 +24,8 @@ def openable_teams(request) -> dict[str, object]:
         return frozenset(Team.objects.filter(pk__in=ids).values_list("slug", flat=True))
 
     return {"openable_team_slugs": SimpleLazyObject(slugs)}
+
+
+def inbox(request) -> dict[str, object]:
+    """``unread_messages``: the user's unread inbox rows, counted on first use (one COUNT on the index)."""
+    return {"unread_messages": SimpleLazyObject(lambda: inbox_selectors.unread_count(request.user))}

@@ -7,16 +7,19 @@ level's table downloads as CSV (``paginate``). Who may see whose rows is ``acces
 
 from urllib.parse import quote
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
 from scheduling import charts
-from scheduling.models import Team
+from scheduling.models import JobAction, Team
 from scheduling.selectors import access, drilldown, why_waits
 from scheduling.selectors import workloads as workload_reads
+from scheduling.services import job_actions
 from scheduling.tables import JobInWindowTable, UserUsageTable
 
 from .common import TimeRange, paginate, time_range
@@ -91,6 +94,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "wait_s": (workload.started_at - workload.submitted_at).total_seconds() if workload.started_at else None,
         "placement": drilldown.placement(workload),
         "crumbs": _job_crumbs(request, workload, window),
+        **job_actions_context(request.user, workload),
     }
     return render(request, "scheduling/workload_detail.html", context)
 
@@ -114,3 +118,46 @@ def _team_above(slug: str, workload) -> Team | None:
     if team is None or workload.team_id not in Team.objects.tree().subtree(team.pk):
         return None
     return team
+
+
+def job_actions_context(user, workload) -> dict:
+    """What the job page shows of item 14: the verbs this user may use now, and the actions taken so far."""
+    can_act = job_actions.may_act(user, workload)
+    return {
+        "can_act": can_act,
+        "verbs": job_actions.verbs_for(workload) if can_act else [],
+        "waiting": job_actions.open_action(workload),
+        "actions": list(workload.actions.select_related("requested_by").order_by("-requested_at", "-pk")[:10]),
+    }
+
+
+@login_required
+def workload_act(request: HttpRequest, pk: int, verb: str) -> HttpResponse:
+    """The confirmation step of a cancel, hold or release (GET shows what will be sent; POST, with a reason,
+    records it). 404 for a job the user cannot see, 403 for one they may not act on: nothing is sent."""
+    workload = get_object_or_404(
+        access.workloads_visible_to(request.user).select_related("orchestrator", "team"), pk=pk
+    )
+    if not job_actions.may_act(request.user, workload):
+        raise PermissionDenied("Only the job's owner, a lead of its team or an admin may act on it.")
+    if verb not in JobAction.Verb.values:
+        raise Http404("No such action.")
+    if request.method == "POST":
+        try:
+            job_actions.request_action(workload.pk, verb, by=request.user, reason=request.POST.get("reason", ""))
+        except ValidationError as error:
+            for field, problems in error.message_dict.items():
+                messages.error(request, f"{field}: {' '.join(problems)}")
+        else:
+            messages.success(request, f"{JobAction.Verb(verb).label} requested: the page says so until the "
+                                      "cluster's next listing shows it done.")
+            return redirect("workload-detail", pk=workload.pk)
+    context = {
+        "w": workload,
+        "verb": verb,
+        "verb_label": JobAction.Verb(verb).label,
+        "possible": verb in job_actions.verbs_for(workload),
+        "sends": job_actions.what_is_sent(workload, verb) if verb in job_actions.verbs_for(workload) else "",
+        "waiting": job_actions.open_action(workload),
+    }
+    return render(request, "scheduling/workload_act.html", context)

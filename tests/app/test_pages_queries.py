@@ -22,8 +22,9 @@ OVER_CAP_READS = 3
 # The team page as a lead: 34 once the team tree was read once per request (the budget was 40); 42 since it shows
 # its share on each orchestrator (the entitlement split) and enforcement read back per object (issue 31); 44 when
 # no round reached a cluster: the page then says when the last round ran and why each orchestrator is left alone;
-# 45 since the navigation asks whether the user may open the fleet's plans (one membership read; issue 33 item 9).
-BUDGET = 45
+# 45 since the navigation asks whether the user may open the fleet's plans (one membership read; issue 33 item 9);
+# 46 since it shows the inbox's unread count (one COUNT on the recipient/read_at index; issue 33 item 13).
+BUDGET = 46
 
 
 def _generate(prefix: str, nodes: int, teams: int) -> None:

@@ -41,7 +41,10 @@ def test_a_grant_ending_within_the_lead_time_is_reminded_once_and_says_who_was_t
     with django_capture_on_commit_callbacks(execute=True):
         assert quota.remind_expiring_grants(now=grant.ends_at - timedelta(days=6)) == 1
     grant.refresh_from_db()
-    told = "sent to rita at rita@example.org, nina at nina@example.org; no email address for leo"
+    told = (
+        "sent to rita at rita@example.org, nina at nina@example.org; no email address for leo (their portal inbox "
+        "has it)"
+    )
     assert grant.expiry_reminded_to == told
     assert [sorted(m.to) for m in mail.outbox] == [["nina@example.org", "rita@example.org"]]
     assert f"This reminder was {told}." in mail.outbox[0].body and "extend" in mail.outbox[0].body

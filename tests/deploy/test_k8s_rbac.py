@@ -38,8 +38,13 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
         ("k8s.py", "self.core.list_pod_for_all_namespaces"),
         ("verbs.py", 'CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")'),
         ("reclaim_actuators.py", "self.core.list_namespaced_pod(namespace)"),
+        ("job_control.py", "self.core.list_namespaced_pod(namespace)"),
     ],
-    ("", "pods", "get"): [("reclaim_actuators.py", "self.core.read_namespaced_pod(pod, namespace)")],
+    ("", "pods", "get"): [
+        ("reclaim_actuators.py", "self.core.read_namespaced_pod(pod, namespace)"),
+        ("job_control.py", "self.core.read_namespaced_pod(name, namespace)"),
+    ],
+    ("", "pods", "delete"): [("job_control.py", "self.core.delete_namespaced_pod(name, namespace)")],
     ("", "pods/eviction", "create"): [
         ("reclaim_actuators.py", "self.core.create_namespaced_pod_eviction(pod, namespace, body"),
         ("k8s_admission.py", "self.core.create_namespaced_pod_eviction"),
@@ -115,7 +120,7 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
     ],
 }
 # Every Kubernetes client method the collectors call, and the (group, resource, verb) grants it needs.
-CLIENT_CALL = re.compile(r"(?:self\.(?:core|custom|extensions|registrations)|k8s\.CoreV1Api\(self\.api\))\.(\w+)")
+CLIENT_CALL = re.compile(r"(?:self\.(?:core|batch|custom|extensions|registrations)|k8s\.CoreV1Api\(self\.api\))\.(\w+)")
 
 
 def granted() -> set[tuple[str, str, str]]:

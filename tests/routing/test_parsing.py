@@ -99,3 +99,23 @@ def test_files_are_told_apart_by_their_first_line() -> None:
 def test_bad_manifests_say_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         describe_manifest(text)
+
+
+BATCH_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: trial, namespace: nlp}}
+spec:
+  parallelism: {parallelism}
+  template: {{spec: {{containers: [{{name: t, image: x, resources: {{limits: {{nvidia.com/gpu: 2}}}}}}]}}}}
+"""
+
+
+def test_a_job_whose_parallelism_is_null_runs_one_pod_as_the_api_server_defaults_it() -> None:
+    assert describe_manifest(BATCH_JOB.format(parallelism="null")).members == 1
+    assert describe_manifest(BATCH_JOB.format(parallelism="3")).members == 3
+
+
+def test_a_job_whose_parallelism_is_no_number_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match=r"spec.parallelism: 'three' is not a whole number"):
+        describe_manifest(BATCH_JOB.format(parallelism="three"))

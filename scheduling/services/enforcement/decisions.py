@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, get_args
 
 from django.core.exceptions import ValidationError
@@ -31,7 +32,7 @@ from scheduling.models import (
     Team,
 )
 
-from .. import governance_trigger, versions
+from .. import governance_trigger, notifications, versions
 from .. import orchestrators as orchestrator_access
 from ..audit import require_reason, stamp_author
 from .intent import team_of
@@ -227,9 +228,11 @@ def record_drift(orchestrator: Orchestrator, plan: RoundPlan, at: datetime) -> N
             "fields": fields,
             "found_at": at,
         }
-        DriftFinding.objects.update_or_create(
+        finding, found = DriftFinding.objects.update_or_create(
             orchestrator=orchestrator, object_id=drift.id, state=DriftFinding.State.OPEN, defaults=values
         )
+        if found:
+            transaction.on_commit(partial(notifications.drift_found, finding))
     gone = DriftFinding.objects.filter(orchestrator=orchestrator, state=DriftFinding.State.OPEN).exclude(
         object_id__in=drifting
     )
