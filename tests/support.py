@@ -87,3 +87,13 @@ def governance_round() -> dict:
     out = StringIO()
     call_command("governance", "--once", "--json", stdout=out)
     return json.loads(out.getvalue())
+
+
+def set_queue(team, *, gpu_model: str = "", weight, guaranteed: int, burst_limit: int, by, reason: str):
+    """One queue edited through the same door as the fair-share page (services.governance)."""
+    from decimal import Decimal
+
+    from scheduling.services.governance import QueueChange, apply_queue_changes
+
+    change = QueueChange(team, gpu_model, Decimal(str(weight)), guaranteed, burst_limit)
+    return apply_queue_changes([change], by=by, reason=reason)[0]

@@ -93,13 +93,6 @@ def pod_gpus(pod: wire.Pod | dict[str, Any], resource: str = GPU_RESOURCE) -> in
     return max(app, init)
 
 
-def slim_pod(pod: wire.Pod | dict[str, Any], resource: str = GPU_RESOURCE) -> wire.Pod | None:
-    """The pod as the collector reads it (only the fields it needs), or ``None`` for a pod without GPUs:
-    it takes no part in GPU accounting, and dropping it as its page arrives keeps memory flat."""
-    typed = wire.as_wire(pod, wire.Pod, "pod")
-    return typed if pod_gpus(typed, resource) else None
-
-
 def blocking_taints(taints: Iterable[Taint]) -> list[Taint]:
     """Taints that keep GPU work off a node (the portal's own tolerated ones aside)."""
     return [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and t.key not in TOLERATED_TAINTS]

@@ -1,4 +1,4 @@
-"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated jobs.
+"""Reads for pages, API and /metrics: busy vs allocated GPU-hours, efficiency, idle-allocated hours.
 
 Busy time sits in the same samples and rollups as allocation (``gpus_busy``/``gpu_s_busy``, NULL where no
 metrics source measured it); per-job figures live in :class:`WorkloadUtilisation`. Every function issues a
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import OuterRef, Subquery, Sum
-from django.utils import timezone
 
 from scheduling.models import Orchestrator, UsageRollup, UsageSample, WorkloadUtilisation
 
@@ -35,28 +34,6 @@ class Efficiency:
         if self.busy_h is None or not self.allocated_h:
             return None
         return self.busy_h / self.allocated_h
-
-
-@dataclass(frozen=True)
-class JobUtilisation:
-    """One job's measured figures, for the per-job idle list teams act on."""
-
-    workload_id: int
-    orchestrator: str
-    external_id: str
-    name: str
-    team: str
-    user: str
-    state: str
-    gpus: int
-    allocated_h: float
-    busy_h: float
-    idle_allocated_h: float
-    last_sample_at: datetime | None
-
-    @property
-    def efficiency(self) -> float | None:
-        return self.busy_h / self.allocated_h if self.allocated_h else None
 
 
 def _resolution(since: datetime, until: datetime) -> str:
@@ -115,53 +92,12 @@ def efficiency_by_team(since: datetime, until: datetime, visible: set[int] | Non
     ]
 
 
-def efficiency_by_user(since: datetime, until: datetime, team_ids: set[int] | None = None) -> list[Efficiency]:
-    """Per user, from the jobs measured in the window (whole-job figures: samples carry no user)."""
-    rows = _utilisation_in(since, until, team_ids).values("workload__user")
-    totals = rows.annotate(
-        allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"), idle=Sum("idle_allocated_gpu_s")
-    ).order_by("workload__user")
-    return [
-        Efficiency(r["workload__user"] or "unknown", r["allocated"] / 3600, r["busy"] / 3600, r["idle"] / 3600)
-        for r in totals
-    ]
-
-
-def idle_jobs(since: datetime | None = None, team_ids: set[int] | None = None, limit: int = 50) -> list[JobUtilisation]:
-    """Jobs with the most idle-allocated GPU-hours first (measured since ``since``, default a week)."""
-    since = since or timezone.now() - timedelta(days=7)
-    rows = (
-        _utilisation_in(since, timezone.now(), team_ids)
-        .filter(idle_allocated_gpu_s__gt=0)
-        .select_related("workload__orchestrator", "workload__team")
-        .order_by("-idle_allocated_gpu_s")[:limit]
-    )
-    return [_job(u) for u in rows]
-
-
-def _utilisation_in(since: datetime, until: datetime, team_ids: set[int] | None):
-    rows = WorkloadUtilisation.objects.filter(last_sample_at__gte=since, workload__started_at__lt=until)
-    return rows.filter(workload__team_id__in=team_ids) if team_ids is not None else rows
+def _utilisation_in(since: datetime, until: datetime):
+    """Per-job figures of jobs measured in the window (selectors/finished_jobs lists them job by job)."""
+    return WorkloadUtilisation.objects.filter(last_sample_at__gte=since, workload__started_at__lt=until)
 
 
 def _idle_by(field: str, since: datetime, until: datetime) -> dict[str, float]:
-    rows = _utilisation_in(since, until, None).values(field).annotate(idle=Sum("idle_allocated_gpu_s"))
+    rows = _utilisation_in(since, until).values(field).annotate(idle=Sum("idle_allocated_gpu_s"))
     return {r[field]: r["idle"] / 3600 for r in rows if r[field]}
 
-
-def _job(u: WorkloadUtilisation) -> JobUtilisation:
-    w = u.workload
-    return JobUtilisation(
-        workload_id=w.pk,
-        orchestrator=w.orchestrator.name,
-        external_id=w.external_id,
-        name=w.name,
-        team=w.team.slug if w.team else "unassigned",
-        user=w.user,
-        state=w.state,
-        gpus=w.gpus,
-        allocated_h=u.allocated_gpu_s / 3600,
-        busy_h=u.busy_gpu_s / 3600,
-        idle_allocated_h=u.idle_allocated_gpu_s / 3600,
-        last_sample_at=u.last_sample_at,
-    )

@@ -184,11 +184,6 @@ def _require_seen_versions(changes: list[QueueChange], locked: dict) -> None:
         raise versions.StaleVersion.combined(stale)
 
 
-def set_queue(team: Team, *, gpu_model: str = "", weight, guaranteed: int, burst_limit: int, by, reason: str) -> Queue:
-    change = QueueChange(team, gpu_model, Decimal(str(weight)), guaranteed, burst_limit)
-    return apply_queue_changes([change], by=by, reason=reason)[0]
-
-
 # --- Single-row doors (the Django admin): the same rules, lock and audit as the pages and the API. ---
 
 

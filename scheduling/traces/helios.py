@@ -111,10 +111,3 @@ def read_philly_vc_nodes(
             continue
         report.kept()
     return nodes, report.build()
-
-
-def allocation_ratio(minutes: tuple[VcMinute, ...]) -> float:
-    """Mean running/capacity over the minutes with capacity: the measured siloed allocation."""
-    used = sum(minute.running_gpus for minute in minutes if minute.capacity_gpus)
-    capacity = sum(minute.capacity_gpus for minute in minutes if minute.capacity_gpus)
-    return used / capacity if capacity else 0.0

@@ -5,7 +5,8 @@ from django.core.exceptions import ValidationError
 
 from scheduling.models import Node, Queue
 from scheduling.services import quota
-from scheduling.services.governance import QueueChange, apply_queue_changes, set_queue
+from scheduling.services.governance import QueueChange, apply_queue_changes
+from tests.support import set_queue
 
 pytestmark = pytest.mark.django_db
 

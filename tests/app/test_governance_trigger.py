@@ -13,7 +13,7 @@ from django.utils import timezone
 
 import scheduling.tasks  # noqa: F401 - registers the task an eager publish runs
 from scheduling.models import AppliedObject, DriftFinding, EnforcementRun, Orchestrator
-from scheduling.services import governance, governance_trigger, quota
+from scheduling.services import governance_trigger, quota
 from scheduling.services.enforcement import decisions as enforcement_decisions
 from scheduling.services.enforcement import rounds as enforcement_rounds
 from tests.app.test_enforcement import (  # noqa: F401 - the fake clusters fixture
@@ -22,6 +22,7 @@ from tests.app.test_enforcement import (  # noqa: F401 - the fake clusters fixtu
     hand_edit,
     holding_the_fleet,
 )
+from tests.support import set_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -126,7 +127,7 @@ def test_revocations_share_edits_and_drift_reverts_ask_for_a_round(
         if change == "revoke":
             quota.revoke_grant(grant.pk, by=cast["admin"], reason="the project ended early")
         elif change == "shares":
-            governance.set_queue(
+            set_queue(
                 teams["research"],
                 weight=Decimal(30),
                 guaranteed=16,

@@ -10,8 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduling.models import Orchestrator, Workload
-from scheduling.services.governance import set_queue
-from tests.support import active_grant
+from tests.support import active_grant, set_queue
 
 pytestmark = pytest.mark.django_db
 

@@ -67,13 +67,6 @@ def test_it_reports_pool_busy_time_no_team_explains_as_unattributed(measured):
     assert pool.busy_h == pytest.approx(5 / 3) and pool.unattributed_busy_h == pytest.approx(1 / 3)
 
 
-def test_it_lists_jobs_by_idle_allocated_gpu_hours_and_users_by_efficiency(measured):
-    (job,) = busy.idle_jobs(since=measured - timedelta(hours=1))
-    assert (job.external_id, job.team, job.idle_allocated_h, job.efficiency) == ("7", "nlp", 1.0, 0.5)
-    (rita,) = busy.efficiency_by_user(*window(measured))
-    assert rita.key == "rita" and rita.efficiency == pytest.approx(0.5)
-
-
 def test_busy_now_reads_the_latest_measured_sample_not_the_newest_one(measured):
     assert busy.busy_now() == 5
 

@@ -12,7 +12,7 @@ import pytest
 
 from scheduling.collectors import k8s_wire as wire
 from scheduling.collectors.errors import MalformedResponse
-from scheduling.collectors.k8s import KubernetesCollector, build_snapshot, epoch, pod_gpus, slim_pod
+from scheduling.collectors.k8s import KubernetesCollector, build_snapshot, epoch, pod_gpus
 from scheduling.collectors.reliability import NO_RETRY
 from scheduling.collectors.snapshot import TeamMapping, WorkloadState
 from scheduling.engine.types import WorkloadKind
@@ -170,25 +170,6 @@ def test_shared_volcano_discovery_has_cluster_queues_and_namespaced_pod_groups()
     assert not resources["queues"]["namespaced"] and resources["podgroups"]["namespaced"]
     assert "list" in resources["podgroups"]["verbs"]
     assert load_shared("k8s", "version.json")["gitVersion"] == "v1.20.2"
-
-
-def test_slimmed_pods_give_the_same_snapshot_and_drop_pods_without_gpus(snapshot):
-    pods = load_fixture("k8s", "podlist.json")["items"]
-    cpu_only = {"metadata": {"name": "web", "namespace": "ml"}, "spec": {"containers": [{"resources": {}}]}}
-    slimmed = [s for p in [*pods, cpu_only] if (s := slim_pod(p)) is not None]
-    assert len(slimmed) == len(pods)
-    again = build_snapshot(
-        "k8s-a",
-        nodes=_nodes_with_cordoned_dgx08(),
-        pods=slimmed,
-        queues=load_fixture("k8s", "volcano_queuelist.json")["items"],
-        podgroups=load_fixture("k8s", "volcano_podgrouplist.json")["items"],
-    )
-    assert again.nodes == snapshot.nodes and again.workloads == snapshot.workloads
-    assert again.pending_gpus == snapshot.pending_gpus
-
-
-# ------------------------------------------------------------------- elastic gangs and list pages
 
 
 def _elastic_gang(bound_to: list[str | None]):

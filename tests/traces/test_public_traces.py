@@ -19,7 +19,7 @@ from scheduling.traces import (
     read_tiresias_cluster,
     read_tiresias_jobs,
 )
-from scheduling.traces.helios import allocation_ratio
+from scheduling.traces.helios import VcMinute
 from scheduling.traces.nodes import read_node_list
 from tests.support import require
 
@@ -90,6 +90,13 @@ def test_helios_daily_vc_sizes_sum_to_their_total(shared_traces: Path) -> None:
 
     assert (len(days), report.rows_skipped) == (181, 0)
     assert all(day.total == sum(day.gpus.values()) for day in days)
+
+
+def allocation_ratio(minutes: tuple[VcMinute, ...]) -> float:
+    """Mean running/capacity over the minutes with capacity: the measured siloed allocation."""
+    used = sum(minute.running_gpus for minute in minutes if minute.capacity_gpus)
+    capacity = sum(minute.capacity_gpus for minute in minutes if minute.capacity_gpus)
+    return used / capacity
 
 
 def test_helios_vc_minutes_reproduce_the_published_allocation(shared_traces: Path) -> None:
