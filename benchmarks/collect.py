@@ -32,6 +32,7 @@ import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -460,6 +461,72 @@ def persist_rounds(first, steady) -> dict:
     return figures
 
 
+def _status_kb(field: str) -> int:
+    """VmRSS (resident now) or VmHWM (the peak since the process started or since ``_restart_peak``), in kB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+
+
+def _restart_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as refs:  # Linux: "5" resets VmHWM to the current RSS
+        refs.write("5")
+
+
+def run_k8s_watcher_memory(nodes: int = 5000, pods: int = 150_000) -> dict:
+    """What ``manage.py watch_kubernetes`` holds, as that process runs: the first round (lists, snapshot, ingest
+    with the round memo), then a steady round (one round's events, snapshot, ingest). The figures the goal is
+    about are the RSS held between rounds and the steady round's own peak (VmHWM restarted before it); the
+    other cases' ``peak_rss_mb`` also count the benchmark's two snapshots and both persist variants. The schema
+    is migrated by another process, as a deployment does, so the migration graph is not counted here."""
+    import gc
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpuportal.settings_test")
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='gpuportal-bench-')}/watch.sqlite3")
+    subprocess.run([sys.executable, str(REPO / "manage.py"), "migrate", "--verbosity=0"], check=True)
+    import django
+
+    django.setup()
+    from django.db import connection, transaction
+
+    from scheduling.models import Orchestrator, Team
+    from scheduling.services.ingest import forget_rounds, ingest_snapshot, remember_rounds
+
+    cluster = SyntheticKubernetes(nodes, pods)
+    gc.collect()
+    record: dict = {"case": "k8s_watcher_memory", "nodes": nodes, "pods": pods, "churn": WATCH_CHURN}
+    record["before_mb"] = round(_status_kb("VmRSS") / 1024)
+    with transaction.atomic():
+        orchestrator = Orchestrator.objects.create(name="bench-k8s", kind="kubernetes", endpoint="https://b.k8s")
+        Team.objects.bulk_create([Team(slug=f"team{i}", name=f"Team {i}") for i in range(40)], ignore_conflicts=True)
+        remember_rounds(orchestrator)
+        watching = watching_collector(cluster)
+        start = datetime.now(UTC)
+        for watched in watching.lists.values():
+            watched.relist()
+        ingest_snapshot(orchestrator, replace(watching.collect(), taken_at=start))
+        gc.collect()
+        record["first_round_peak_mb"] = round(_status_kb("VmHWM") / 1024)
+        record["held_after_first_round_mb"] = round(_status_kb("VmRSS") / 1024)
+        _restart_peak()
+        pod_events, node_events = churn_events(nodes, pods)  # the bytes the streams carry meanwhile
+        mark = _clock()
+        for line in pod_events:
+            watching.lists["pods"].apply(line)
+        for line in node_events:
+            watching.lists["nodes"].apply(line)
+        del pod_events, node_events
+        ingest_snapshot(orchestrator, replace(watching.collect(), taken_at=start + timedelta(seconds=30)))
+        record["steady_cpu_seconds"] = _round(_since(mark)[1])
+        gc.collect()
+        record["steady_round_peak_mb"] = round(_status_kb("VmHWM") / 1024)
+        record["held_after_steady_round_mb"] = round(_status_kb("VmRSS") / 1024)
+        forget_rounds(orchestrator)
+        transaction.set_rollback(True)
+    record["database"] = connection.vendor
+    record["load"] = os.getloadavg()
+    return record
+
+
 def run_k8s_relist() -> dict:
     """Today's re-list round parse only (no persist), to interleave with ``k8s_watch`` on the same machine."""
     return run_k8s(persist=False) | {"case": "k8s_relist", "load": os.getloadavg()}
@@ -576,6 +643,7 @@ CASES = {
     "k8s_relist": run_k8s_relist,
     "k8s_watch": run_k8s_watch,
     "k8s_watch_parse": lambda: run_k8s_watch(persist=False),
+    "k8s_watcher_memory": run_k8s_watcher_memory,
     "live": run_live,
 }
 

@@ -364,18 +364,24 @@ class SnapshotMemo:
     the round's context (team mapping, admission) is equal. The objects are held, so an id is never reused."""
 
     def __init__(self) -> None:
-        self._gpus: dict[int, tuple[wire.Pod, int]] = {}
-        self._gangs: dict[str, tuple[list[Member], wire.PodGroup | None, list[ObservedWorkload]]] = {}
+        self._gpus: dict[tuple[int, int], tuple[list[wire.Container], list[wire.Container], int]] = {}
+        # Each gang's pods (not the round's member lists: the cache holds the pods), PodGroup and workloads.
+        self._gangs: dict[str, tuple[tuple[wire.Pod, ...], wire.PodGroup | None, list[ObservedWorkload]]] = {}
         self._context: dict[str, Any] | None = None
 
     def gpus_counter(self, resource: str) -> Callable[[wire.Pod], int]:
+        """A pod's GPUs depend on its containers only: counted once per pair of container lists (one entry per
+        pod as decoded; one per shape of pod once the cache shares equal lists, k8s_compact)."""
         last, self._gpus = self._gpus, {}
 
         def gpus(pod: wire.Pod) -> int:
-            kept = last.get(id(pod))
-            count = kept[1] if kept is not None and kept[0] is pod else pod_gpus(pod, resource)
-            self._gpus[id(pod)] = (pod, count)
-            return count
+            apps, inits = pod.spec.containers, pod.spec.initContainers
+            key = (id(apps), id(inits))
+            kept = self._gpus.get(key) or last.get(key)
+            if kept is None or kept[0] is not apps or kept[1] is not inits:
+                kept = (apps, inits, pod_gpus(pod, resource))
+            self._gpus[key] = kept
+            return kept[2]
 
         return gpus
 
@@ -391,14 +397,14 @@ class SnapshotMemo:
                 workloads = kept[2]
             else:
                 workloads = _group_workloads(key, members, podgroup, **context)
-            self._gangs[key] = (members, podgroup, workloads)
+            self._gangs[key] = (tuple(pod for pod, _gpus in members), podgroup, workloads)
             return workloads
 
         return gang
 
 
-def _same_pods(before: list[Member], now: list[Member]) -> bool:
-    return len(before) == len(now) and all(a[0] is b[0] for a, b in zip(before, now, strict=True))
+def _same_pods(before: tuple[wire.Pod, ...], now: list[Member]) -> bool:
+    return len(before) == len(now) and all(a is b[0] for a, b in zip(before, now, strict=True))
 
 
 def _api_error(what: str, exc: ApiException) -> SourceUnavailable:

@@ -38,6 +38,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
 from .k8s import VOLCANO, KubernetesCollector, SnapshotMemo, pod_gpus
+from .k8s_compact import NodeCompactor, PodCompactor, PodGroupCompactor, Unchanged
 from .reliability import guarded
 from .snapshot import Snapshot
 
@@ -102,6 +103,8 @@ class Resource:
     key: Callable[[Any], str]
     keep: Callable[[Any], bool] | None = None
     selectors: tuple[tuple[str, str], ...] = ()
+    # Builds what rewrites each kept object before it is cached (k8s_compact: the pods' shared parts stored once).
+    compactor: Callable[[], Unchanged] = Unchanged
 
 
 def _namespaced(obj: Any) -> str:
@@ -126,6 +129,7 @@ class WatchedList:
         self.last_error = ""
         self._decoder = msgspec.json.Decoder(resource.item)
         self._response: Any = None
+        self._compact = resource.compactor()
 
     # ------------------------------------------------------------------------------------ the cache
 
@@ -152,7 +156,8 @@ class WatchedList:
                 if kind == "DELETED" or (keep is not None and not keep(obj)):
                     self._items.pop(key, None)
                 elif kind in ("ADDED", "MODIFIED"):
-                    self._items[key] = obj
+                    self._items[key] = self._compact(obj)
+                    self._compact.fit(len(self._items))
                 else:
                     raise MalformedResponse(f"kubernetes: {self.resource.what} watch event of unknown type {kind!r}")
             self.events += 1
@@ -169,6 +174,7 @@ class WatchedList:
         token: str | None = None
         version = ""
         self.synced = False
+        compact = resource.compactor()  # a new list starts the shared values afresh
         while True:
             kwargs = dict(resource.selectors)
             if token:
@@ -189,12 +195,12 @@ class WatchedList:
             version = version or page.metadata.resourceVersion
             for obj in page.items:
                 if resource.keep is None or resource.keep(obj):
-                    items[resource.key(obj)] = obj
+                    items[resource.key(obj)] = compact(obj)
             token = page.metadata.continue_ or None
             if not token:
                 break
         with self._lock:
-            self._items = items
+            self._items, self._compact = items, compact
         self.version, self.missing, self.synced = version, False, True
         self.lists += 1
 
@@ -292,7 +298,7 @@ class WatchingCollector:
         self.source, self.name = source, source.name
         gpu = source.resource
         resources = [
-            Resource("nodes", source.core.list_node, (), wire.Node, wire.NodeList, _named),
+            Resource("nodes", source.core.list_node, (), wire.Node, wire.NodeList, _named, compactor=NodeCompactor),
             Resource(
                 "pods",
                 source.core.list_pod_for_all_namespaces,
@@ -302,13 +308,22 @@ class WatchingCollector:
                 _namespaced,
                 keep=lambda pod: pod_gpus(pod, gpu) > 0,
                 selectors=(("field_selector", "status.phase!=Succeeded,status.phase!=Failed"),),
+                compactor=PodCompactor,
             ),
         ]
         if source.volcano:
             custom = source.custom.list_cluster_custom_object
             resources += [
                 Resource("queues", custom, (*VOLCANO, "queues"), wire.Queue, wire.QueueList, _named),
-                Resource("podgroups", custom, (*VOLCANO, "podgroups"), wire.PodGroup, wire.PodGroupList, _namespaced),
+                Resource(
+                    "podgroups",
+                    custom,
+                    (*VOLCANO, "podgroups"),
+                    wire.PodGroup,
+                    wire.PodGroupList,
+                    _namespaced,
+                    compactor=PodGroupCompactor,
+                ),
             ]
         self.lists = {r.what: WatchedList(source, r, watch_seconds=watch_seconds) for r in resources}
         self._stop = threading.Event()
