@@ -161,13 +161,6 @@ class Split:
         return tuple(s for s in self.shares if s.team == team)
 
 
-def guarantee_and_cap(split: Split, team: str, orchestrator: str, gpu_model: str) -> tuple[int, int | None]:
-    """The plain accessor for reclaim: (guarantee, cap) of ``team`` on (orchestrator, model); (0, None) if
-    the split has no share there (no cap of its own: its parent's applies)."""
-    share = split.share(team, orchestrator, gpu_model)
-    return (0, None) if share is None else (share.guarantee, share.cap)
-
-
 # ------------------------------------------------------------------------------------------- pots
 
 

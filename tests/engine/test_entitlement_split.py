@@ -5,14 +5,20 @@ from __future__ import annotations
 from scheduling.engine.entitlement_split import (
     RAY_OBSERVED,
     Demand,
+    Split,
     Supply,
-    guarantee_and_cap,
     split_entitlements,
 )
 from scheduling.engine.governance_state import GovernanceInput, GovGrant, GovQueue, GovTeam
 from scheduling.engine.types import OrchestratorKind
 
 AT = 100.0
+
+
+def guarantee_and_cap(split: Split, team: str, orchestrator: str, gpu_model: str) -> tuple[int, int | None]:
+    """(guarantee, cap) of ``team`` on (orchestrator, model); (0, None) where it has no share there."""
+    share = split.share(team, orchestrator, gpu_model)
+    return (0, None) if share is None else (share.guarantee, share.cap)
 SLURM22 = Supply("slurm22", OrchestratorKind.SLURM, "", 64)
 SLURM24 = Supply("slurm24", OrchestratorKind.SLURM, "", 32)
 K8S = Supply("k8s", OrchestratorKind.KUBERNETES, "", 48)

@@ -12,11 +12,11 @@ from scheduling.engine.entitlement_split import (
     Split,
     Supply,
     divide_among,
-    guarantee_and_cap,
     split_entitlements,
 )
 from scheduling.engine.governance_state import GovernanceInput, GovGrant, GovQueue, GovTeam
 from scheduling.engine.types import OrchestratorKind
+from tests.engine.test_entitlement_split import guarantee_and_cap
 
 AT = 1_000.0
 KINDS = (OrchestratorKind.SLURM, OrchestratorKind.KUBERNETES, OrchestratorKind.RAY)
