@@ -121,6 +121,11 @@ class Orchestrator(models.Model):
             raise ValidationError(errors)
 
     @property
+    def is_demo(self) -> bool:
+        """Served by the embedded demo federation: no cluster to send anything to."""
+        return self.endpoint.startswith(DEMO_PREFIX)
+
+    @property
     def is_stale(self) -> bool:
         """Stale when the latest attempt failed after the latest success (or nothing succeeded yet)."""
         if self.last_success_at is None:

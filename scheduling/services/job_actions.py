@@ -24,7 +24,6 @@ from scheduling.collectors.errors import CollectorError
 from scheduling.collectors.job_control import KubernetesJobControl, RayJobControl, SlurmJobControl
 from scheduling.collectors.reclaim_actuators import RayJobStop
 from scheduling.models import JobAction, Notification, Orchestrator, Workload
-from scheduling.models.fleet import DEMO_PREFIX
 from scheduling.rules import is_lead, is_portal_admin
 
 from . import notifications
@@ -71,7 +70,7 @@ def is_held(workload: Workload) -> bool:
 def verbs_for(workload: Workload) -> list[str]:
     """What can be done to the job now: cancel while active; hold while pending and not held; release when held.
     None for the demo's simulated jobs (no cluster to send anything to)."""
-    if workload.orchestrator.endpoint.startswith(DEMO_PREFIX) or workload.state not in Workload.ACTIVE_STATES:
+    if workload.orchestrator.is_demo or workload.state not in Workload.ACTIVE_STATES:
         return []
     if not target_of(workload):
         return []  # a Ray driver started by hand: the Jobs API cannot stop it

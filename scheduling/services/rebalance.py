@@ -64,18 +64,14 @@ from scheduling.wording import plural
 
 from . import notifications, versions
 from .audit import require_reason, save_audited
-from .demo import DEMO_PREFIX
 from .orchestrators import masked, rebalance_options, verbs_for_kind
 
 log = logging.getLogger(__name__)
 
-def is_demo(orchestrator: Orchestrator) -> bool:
-    return orchestrator.endpoint.startswith(DEMO_PREFIX)
-
 
 def dry_run_for(orchestrator: Orchestrator) -> bool:
     dry_run = rebalance_options(orchestrator).dry_run
-    return not is_demo(orchestrator) if dry_run is None else dry_run
+    return not orchestrator.is_demo if dry_run is None else dry_run
 
 
 def auto_apply_for(orchestrator: Orchestrator) -> bool:
@@ -403,7 +399,7 @@ class ActuatedVerbs(PoolVerbs):
 
 
 def verbs_for(orchestrator: Orchestrator, dry_run: bool) -> PoolVerbs:
-    if is_demo(orchestrator):
+    if orchestrator.is_demo:
         return DemoVerbs(orchestrator, dry_run)
     return ActuatedVerbs(orchestrator, dry_run)
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduling import charts
-from scheduling.models import JobAction, Team
+from scheduling.models import JobAction, Team, Workload
 from scheduling.selectors import access, drilldown, why_waits
 from scheduling.selectors import workloads as workload_reads
 from scheduling.services import job_actions
@@ -126,6 +126,8 @@ def job_actions_context(user, workload) -> dict:
     return {
         "can_act": can_act,
         "verbs": job_actions.verbs_for(workload) if can_act else [],
+        # The demo's simulated clusters take no actions: say so rather than "nothing can be done".
+        "simulated": workload.state in Workload.ACTIVE_STATES and workload.orchestrator.is_demo,
         "waiting": job_actions.open_action(workload),
         "actions": list(workload.actions.select_related("requested_by").order_by("-requested_at", "-pk")[:10]),
     }

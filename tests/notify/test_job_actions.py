@@ -131,3 +131,12 @@ def test_no_verb_for_demo_jobs_ended_jobs_or_a_ray_driver_started_by_hand(teams,
     assert job_actions.verbs_for(_job(ray, teams["nlp"], external_id="pg-1", submission_id="")) == []
     assert job_actions.verbs_for(_job(ray, teams["nlp"], external_id="pg-2", submission_id="raysubmit_1",
                                       state=Workload.State.PENDING)) == ["cancel"]  # Ray has no hold
+
+
+def test_the_demo_says_its_simulated_cluster_takes_no_action_instead_of_nothing_can_be_done(client, cast, teams):
+    demo = Orchestrator.objects.create(name="slurm-hpc", kind="slurm", endpoint=f"{DEMO_PREFIX}slurm")
+    job = _job(demo, teams["nlp"], state=Workload.State.PENDING)
+    client.force_login(cast["researcher"])
+    page = unescape(client.get(reverse("workload-detail", args=[job.pk])).content.decode())
+    assert "slurm-hpc is the demo's simulated Slurm: there is no cluster to send an action to" in page
+    assert "Nothing can be done" not in page and "Cancel job…" not in page
