@@ -25,7 +25,7 @@ from .actuators import ActionResult, Runner
 from .errors import SourceUnavailable
 from .k8s import PENDING_REMAINDER
 from .k8s_wire import GROUP_ANNOTATION
-from .reclaim_actuators import RAY_TERMINAL, RayJobStop, SlurmRequeue
+from .reclaim_actuators import RAY_TERMINAL, KubernetesEviction, RayJobStop, SlurmRequeue
 
 _JOB_REASON = re.compile(r"\bReason=(\S+)")
 SLURM_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -98,11 +98,14 @@ class SlurmJobControl(SlurmRequeue):
 
 
 class KubernetesJobControl:
-    """Delete a workload's pods (its owner, a Job or a ReplicaSet, may create new ones: say so on the page)."""
+    """Cancel a workload by evicting its pods through the Eviction API, as reclaim does: a PodDisruptionBudget
+    holds (a refused eviction is reported), and the portal's role needs no ``pods delete``. Its owner (a Job, a
+    ReplicaSet) may create new pods: the confirmation page says so."""
 
     def __init__(self, api_client: k8s.ApiClient, *, dry_run: bool = True) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.dry_run = dry_run
+        self.eviction = KubernetesEviction(api_client, dry_run=dry_run)
 
     def pods_of(self, external_id: str) -> tuple[str, list]:
         """(namespace, pods) of a collected workload: ``ns/pod/<name>`` one pod, ``ns/<group>`` a gang's pods."""
@@ -127,18 +130,20 @@ class KubernetesJobControl:
     def cancel(self, external_id: str) -> ActionResult:
         namespace, pods = self.pods_of(external_id)
         live = [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None]
-        request = "; ".join(f"DELETE /api/v1/namespaces/{namespace}/pods/{name}" for name in live) or "(none)"
+        request = "; ".join(f"POST /api/v1/namespaces/{namespace}/pods/{name}/eviction" for name in live) or "(none)"
         if self.dry_run:
-            return ActionResult("cancel", external_id, True, False, request, f"dry run: would delete {len(live)} pods")
+            return ActionResult("cancel", external_id, True, False, request, f"dry run: would evict {len(live)} pods")
         if not live:
             return ActionResult("cancel", external_id, False, False, request, f"{external_id} has no pod left")
-        for name in live:
-            try:
-                self.core.delete_namespaced_pod(name, namespace)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise self._unavailable(f"delete pod {namespace}/{name}", exc) from exc
-        return ActionResult("cancel", external_id, False, True, request, f"deleted {len(live)} pod(s) of {external_id}")
+        results = [self.eviction.evict(namespace, name) for name in live]
+        evicted = sum(result.changed for result in results)
+        refused = [result.target for result in results if "PodDisruptionBudget" in result.message]
+        message = f"evicted {evicted} pod{'' if evicted == 1 else 's'} of {external_id}"
+        if refused:
+            message += f"; a PodDisruptionBudget refused {', '.join(refused)}"
+            if not evicted:  # nothing happened: the action fails and its requester is told why
+                raise SourceUnavailable(f"kubernetes: cancel {external_id}: {message}", retryable=False, status=429)
+        return ActionResult("cancel", external_id, False, evicted > 0, request, message)
 
     @staticmethod
     def _unavailable(what: str, exc: ApiException) -> SourceUnavailable:

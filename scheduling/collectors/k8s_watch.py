@@ -315,15 +315,8 @@ class WatchingCollector:
             custom = source.custom.list_cluster_custom_object
             resources += [
                 Resource("queues", custom, (*VOLCANO, "queues"), wire.Queue, wire.QueueList, _named),
-                Resource(
-                    "podgroups",
-                    custom,
-                    (*VOLCANO, "podgroups"),
-                    wire.PodGroup,
-                    wire.PodGroupList,
-                    _namespaced,
-                    compactor=PodGroupCompactor,
-                ),
+                Resource("podgroups", custom, (*VOLCANO, "podgroups"), wire.PodGroup, wire.PodGroupList, _namespaced,
+                         compactor=PodGroupCompactor),
             ]
         self.lists = {r.what: WatchedList(source, r, watch_seconds=watch_seconds) for r in resources}
         self._stop = threading.Event()

@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from scheduling.engine.governance_state import GovernanceInputError, InputProblem
 
@@ -161,6 +162,13 @@ def kubernetes_claims(
     """A pod's claims: its user label (the first of ``label_keys`` set), then its service account, then its
     namespace."""
     label = next((labels[key] for key in label_keys if labels.get(key)), "")
+    return _kubernetes_claims(label, namespace, service_account)
+
+
+@lru_cache(maxsize=65536)
+def _kubernetes_claims(label: str, namespace: str, service_account: str) -> tuple[Claim, ...]:
+    """One tuple per (user, namespace, service account): a watched cluster's 37,500 gangs hold a few hundred
+    distinct ones, and every workload of the round keeps its claims (issue 35's memory goal)."""
     return tuple(
         Claim(kind, name)
         for kind, name in (

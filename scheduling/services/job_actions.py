@@ -42,7 +42,8 @@ WHAT_IS_SENT = {
     (Orchestrator.Kind.SLURM, Verb.CANCEL): "scancel {id}",
     (Orchestrator.Kind.SLURM, Verb.HOLD): "scontrol hold {id}",
     (Orchestrator.Kind.SLURM, Verb.RELEASE): "scontrol release {id}",
-    (Orchestrator.Kind.KUBERNETES, Verb.CANCEL): "delete the pods of {id}",
+    (Orchestrator.Kind.KUBERNETES, Verb.CANCEL): "evict the pods of {id} (the Eviction API: a PodDisruptionBudget "
+                                                 "may refuse)",
     (Orchestrator.Kind.RAY, Verb.CANCEL): "stop Ray job {id}, every task, actor and group of it "
                                           "(POST /api/jobs/{id}/stop)",
 }

@@ -425,9 +425,9 @@ def check_fits(core: k8s.CoreV1Api) -> None:
 WRITE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 PORTAL_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
-    # Job actions (job_control.py): a person's cancel of their own job deletes its pods.
-    # Reclaim of borrowed GPUs and admission bypasses an admin chose to evict (option admission_bypass).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    # Reclaim of borrowed GPUs, admission bypasses an admin chose to evict (option admission_bypass) and a
+    # person's cancel of their own job (job_control.py): evictions, so PodDisruptionBudgets hold.
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [VOLCANO_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
     # Governance: the portal writes each team's namespaces, GPU quotas and Volcano Queue (and Kueue's

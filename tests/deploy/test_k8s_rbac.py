@@ -44,7 +44,6 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
         ("reclaim_actuators.py", "self.core.read_namespaced_pod(pod, namespace)"),
         ("job_control.py", "self.core.read_namespaced_pod(name, namespace)"),
     ],
-    ("", "pods", "delete"): [("job_control.py", "self.core.delete_namespaced_pod(name, namespace)")],
     ("", "pods/eviction", "create"): [
         ("reclaim_actuators.py", "self.core.create_namespaced_pod_eviction(pod, namespace, body"),
         ("k8s_admission.py", "self.core.create_namespaced_pod_eviction"),
