@@ -2,7 +2,8 @@
 
     Slurm       cancel ``scancel <job>``; hold ``scontrol hold <job>`` (pending jobs only: Slurm refuses to hold a
                 running one); release ``scontrol release <job>``
-    Kubernetes  cancel: delete the workload's pods (a pod, or every pod of a gang). No hold yet: the portal
+    Kubernetes  cancel: evict the workload's pods (a pod, or every pod of a gang) through the Eviction API, as
+                reclaim does, so PodDisruptionBudgets hold. No hold yet: the portal
                 collects pods, and a suspended Job (``spec.suspend``) has none, so the held job would vanish
                 from the portal with nothing left to release it from
     Ray         cancel: the dashboard's Jobs API stop (``RayJobStop``); Ray has no hold
