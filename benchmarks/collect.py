@@ -205,7 +205,7 @@ class SyntheticKubernetes:
         bound = copy.deepcopy(next(p for p in pod_items if p["spec"].get("nodeName")))
         pending = copy.deepcopy(next(p for p in pod_items if not p["spec"].get("nodeName")))
         for pod in (bound, pending):
-            pod["metadata"] |= {"name": "@NAME@", "namespace": "@NS@"}
+            pod["metadata"] |= {"name": "@NAME@", "namespace": "@NS@", "uid": "@UID@"}
             pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "@GROUP@"
         bound["spec"]["nodeName"] = "@NODE@"
         self.bound_template, self.pending_template = json.dumps(bound), json.dumps(pending)
@@ -263,6 +263,7 @@ class SyntheticKubernetes:
         place = self._placement(gang)
         bound = place.random() < 0.8
         text = (self.bound_template if bound else self.pending_template).replace("@NAME@", f"pod-{i}")
+        text = text.replace("@UID@", f"{i:08x}-0000-4000-8000-{self.seed:012x}")  # each pod its own, as a UUID
         text = text.replace("@NS@", f"team{gang % 40}").replace("@GROUP@", f"job-{gang}")
         if bound:
             for _ in range(i % 4):

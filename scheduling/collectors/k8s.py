@@ -291,10 +291,59 @@ def admission_gaps(pods: Iterable[wire.Pod], admission: Admission | None) -> tup
     )
 
 
-def _group_key(pod: wire.Pod) -> str:
+def pod_group_key(pod: wire.Pod) -> str:
     meta = pod.metadata
     group = meta.annotations.group
     return f"{meta.namespace}/{group}" if group else f"{meta.namespace}/pod/{meta.name}"
+
+
+def member_name(member: Member) -> str:
+    return str(member[0].metadata.name)
+
+
+def gpus_counter(resource: str) -> Callable[[wire.Pod], int]:
+    """A pod's GPUs depend on its containers only: counted once per pair of container lists while the pods
+    are alive (one per pod as decoded; one per shape of pod once a watch cache shares equal lists,
+    k8s_compact). For one round: an id is only known to mean the same list while that list is held."""
+    counted: dict[tuple[int, int], tuple[list[wire.Container], list[wire.Container], int]] = {}
+
+    def gpus(pod: wire.Pod) -> int:
+        apps, inits = pod.spec.containers, pod.spec.initContainers
+        key = (id(apps), id(inits))
+        kept = counted.get(key)
+        if kept is None:
+            kept = counted[key] = (apps, inits, pod_gpus(pod, resource))
+        return kept[2]
+
+    return gpus
+
+
+def counted_gpus(pod: wire.Pod, gpus_of: Callable[[wire.Pod], int]) -> int:
+    """The GPUs a pod counts for: none once it has ended."""
+    return 0 if pod.status.phase in TERMINATED_PHASES else gpus_of(pod)
+
+
+def group_pods(
+    pods: Iterable[wire.Pod | dict[str, Any]], gpus_of: Callable[[wire.Pod], int]
+) -> tuple[dict[str, int], int, dict[str, list[Member]]]:
+    """GPUs allocated per node, GPUs waiting, and each group's members (ordered by pod name, so a gang's first
+    pod does not depend on the order pods were listed or changed in)."""
+    allocated: dict[str, int] = defaultdict(int)
+    groups: dict[str, list[Member]] = defaultdict(list)
+    pending = 0
+    for raw in pods:
+        pod = wire.as_wire(raw, wire.Pod, "pod")
+        gpus = counted_gpus(pod, gpus_of)
+        if not gpus:
+            continue
+        if pod.spec.nodeName:
+            allocated[pod.spec.nodeName] += gpus
+        else:
+            pending += gpus
+        groups[pod_group_key(pod)].append((pod, gpus))
+    for members in groups.values():
+        members.sort(key=member_name)
+    return allocated, pending, groups
 
 
 def build_snapshot(
@@ -310,37 +359,18 @@ def build_snapshot(
     errors: tuple[str, ...] = (),
     taken_at: datetime | None = None,
     admission: Admission | None = None,
-    memo: SnapshotMemo | None = None,
 ) -> Snapshot:
     """Parse listed items (every page already joined; decoded Structs or plain dicts) into a snapshot
     (pure; tests and benchmark). ``admission``: the portal's admission webhook as registered (``None`` when it
-    is not, or was not readable), for each workload's ``admission_gaps``. ``memo``: what the last round built from the
-    very same objects, reused (a watch cache's rounds: k8s_watch)."""
-    allocated: dict[str, int] = defaultdict(int)
-    groups: dict[str, list[Member]] = defaultdict(list)
-    pending = 0
-    gpus_of = memo.gpus_counter(resource) if memo is not None else functools.partial(pod_gpus, resource=resource)
-    for raw in pods:
-        pod = wire.as_wire(raw, wire.Pod, "pod")
-        gpus = gpus_of(pod)
-        if not gpus or pod.status.phase in TERMINATED_PHASES:
-            continue
-        if pod.spec.nodeName:
-            allocated[pod.spec.nodeName] += gpus
-        else:
-            pending += gpus
-        groups[_group_key(pod)].append((pod, gpus))
-    typed_groups = (wire.as_wire(g, wire.PodGroup, "podgroup") for g in podgroups)
-    by_group = {f"{g.metadata.namespace}/{g.metadata.name}": g for g in typed_groups}
-    context = {"orchestrator": name, "teams": teams, "resource": resource, "admission": admission}
-    gang = functools.partial(_group_workloads, **context) if memo is None else memo.gangs(context)
-    workloads = tuple(w for key, members in groups.items() for w in gang(key, members, by_group.get(key)))
-    typed_nodes = (wire.as_wire(n, wire.Node, "node") for n in nodes)
+    is not, or was not readable), for each workload's ``admission_gaps``. A watch cache's rounds build theirs
+    from what changed since the last (k8s_rounds)."""
+    allocated, pending, groups = group_pods(pods, gpus_counter(resource))
+    by_group = {namespaced_key(g): g for g in (wire.as_wire(g, wire.PodGroup, "podgroup") for g in podgroups)}
+    context = GangContext(name, teams, resource, admission)
+    workloads = tuple(w for key, members in groups.items() for w in context.workloads(key, members, by_group.get(key)))
     observed_nodes = tuple(
-        parse_node(
-            n, allocated.get(n.metadata.name, 0), orchestrator=name, resource=resource, labels_config=labels_config
-        )
-        for n in typed_nodes
+        parse_node(n, allocated.get(node_name(n), 0), orchestrator=name, resource=resource, labels_config=labels_config)
+        for n in (wire.as_wire(n, wire.Node, "node") for n in nodes)
     )
     return Snapshot(
         orchestrator_name=name,
@@ -354,57 +384,41 @@ def build_snapshot(
     )
 
 
-GangBuilder = Callable[[str, list[Member], wire.PodGroup | None], list[ObservedWorkload]]
+def namespaced_key(obj: wire.PodGroup | wire.Pod) -> str:
+    """A namespaced object's key (a watch cache's); a PodGroup's is its members' group key."""
+    return f"{obj.metadata.namespace}/{obj.metadata.name}"
 
 
-class SnapshotMemo:
-    """A watch cache's rounds see the very same pod and PodGroup objects again unless an event replaced them:
-    each pod's GPU count and each gang's workloads are kept from the last round and reused while the gang's
-    members and PodGroup are the same objects (identity, not equality: an event always makes a new object) and
-    the round's context (team mapping, admission) is equal. The objects are held, so an id is never reused."""
-
-    def __init__(self) -> None:
-        self._gpus: dict[tuple[int, int], tuple[list[wire.Container], list[wire.Container], int]] = {}
-        # Each gang's pods (not the round's member lists: the cache holds the pods), PodGroup and workloads.
-        self._gangs: dict[str, tuple[tuple[wire.Pod, ...], wire.PodGroup | None, list[ObservedWorkload]]] = {}
-        self._context: dict[str, Any] | None = None
-
-    def gpus_counter(self, resource: str) -> Callable[[wire.Pod], int]:
-        """A pod's GPUs depend on its containers only: counted once per pair of container lists (one entry per
-        pod as decoded; one per shape of pod once the cache shares equal lists, k8s_compact)."""
-        last, self._gpus = self._gpus, {}
-
-        def gpus(pod: wire.Pod) -> int:
-            apps, inits = pod.spec.containers, pod.spec.initContainers
-            key = (id(apps), id(inits))
-            kept = self._gpus.get(key) or last.get(key)
-            if kept is None or kept[0] is not apps or kept[1] is not inits:
-                kept = (apps, inits, pod_gpus(pod, resource))
-            self._gpus[key] = kept
-            return kept[2]
-
-        return gpus
-
-    def gangs(
-        self, context: dict[str, Any]
-    ) -> Callable[[str, list[Member], wire.PodGroup | None], list[ObservedWorkload]]:
-        last = self._gangs if context == self._context else {}
-        self._gangs, self._context = {}, context
-
-        def gang(key: str, members: list[Member], podgroup: wire.PodGroup | None) -> list[ObservedWorkload]:
-            kept = last.get(key)
-            if kept is not None and kept[1] is podgroup and _same_pods(kept[0], members):
-                workloads = kept[2]
-            else:
-                workloads = _group_workloads(key, members, podgroup, **context)
-            self._gangs[key] = (tuple(pod for pod, _gpus in members), podgroup, workloads)
-            return workloads
-
-        return gang
+def pod_key(pod: wire.Pod) -> str:
+    """A pod's key in a watch cache: its uid (a string the pod holds anyway; 150,000 keys of "namespace/name"
+    cost 13 MB), its namespaced name where it has none (pods written by hand in tests)."""
+    return pod.metadata.uid or namespaced_key(pod)
 
 
-def _same_pods(before: tuple[wire.Pod, ...], now: list[Member]) -> bool:
-    return len(before) == len(now) and all(a is b[0] for a, b in zip(before, now, strict=True))
+def node_name(node: wire.Node) -> str:
+    return str(node.metadata.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class GangContext:
+    """What a gang's workloads are derived with besides its members and PodGroup (equal contexts: equal
+    workloads from the same objects)."""
+
+    orchestrator: str
+    teams: TeamMapping
+    resource: str
+    admission: Admission | None
+
+    def workloads(self, key: str, members: list[Member], podgroup: wire.PodGroup | None) -> list[ObservedWorkload]:
+        return _group_workloads(
+            key,
+            members,
+            podgroup,
+            orchestrator=self.orchestrator,
+            teams=self.teams,
+            resource=self.resource,
+            admission=self.admission,
+        )
 
 
 def _api_error(what: str, exc: ApiException) -> SourceUnavailable:
@@ -470,36 +484,27 @@ class KubernetesCollector:
                 if exc.status != 404:
                     raise
                 errors = ("volcano CRDs not installed: no queues or pod groups",)
-        return self.snapshot_of(nodes, pods, queues, podgroups, errors=errors, taken_at=taken_at)
-
-    def snapshot_of(
-        self,
-        nodes: Iterable[Any],
-        pods: Iterable[Any],
-        queues: Iterable[Any],
-        podgroups: Iterable[Any],
-        *,
-        errors: tuple[str, ...],
-        taken_at: datetime,
-        memo: SnapshotMemo | None = None,
-    ) -> Snapshot:
-        """The round's snapshot of objects already read (listed now, or kept by a watch: k8s_watch), with this
-        round's read of the admission webhook."""
-        admission, admission_error = self.admission()
+        context, admission_error = self.gang_context()
         return build_snapshot(
             self.name,
             nodes=nodes,
             pods=pods,
             queues=queues,
             podgroups=podgroups,
-            teams=with_labelled_namespaces(self.teams, admission),
+            teams=context.teams,
             labels_config=self.labels_config,
             resource=self.resource,
             errors=errors + admission_error,
             taken_at=taken_at,
-            admission=admission,
-            memo=memo,
+            admission=context.admission,
         )
+
+    def gang_context(self) -> tuple[GangContext, tuple[str, ...]]:
+        """This round's context of every gang's workloads (the admission webhook read now), and the error that
+        kept the webhook from being read."""
+        admission, admission_error = self.admission()
+        teams = with_labelled_namespaces(self.teams, admission)
+        return GangContext(self.name, teams, self.resource, admission), admission_error
 
     def admission(self) -> tuple[Admission | None, tuple[str, ...]]:
         """The portal's MutatingWebhookConfiguration as "admission bypassed" judges it: when it was created,

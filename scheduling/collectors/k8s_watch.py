@@ -37,8 +37,9 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
-from .k8s import VOLCANO, KubernetesCollector, SnapshotMemo, pod_gpus
+from .k8s import VOLCANO, KubernetesCollector, namespaced_key, pod_gpus, pod_key
 from .k8s_compact import NodeCompactor, PodCompactor, PodGroupCompactor, Unchanged
+from .k8s_rounds import Changes, WatchRounds
 from .reliability import guarded
 from .snapshot import Snapshot
 
@@ -107,10 +108,6 @@ class Resource:
     compactor: Callable[[], Unchanged] = Unchanged
 
 
-def _namespaced(obj: Any) -> str:
-    return f"{obj.metadata.namespace}/{obj.metadata.name}"
-
-
 def _named(obj: Any) -> str:
     return str(obj.metadata.name)
 
@@ -130,12 +127,35 @@ class WatchedList:
         self._decoder = msgspec.json.Decoder(resource.item)
         self._response: Any = None
         self._compact = resource.compactor()
+        # Each key changed since a round last read the list: its object before the first change and after the
+        # last. None: listed again (or no round read it yet), so a round reads every object (k8s_rounds).
+        self._changed: dict[str, tuple[Any, Any]] | None = None
 
     # ------------------------------------------------------------------------------------ the cache
 
     def items(self) -> list[Any]:
         with self._lock:
             return list(self._items.values())
+
+    def take(self) -> Changes:
+        """Every object, and what changed since the last ``take`` (a round's read: one reader)."""
+        with self._lock:
+            changed, self._changed = self._changed, {}
+            return Changes(list(self._items.values()), changed)
+
+    def _put(self, key: str, obj: Any) -> None:
+        """Replace (``obj``) or remove (``None``) one cached object, noting the change for the next round.
+        Called with the lock held."""
+        changed = self._changed
+        if changed is not None:
+            first = changed.get(key)
+            changed[key] = (first[0] if first else self._items.get(key), obj)
+            if len(changed) > len(self._items) // 2 + 1000:
+                self._changed = None  # rounds stopped reading: the next one reads everything, the notes go
+        if obj is None:
+            self._items.pop(key, None)
+        else:
+            self._items[key] = obj
 
     def apply(self, line: bytes) -> None:
         """One watch event (a line of the stream). ``Gone`` on a 410; ``MalformedResponse`` on a line that
@@ -154,9 +174,10 @@ class WatchedList:
             key = self.resource.key(obj)
             with self._lock:
                 if kind == "DELETED" or (keep is not None and not keep(obj)):
-                    self._items.pop(key, None)
+                    if key in self._items:
+                        self._put(key, None)
                 elif kind in ("ADDED", "MODIFIED"):
-                    self._items[key] = self._compact(obj)
+                    self._put(key, self._compact(obj))
                     self._compact.fit(len(self._items))
                 else:
                     raise MalformedResponse(f"kubernetes: {self.resource.what} watch event of unknown type {kind!r}")
@@ -187,7 +208,7 @@ class WatchedList:
                 if exc.status == 404:
                     self.missing = True
                     with self._lock:
-                        self._items = {}
+                        self._items, self._changed = {}, None
                     self.synced = True
                     return
                 raise
@@ -200,7 +221,7 @@ class WatchedList:
             if not token:
                 break
         with self._lock:
-            self._items, self._compact = items, compact
+            self._items, self._compact, self._changed = items, compact, None
         self.version, self.missing, self.synced = version, False, True
         self.lists += 1
 
@@ -305,7 +326,7 @@ class WatchingCollector:
                 (),
                 wire.Pod,
                 wire.PodList,
-                _namespaced,
+                pod_key,
                 keep=lambda pod: pod_gpus(pod, gpu) > 0,
                 selectors=(("field_selector", "status.phase!=Succeeded,status.phase!=Failed"),),
                 compactor=PodCompactor,
@@ -315,14 +336,15 @@ class WatchingCollector:
             custom = source.custom.list_cluster_custom_object
             resources += [
                 Resource("queues", custom, (*VOLCANO, "queues"), wire.Queue, wire.QueueList, _named),
-                Resource("podgroups", custom, (*VOLCANO, "podgroups"), wire.PodGroup, wire.PodGroupList, _namespaced,
+                Resource("podgroups", custom, (*VOLCANO, "podgroups"), wire.PodGroup, wire.PodGroupList, namespaced_key,
                          compactor=PodGroupCompactor),
             ]
         self.lists = {r.what: WatchedList(source, r, watch_seconds=watch_seconds) for r in resources}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.fallbacks = 0
-        self.memo = SnapshotMemo()  # rounds run one at a time (one watch process; scrapes hold a lease)
+        # Rounds run one at a time (one watch process; scrapes hold a lease).
+        self.rounds = WatchRounds(source.name, resource=gpu, labels_config=source.labels_config)
 
     def start(self) -> WatchingCollector:
         for what, watched in self.lists.items():
@@ -367,13 +389,15 @@ class WatchingCollector:
         volcano = [self.lists[w] for w in ("queues", "podgroups") if w in self.lists]
         if any(w.missing for w in volcano):
             errors = ("volcano CRDs not installed: no queues or pod groups",)
-        items = {what: watched.items() for what, watched in self.lists.items()}
-        return self.source.snapshot_of(
-            items["nodes"],
-            items["pods"],
-            items.get("queues", ()),
-            items.get("podgroups", ()),
-            errors=errors,
+        context, admission_error = self.source.gang_context()
+        lists = self.lists
+        none = Changes([], {})
+        return self.rounds.snapshot(
+            nodes=lists["nodes"].items(),
+            pods=lists["pods"].take(),
+            podgroups=lists["podgroups"].take() if "podgroups" in lists else none,
+            queues=lists["queues"].items() if "queues" in lists else [],
+            context=context,
+            errors=errors + admission_error,
             taken_at=taken_at,
-            memo=self.memo,
         )

@@ -114,6 +114,7 @@ def test_the_watch_cache_keeps_pods_compacted_and_equal_to_what_the_events_carri
     for copy in ("a", "b"):
         for pod in json.loads(json.dumps(fixture)):
             pod["metadata"]["name"] += f"-{copy}"
+            pod["metadata"]["uid"] += f"-{copy}"
             sent[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"] = pod
             watched.apply(event("ADDED", pod))
     cached = {f"{p.metadata.namespace}/{p.metadata.name}": p for p in watched.items()}

@@ -5,19 +5,15 @@ known to be whole). The list/watch loop against a real API server: tests/k8s_liv
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime
 
-import msgspec
 import pytest
 from kubernetes import client
 
-from scheduling.collectors import k8s_wire as wire
 from scheduling.collectors.errors import MalformedResponse
-from scheduling.collectors.k8s import KubernetesCollector, SnapshotMemo, build_snapshot, pod_gpus
+from scheduling.collectors.k8s import KubernetesCollector
 from scheduling.collectors.k8s_watch import Gone, WatchingCollector, _lines
-from scheduling.collectors.snapshot import DEFAULT_TEAMS
 
 from .conftest import load_fixture
 
@@ -30,7 +26,7 @@ def pods():
 
 def gpu_pod(name: str = "trial", node: str = "dgx01", rv: str = "10") -> dict:
     pod = json.loads(json.dumps(next(p for p in pods() if p["spec"].get("nodeName"))))
-    pod["metadata"] |= {"name": name, "namespace": "hpo", "resourceVersion": rv}
+    pod["metadata"] |= {"name": name, "namespace": "hpo", "uid": f"uid-{name}", "resourceVersion": rv}
     pod["spec"]["nodeName"] = node
     return pod
 
@@ -115,25 +111,3 @@ def test_events_cut_anywhere_by_the_stream_chunks_are_read_whole():
     cut = [stream[:7], stream[7 : len(first) + 3], stream[len(first) + 3 :]]
     assert list(_lines(Chunks(*cut))) == [first, second]
     assert list(_lines(Chunks(first, b"\n", second))) == [first, second]  # no newline after the last
-
-
-def test_a_memo_reuses_only_the_gangs_whose_objects_are_the_same_and_gives_the_fresh_snapshot():
-    items = [msgspec.convert(p, wire.Pod) for p in pods()]
-    nodes = load_fixture("k8s", "nodelist.json")["items"]
-    groups = load_fixture("k8s", "volcano_podgrouplist.json")["items"]
-    typed_groups = [msgspec.convert(g, wire.PodGroup) for g in groups]
-    memo = SnapshotMemo()
-
-    def both(pod_items, teams=DEFAULT_TEAMS):
-        kwargs = {"nodes": nodes, "podgroups": typed_groups, "teams": teams, "taken_at": NOW}
-        return build_snapshot("k", pods=pod_items, memo=memo, **kwargs), build_snapshot("k", pods=pod_items, **kwargs)
-
-    first, fresh = both(items)
-    assert first == fresh
-    bound = next(i for i, p in enumerate(items) if p.spec.nodeName and pod_gpus(p))
-    moved = msgspec.structs.replace(items[bound], spec=msgspec.structs.replace(items[bound].spec, nodeName=""))
-    changed = [*items[:bound], moved, *items[bound + 1 :]]
-    second, fresh = both(changed)
-    assert second == fresh and second != first, "the replaced pod's gang was built again"
-    third, fresh = both(changed, teams=dataclasses.replace(DEFAULT_TEAMS, namespace_teams={"llm": "nlp"}))
-    assert third == fresh
