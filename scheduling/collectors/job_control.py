@@ -24,9 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .actuators import ActionResult, Runner
 from .errors import SourceUnavailable
-from .k8s import PENDING_REMAINDER
-from .k8s_wire import GROUP_ANNOTATION
-from .reclaim_actuators import RAY_TERMINAL, KubernetesEviction, RayJobStop, SlurmRequeue
+from .reclaim_actuators import RAY_TERMINAL, KubernetesEviction, RayJobStop, SlurmRequeue, workload_pods
 
 _JOB_REASON = re.compile(r"\bReason=(\S+)")
 SLURM_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -110,23 +108,15 @@ class KubernetesJobControl:
 
     def pods_of(self, external_id: str) -> tuple[str, list]:
         """(namespace, pods) of a collected workload: ``ns/pod/<name>`` one pod, ``ns/<group>`` a gang's pods."""
-        namespace, _, rest = external_id.partition("/")
-        if not namespace or not rest:
-            raise ValueError(f"external_id: 'namespace/pod/name' or 'namespace/group', got {external_id!r}")
-        if rest.startswith("pod/"):
-            name = rest.removeprefix("pod/")
-            try:
-                return namespace, [self.core.read_namespaced_pod(name, namespace)]
-            except ApiException as exc:
-                if exc.status == 404:
-                    return namespace, []
-                raise self._unavailable(f"read pod {namespace}/{name}", exc) from exc
-        group = rest.removesuffix(PENDING_REMAINDER)
-        pods = self.core.list_namespaced_pod(namespace).items
-        return namespace, sorted(
-            (p for p in pods if (p.metadata.annotations or {}).get(GROUP_ANNOTATION) == group),
-            key=lambda p: p.metadata.name,
-        )
+        namespace, name, group = workload_pods(external_id)
+        if not name:
+            return namespace, self.eviction.gang_pods(namespace, group)
+        try:
+            return namespace, [self.core.read_namespaced_pod(name, namespace)]
+        except ApiException as exc:
+            if exc.status == 404:
+                return namespace, []
+            raise self._unavailable(f"read pod {namespace}/{name}", exc) from exc
 
     def cancel(self, external_id: str) -> ActionResult:
         namespace, pods = self.pods_of(external_id)

@@ -95,6 +95,17 @@ class SlurmRequeue:
         return str(done.stdout)
 
 
+def workload_pods(external_id: str) -> tuple[str, str, str]:
+    """(namespace, pod, group) a collected Kubernetes workload's id names: ``ns/pod/<name>`` one pod (no group),
+    ``ns/<group>`` or ``ns/<group>:pending`` a pod group's pods (no pod)."""
+    namespace, _, rest = external_id.partition("/")
+    if not namespace or not rest:
+        raise ValueError(f"external_id: 'namespace/pod/name' or 'namespace/group', got {external_id!r}")
+    if rest.startswith("pod/"):
+        return namespace, rest.removeprefix("pod/"), ""
+    return namespace, "", rest.removesuffix(PENDING_REMAINDER)
+
+
 class KubernetesEviction:
     """Evict pods through the Eviction API, so PodDisruptionBudgets hold (a blocked eviction is reported)."""
 
@@ -108,16 +119,16 @@ class KubernetesEviction:
     def evict_workload(self, external_id: str) -> list[ActionResult]:
         """Evict a collected workload: ``ns/pod/<name>`` is one pod, ``ns/<group>`` every bound pod of a
         pod group (a gang is evicted whole; the apiserver may still refuse a member for its budget)."""
-        namespace, _, rest = external_id.partition("/")
-        if not namespace or not rest:
-            raise ValueError(f"external_id: 'namespace/pod/name' or 'namespace/group', got {external_id!r}")
-        if rest.startswith("pod/"):
-            return [self.evict(namespace, rest.removeprefix("pod/"))]
-        group = rest.removesuffix(PENDING_REMAINDER)
+        namespace, pod, group = workload_pods(external_id)
+        if pod:
+            return [self.evict(namespace, pod)]
+        return [self.evict(namespace, p.metadata.name) for p in self.gang_pods(namespace, group) if p.spec.node_name]
+
+    def gang_pods(self, namespace: str, group: str) -> list[Any]:
+        """A pod group's pods (the client's V1Pod), by name."""
         pods = self.core.list_namespaced_pod(namespace).items
-        members = sorted(p.metadata.name for p in pods
-                         if (p.metadata.annotations or {}).get(GROUP_ANNOTATION) == group and p.spec.node_name)
-        return [self.evict(namespace, name) for name in members]
+        members = (p for p in pods if (p.metadata.annotations or {}).get(GROUP_ANNOTATION) == group)
+        return sorted(members, key=lambda p: p.metadata.name)
 
     def evict(self, namespace: str, pod: str) -> ActionResult:
         target = f"{namespace}/{pod}"

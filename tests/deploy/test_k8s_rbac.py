@@ -38,7 +38,6 @@ USES: dict[tuple[str, str, str], list[tuple[str, str]]] = {
         ("k8s.py", "self.core.list_pod_for_all_namespaces"),
         ("verbs.py", 'CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")'),
         ("reclaim_actuators.py", "self.core.list_namespaced_pod(namespace)"),
-        ("job_control.py", "self.core.list_namespaced_pod(namespace)"),
     ],
     ("", "pods", "get"): [
         ("reclaim_actuators.py", "self.core.read_namespaced_pod(pod, namespace)"),
