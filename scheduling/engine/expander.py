@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from scheduling.engine.calendar import Bounds
 from scheduling.engine.rebalance import PendingItem, PoolTarget, RebalanceConfig, pending_weight
+from scheduling.wording import plural
 
 DEFAULT_CONFIG = RebalanceConfig()
 
@@ -136,8 +137,8 @@ def _rank(
         return ranked(True, f"pool {option.pool!r} is no orchestrator the portal knows: no queue to weigh")
     short = f"queue {_gpus(pressure)} weighted GPUs short" if pressure > 0 else "queue not short"
     return ranked(True, f"pool {option.pool} {short} (wants {target.desired_gpus:g}, owns {owned}); "
-                        f"{option.node_count} node(s) add {option.gpus_added} GPUs for {_gpus(option.gpus_asked)} "
-                        f"asked ({_gpus(waste)} spare)")
+                        f"{plural(option.node_count, 'node')} add {plural(option.gpus_added, 'GPU')} "
+                        f"for {_gpus(option.gpus_asked)} asked ({_gpus(waste)} spare)")
 
 
 def _gpus(value: float) -> str:

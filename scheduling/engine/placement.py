@@ -707,9 +707,10 @@ class ClusterState:
                     assignments.append(MemberAssignment(len(assignments), name, gpus, MILLI_PER_GPU))
         used = len(plan)
         where = level.value.replace("_", " ")
-        reason = f"{policy}: {request.members} member(s) on {used} node(s) inside one {where}"
+        spread = f"{policy}: {plural(request.members, 'member')} on {plural(used, 'node')}"
+        reason = f"{spread} inside one {where}"
         if level is TopologyLevel.ANY:
-            reason = f"{policy}: {request.members} member(s) on {used} node(s) across the fewest switches"
+            reason = f"{spread} across the fewest switches"
         return Placement(request.id, tuple(assignments), level, float(used), (reason,))
 
     def _pick_shared_gpu(self, free: list[int], milli: int, policy: str) -> int:
@@ -740,8 +741,8 @@ class ClusterState:
         usable = min(sum(gpu_slots), members) * shape.milli // MILLI_PER_GPU
         if sum(gpu_slots) < members:
             return Rejection(request.id, "capacity",
-                             f"needs {members} member(s) of {shape.milli / MILLI_PER_GPU:g} GPU; only"
-                             f" {sum(gpu_slots)} fit now ({free} GPUs free, {max(0, free - usable)} of them"
+                             f"needs {plural(members, 'member')} of {shape.milli / MILLI_PER_GPU:g} GPU; only"
+                             f" {sum(gpu_slots)} fit now ({plural(free, 'GPU')} free, {max(0, free - usable)} of them"
                              " unusable for this shape)",
                              free, max(0, free - usable))
         for constraint, cpu, memory in (("cpu", True, False), ("memory", False, True)):
@@ -751,7 +752,7 @@ class ClusterState:
                 per_member = shape.cpu if cpu else shape.memory
                 return Rejection(request.id, constraint,
                                  f"GPUs fit but {constraint} per member ({per_member})"
-                                 f" leaves room for only {fits} of {members} member(s)",
+                                 f" leaves room for only {fits} of {plural(members, 'member')}",
                                  free, max(0, free - fits * shape.milli // MILLI_PER_GPU))
         if topology:
             return Rejection(request.id, "topology", topology, free, max(0, free - usable))

@@ -43,6 +43,7 @@ from scheduling.engine.types import (
     Victim,
     VictimPlan,
 )
+from scheduling.wording import plural
 
 
 @dataclass(slots=True)
@@ -451,7 +452,7 @@ class _Search:
                 listed.append(Victim(member.id, member.team, member.gpus, member.priority, gang.key, lost, reason))
         mode = "reclaiming its entitlement" if self.reclaiming else "by priority"
         return VictimPlan(self.request.id, tuple(listed), placement,
-                          (f"{self.request.team or 'request'} preempts {mode}: {len(victims)} gang(s)",))
+                          (f"{self.request.team or 'request'} preempts {mode}: {plural(len(victims), 'gang')}",))
 
     def _rejection(self) -> Rejection:
         why = "; ".join(f"{count} gang(s) {reason}" for reason, count in sorted(self.skipped.items()))

@@ -30,7 +30,7 @@ from scheduling.engine.placement import ClusterState, invalid_request
 from scheduling.engine.types import MILLI_PER_GPU, MemberAssignment, Placement, Rejection, Request, TopologyLevel
 from scheduling.simulation.mirror import FleetMirror
 
-REASON = "random: 1 member(s) on 1 node(s) inside one nvlink domain"  # the engine's own wording
+REASON = "random: 1 member on 1 node inside one nvlink domain"  # the engine's own wording
 
 
 class RandomSinglePlacer:

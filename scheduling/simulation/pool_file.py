@@ -34,6 +34,7 @@ from scheduling.engine.placement import POLICIES
 from scheduling.engine.types import Node
 from scheduling.simulation.fleet import ORCHESTRATORS
 from scheduling.simulation.pools import PoolSpec
+from scheduling.wording import plural
 
 QUEUES = ("fifo", "fairshare", "priority")
 BACKFILLS = ("none", "easy")
@@ -228,7 +229,8 @@ def plan_pools(path: str | Path, fleet: Sequence[Node]) -> PoolPlan:
             missing = [name for name in names if name not in by_name]
             if missing:
                 shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-                raise located.error(index, "nodes", f"{len(missing)} node(s) not in the fleet: {shown}", rule.name)
+                unknown = f"{plural(len(missing), 'node')} not in the fleet: {shown}"
+                raise located.error(index, "nodes", unknown, rule.name)
         else:
             free = [n.name for n in fleet if n.name not in taken and rule.gpu_model in (None, n.gpu_model)]
             assert rule.count is not None

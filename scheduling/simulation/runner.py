@@ -29,6 +29,7 @@ from scheduling.simulation.replay import Replay
 from scheduling.simulation.results import ReplayResult
 from scheduling.simulation.scenario import Scenario, build_scenario
 from scheduling.traces.records import Trace, TraceJob
+from scheduling.wording import plural
 
 POLICY_NAMES = ("siloed", "federated", *POLICIES)
 MODES = ("packing", "replay")
@@ -141,7 +142,8 @@ def simulate_pool_file(
     if unrouted and not skip_unrouted:
         first = unrouted[0]
         raise PoolFileError(
-            f"{plan.path}: {len(unrouted)} job(s) match no pool, first {first.id!r} "
+            f"{plan.path}: {plural(len(unrouted), 'job')} {'matches' if len(unrouted) == 1 else 'match'} no pool, "
+            f"first {first.id!r} "
             f"(team {first.request.team!r}, kind {scenario.orchestrator_for(first)!r}); "
             "add a pool for them (a pool with neither teams nor kinds takes every job) or skip them"
         )
@@ -170,7 +172,8 @@ def simulate_pool_file(
 def require_gpus(nodes: Sequence[Any]) -> None:
     """A fleet without a GPU cannot run or pack a GPU trace: say so instead of dividing by its zero GPUs."""
     if not any(node.gpu_total for node in nodes):
-        raise ValueError(f"the fleet has no GPU: its {len(nodes)} node(s) are all CPU-only (gpus = 0)")
+        held = "its node is" if len(nodes) == 1 else f"its {len(nodes)} nodes are all"
+        raise ValueError(f"the fleet has no GPU: {held} CPU-only (gpus = 0)")
 
 
 def simulate_packing(

@@ -293,7 +293,8 @@ def read_slurm_conf(path: str | Path) -> SlurmConf:
             names = tuple(nodes) if members.upper() == "ALL" else tuple(expand_hostlist(members))
             unknown = [n for n in names if n not in nodes]
             if unknown:
-                raise TraceFormatError(path, number, "Nodes", f"undefined node(s): {', '.join(unknown[:5])}")
+                undefined = "undefined node" if len(unknown) == 1 else "undefined nodes"
+                raise TraceFormatError(path, number, "Nodes", f"{undefined}: {', '.join(unknown[:5])}")
             partitions.append(_partition(pairs, names, number))
     if not nodes:
         raise TraceFormatError(path, 1, "NodeName", "no NodeName lines")

@@ -104,7 +104,7 @@ def test_a_job_matching_no_pool_is_an_error_not_the_first_pool(tmp_path: Path) -
     pools = write(tmp_path, '[[pool]]\nname = "A"\ncount = 2\nteams = ["A"]\n')
     trace = Trace("t", (job(0, "A", 8, 0, 10), job(1, "zz", 1, 1, 10)), nodes=FLEET)
 
-    with pytest.raises(PoolFileError, match=r"1 job\(s\) match no pool, first 'j1' \(team 'zz'"):
+    with pytest.raises(PoolFileError, match=r"1 job matches no pool, first 'j1' \(team 'zz'"):
         simulate_pool_file(trace, pools)
     skipped = simulate_pool_file(trace, pools, skip_unrouted=True).as_dict()
     assert skipped["jobs"]["skipped_no_pool"] == 1 and skipped["jobs"]["arrived"] == 1
@@ -114,7 +114,7 @@ def test_a_job_matching_no_pool_is_an_error_not_the_first_pool(tmp_path: Path) -
     ("text", "where"),
     [
         ('[[pool]]\nname = "A"\ncount = 2\nqueue = "lifo"\n', ":4: pool 'A': key 'queue'"),
-        ('[[pool]]\nname = "A"\n\nnodes = "dgx[01-20]"\n', ":4: pool 'A': key 'nodes': 4 node(s) not in the fleet"),
+        ('[[pool]]\nname = "A"\n\nnodes = "dgx[01-20]"\n', ":4: pool 'A': key 'nodes': 4 nodes not in the fleet"),
         ('[[pool]]\nname = "A"\nnodes = "dgx[01-02]"\n[[pool]]\nname = "B"\nnodes = "dgx02"\n', ":6: pool 'B'"),
         ('[[pool]]\nname = "A"\ncount = 17\n', ":3: pool 'A': key 'count': asks for 17 nodes, 16 left"),
         ('[[pool]]\nname = "A"\ncount = 1\nkinds = ["lsf"]\n', ":4: pool 'A': key 'kinds'"),

@@ -114,7 +114,7 @@ def test_a_fleet_without_a_gpu_is_a_clear_error(call_command, tmp_path: Path, ho
     cpu_only = tmp_path / "cpu.csv"
     cpu_only.write_text("name,gpus,gpu_model\nc1,0,none\nc2,0,none\n", encoding="utf-8")
 
-    with pytest.raises(CommandError, match=r"the fleet has no GPU: its 2 node\(s\) are all CPU-only"):
+    with pytest.raises(CommandError, match="the fleet has no GPU: its 2 nodes are all CPU-only"):
         call_command("simulate", trace=str(GENERIC), fleet=str(cpu_only), **how)
 
 

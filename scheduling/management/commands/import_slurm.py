@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from scheduling.traces.errors import TraceFormatError
 from scheduling.traces.generic import write_generic_csv
 from scheduling.traces.slurm import SlurmConf, read_sacct, read_slurm_conf
+from scheduling.wording import plural
 
 
 class Command(BaseCommand):
@@ -90,7 +91,8 @@ def pools_toml(conf: SlurmConf, source: str) -> str:
         taken.update(free)
         block = ["[[pool]]", f'name = "{partition.name}"', f'nodes = "{",".join(free)}"']
         if len(free) != len(partition.nodes):
-            block.append(f"# Slurm also gave it {len(partition.nodes) - len(free)} node(s) of an earlier partition")
+            earlier = len(partition.nodes) - len(free)
+            block.append(f"# Slurm also gave it {plural(earlier, 'node')} of an earlier partition")
         if partition.accounts:
             block.append(f"teams = [{', '.join(json.dumps(a) for a in partition.accounts)}]  # AllowAccounts")
         elif not partition.default:
