@@ -208,7 +208,8 @@ class WatchedList:
                 if exc.status == 404:
                     self.missing = True
                     with self._lock:
-                        self._items, self._changed = {}, None
+                        if self._items:  # asked again every 30 s while missing: the rounds need not start over
+                            self._items, self._changed = {}, None
                     self.synced = True
                     return
                 raise

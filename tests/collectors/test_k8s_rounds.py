@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
+from scheduling.collectors.errors import SourceUnavailable
 from scheduling.collectors.k8s import GPU_RESOURCE, GangContext, KubernetesCollector, build_snapshot
 from scheduling.collectors.k8s_watch import WatchingCollector
 from scheduling.collectors.snapshot import DEFAULT_TEAMS
@@ -181,3 +182,26 @@ def test_a_round_that_fails_half_way_is_followed_by_one_built_from_every_object(
     snapshot = round_()  # p1's change was taken by the failed round: only a whole build still counts it
     assert watching.rounds.whole_rounds == whole + 1
     assert [(w.external_id, w.gang_size) for w in snapshot.workloads] == [("hpo/g0", 2)]
+
+
+class _NotInstalled:
+    """A source whose list answers 404, as the API server does for a CRD that is not installed."""
+
+    page_size = 500
+
+    def _raw(self, *args, **kwargs):
+        raise SourceUnavailable("kubernetes: list podgroups -> HTTP 404 Not Found", status=404)
+
+
+def test_a_missing_crd_asked_again_does_not_make_every_round_start_over():
+    watching = WatchingCollector(KubernetesCollector(client.ApiClient(), name="k"))
+    podgroups = watching.lists["podgroups"]
+    podgroups.source = _NotInstalled()
+    podgroups.relist()
+    assert podgroups.missing and podgroups.take().changed is None  # the first round reads everything
+    podgroups.relist()  # asked again while still missing (WatchedList.run, every 30 s)
+    assert podgroups.take().changed == {}, "nothing changed: the round builds on the last"
+    podgroups.apply(event("ADDED", podgroup("g0", 2, "research")))  # installed meanwhile, then gone again
+    podgroups.take()
+    podgroups.relist()
+    assert podgroups.take().changed is None and podgroups.items() == []
