@@ -5,15 +5,15 @@ deleted; a list read again; a new gang context. Gangs no change touched keep the
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from scheduling.collectors.errors import SourceUnavailable
+from scheduling.collectors.errors import MalformedResponse, SourceUnavailable
 from scheduling.collectors.k8s import GPU_RESOURCE, GangContext, KubernetesCollector, build_snapshot
 from scheduling.collectors.k8s_watch import WatchingCollector
 from scheduling.collectors.snapshot import DEFAULT_TEAMS
@@ -150,38 +150,34 @@ def _assert_untouched_gangs_kept(last, built, events, gang_of_pod: dict[str, str
 
 def test_a_round_that_fails_half_way_is_followed_by_one_built_from_every_object():
     watching = WatchingCollector(KubernetesCollector(client.ApiClient(), name="k"))
-    pods = watching.lists["pods"]
+    lists = watching.lists
     context = GangContext("k", DEFAULT_TEAMS, GPU_RESOURCE, None)
 
     def round_():
         return watching.rounds.snapshot(
             nodes=[],
-            pods=pods.take(),
-            podgroups=watching.lists["podgroups"].take(),
+            pods=lists["pods"].take(),
+            podgroups=lists["podgroups"].take(),
             queues=[],
             context=context,
             errors=(),
             taken_at=NOW,
         )
 
-    pods.apply(event("ADDED", pod("p0", "g0", "", 1, "Pending", "alice")))
+    lists["pods"].apply(event("ADDED", pod("p0", "g0", "", 1, "Pending", "alice")))
     round_()
-    pods.apply(event("ADDED", pod("p1", "g0", "", 1, "Pending", "alice")))
-    broken = dataclasses.replace(context, teams=None)  # building a workload fails on it
-    with contextlib.suppress(AttributeError):
-        watching.rounds.snapshot(
-            nodes=[],
-            pods=pods.take(),
-            podgroups=watching.lists["podgroups"].take(),
-            queues=[],
-            context=broken,
-            errors=(),
-            taken_at=NOW,
-        )
+    unreadable = podgroup("g0", 2, "research")
+    unreadable["spec"]["minResources"] = {"nvidia.com/gpu": "two"}
+    lists["podgroups"].apply(event("ADDED", unreadable))
+    lists["pods"].apply(event("ADDED", pod("p1", "g0", "", 1, "Pending", "alice")))
+    with pytest.raises(MalformedResponse):
+        round_()  # p1 is counted, then building g0 fails on its PodGroup
+    lists["podgroups"].apply(event("MODIFIED", podgroup("g0", 2, "research")))
     whole = watching.rounds.whole_rounds
-    snapshot = round_()  # p1's change was taken by the failed round: only a whole build still counts it
+    snapshot = round_()  # p1's change went with the failed round: only a whole build still has it in g0
     assert watching.rounds.whole_rounds == whole + 1
     assert [(w.external_id, w.gang_size) for w in snapshot.workloads] == [("hpo/g0", 2)]
+    assert snapshot.pending_gpus == 2
 
 
 class _NotInstalled:
