@@ -66,7 +66,7 @@ class WatchRounds:
         self._gangs: dict[str, Gang] = {}
         self._podgroups: dict[str, wire.PodGroup] = {}
         self._nodes: dict[str, tuple[wire.Node, int, ObservedNode]] = {}
-        self.whole_rounds = self.changed_rounds = 0
+        self.whole_rounds = 0  # built from every object (the first, after a relist, a new context, a failure)
 
     def snapshot(
         self,
@@ -85,7 +85,6 @@ class WatchRounds:
                 self.whole_rounds += 1
             else:
                 self._apply(pods.changed, podgroups.changed)
-                self.changed_rounds += 1
             observed_nodes = self._node_views(nodes)
         except BaseException:
             self._context = None  # half applied: the next round builds from every object

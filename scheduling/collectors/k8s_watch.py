@@ -37,7 +37,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from . import k8s_wire as wire
 from .errors import MalformedResponse, SourceUnavailable
-from .k8s import VOLCANO, KubernetesCollector, namespaced_key, pod_gpus, pod_key
+from .k8s import VOLCANO, GangContext, KubernetesCollector, namespaced_key, pod_gpus, pod_key
 from .k8s_compact import NodeCompactor, PodCompactor, PodGroupCompactor, Unchanged
 from .k8s_rounds import Changes, WatchRounds
 from .reliability import guarded
@@ -391,14 +391,17 @@ class WatchingCollector:
         if any(w.missing for w in volcano):
             errors = ("volcano CRDs not installed: no queues or pod groups",)
         context, admission_error = self.source.gang_context()
+        return self.snapshot_of_cache(context, errors=errors + admission_error, taken_at=taken_at)
+
+    def snapshot_of_cache(self, context: GangContext, *, errors: tuple[str, ...], taken_at: datetime) -> Snapshot:
+        """The round's snapshot from the cache and what changed in it since the last round, with ``context``."""
         lists = self.lists
-        none = Changes([], {})
         return self.rounds.snapshot(
             nodes=lists["nodes"].items(),
             pods=lists["pods"].take(),
-            podgroups=lists["podgroups"].take() if "podgroups" in lists else none,
+            podgroups=lists["podgroups"].take() if "podgroups" in lists else Changes([], {}),
             queues=lists["queues"].items() if "queues" in lists else [],
             context=context,
-            errors=errors + admission_error,
+            errors=errors,
             taken_at=taken_at,
         )

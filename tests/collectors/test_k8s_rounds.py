@@ -111,15 +111,7 @@ def test_rounds_built_from_changes_give_the_listing_rounds_snapshot(sequence):
             teams = dataclasses.replace(teams, namespace_teams={"hpo": f"team{len(str(teams))}"})
         context = GangContext("k", teams, GPU_RESOURCE, None)
         items = {what: watched.items() for what, watched in lists.items()}
-        built = watching.rounds.snapshot(
-            nodes=items["nodes"],
-            pods=lists["pods"].take(),
-            podgroups=lists["podgroups"].take(),
-            queues=[],
-            context=context,
-            errors=(),
-            taken_at=NOW,
-        )
+        built = watching.snapshot_of_cache(context, errors=(), taken_at=NOW)
         listed = build_snapshot(
             "k", nodes=items["nodes"], pods=items["pods"], podgroups=items["podgroups"], teams=teams, taken_at=NOW
         )
@@ -154,15 +146,7 @@ def test_a_round_that_fails_half_way_is_followed_by_one_built_from_every_object(
     context = GangContext("k", DEFAULT_TEAMS, GPU_RESOURCE, None)
 
     def round_():
-        return watching.rounds.snapshot(
-            nodes=[],
-            pods=lists["pods"].take(),
-            podgroups=lists["podgroups"].take(),
-            queues=[],
-            context=context,
-            errors=(),
-            taken_at=NOW,
-        )
+        return watching.snapshot_of_cache(context, errors=(), taken_at=NOW)
 
     lists["pods"].apply(event("ADDED", pod("p0", "g0", "", 1, "Pending", "alice")))
     round_()
