@@ -1,6 +1,8 @@
 """Issue 33 item 10: no page is wider than a 390 px phone screen, for any role, on every page of the demo
 (document.scrollingElement.scrollWidth <= 390 at 390 x 844): wide tables and charts scroll in their own box."""
 
+from datetime import time
+
 import pytest
 from django.utils import timezone
 
@@ -76,3 +78,30 @@ def test_a_what_ifs_changes_read_as_sentences_not_a_python_dict(session, demo_pa
     changes = lead.go(demo_pages["{whatif}"]).locator("#whatif-inputs li").all_inner_texts()
     assert changes == ["Replays 1 week of history (random seed 0).", "Removes 4 H100 nodes."]
     assert lead.errors == []
+
+
+TALLEST_REASON_ROW = """() => Math.max(0, ...[...document.querySelectorAll('td.why')]
+  .map(td => td.closest('tr').getBoundingClientRect().height))"""
+
+
+def test_a_reason_keeps_a_readable_column_on_a_phone(browser, live_server, federation, django_user_model):
+    """A reason squeezed into a table's last column made each row of the rebalance page ~380 px tall on a phone
+    (one word a line); it keeps 18rem and its table scrolls sideways instead."""
+    from scheduling.models import Orchestrator, PoolPolicy
+    from scheduling.services import rebalance
+    from tests.browser import Session
+
+    # An all-day floor for the Ray pool makes the engine move nodes now: a plan with a reason on every move.
+    PoolPolicy.objects.create(orchestrator=Orchestrator.objects.get(name="ray-sweeps"), name="sweeps",
+                              weekdays=list(range(1, 8)), start_time=time(0), end_time=time(0), floor_gpus=96)
+    plan = rebalance.propose_plan().plan
+    assert plan is not None
+    phone = Session(browser, live_server.url, width=390)
+    try:
+        phone.log_in("admin", "admin")
+        for path in ("/rebalance/", f"/rebalance/{plan.pk}/", "/teams/nlp/"):
+            page = phone.go(path)
+            assert page.locator("td.why").count() > 0, f"{path}: no reason cell"
+            assert page.evaluate(TALLEST_REASON_ROW) < 150, f"{path}: a row with a reason is too tall on a phone"
+    finally:
+        phone.context.close()
