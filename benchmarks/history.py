@@ -15,7 +15,8 @@ JSON lines:
 - ``table``: rows, ``pg_total_relation_size`` (table, indexes, TOAST), bytes per row, and the growth per
   month: measured over the generated year for rollups and workloads, and for the raw tables rows per
   30-second round (counted in the generated rounds) × 86,400 rounds a month × bytes per row;
-- ``page``: each main page as an admin and a researcher through Django's test client (DEBUG off): p50/p95 wall
+- ``page``: each main page as an admin and a researcher through Django's test client (DEBUG off; the portal loaded
+  through ``gpuportal.wsgi``, its startup heap frozen as under gunicorn): p50/p95 wall
   and CPU ms over ``--renders`` renders after a warm-up (CPU: this thread's, and ``db_cpu``: the PostgreSQL
   backend's, read from /proc), and the queries of one render; every render draws the page (no stored pages);
 - ``report``: the weekly capacity report of the last full week, wall and CPU seconds (this process, PostgreSQL);
@@ -269,6 +270,8 @@ def child(args: argparse.Namespace) -> None:
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
     table_sizes()
+    import gpuportal.wsgi  # noqa: F401  (as gunicorn loads the portal: the startup heap frozen out of full GCs)
+
     if not args.skip_pages:
         measure_pages(args.renders, args.only)
     if not args.skip_report:
