@@ -11,7 +11,7 @@ pytestmark = pytest.mark.browser
 ROLES = {"admin": "admin", "lead": "lead", "alice": "alice", "newcomer": "newcomer-pw"}
 EVERYONE = ("/", "/workloads/mine/", "/teams/", "/fragmentation/", "/utilisation/", "/quota/", "/quota/new/",
             "/ledger/", "/reclaim/", "/reports/", "{report}", "/accounts/password_change/")
-MEMBERS = ("/teams/nlp/", "/rebalance/", "/forecast/", "/whatif/", "{whatif}", "{quota}")
+MEMBERS = ("/teams/nlp/", "/rebalance/", "{plan}", "/forecast/", "/whatif/", "{whatif}", "{quota}")
 ADMINS = ("/teams/research/", "/fairshare/", "/fairshare/history/", "/governance/", "/orchestrators/",
           "/rebalance/policies/")
 
@@ -27,9 +27,9 @@ WIDEST = """() => [...document.querySelectorAll('body *')].filter(e => e.getBoun
 
 @pytest.fixture
 def demo_pages(federation, django_user_model):
-    from scheduling.models import QuotaRequest, Team
+    from scheduling.models import Orchestrator, PoolPolicy, QuotaRequest, Team
     from scheduling.reports.capacity import Window
-    from scheduling.services import demo, report_delivery, whatif
+    from scheduling.services import demo, rebalance, report_delivery, whatif
 
     django_user_model.objects.create_user("newcomer", password="newcomer-pw")
     demo.seed_quota_requests()
@@ -41,8 +41,14 @@ def demo_pages(federation, django_user_model):
         by=lead, team=Team.objects.get(slug="research"), enqueue=lambda pk: None,
     )
     whatif.run_scenario(scenario.pk)
+    # An all-day floor for the Ray pool makes the engine move nodes now: a plan with a reason on every move.
+    PoolPolicy.objects.create(orchestrator=Orchestrator.objects.get(name="ray-sweeps"), name="sweeps",
+                              weekdays=list(range(1, 8)), start_time=time(0), end_time=time(0), floor_gpus=96)
+    plan = rebalance.propose_plan().plan
+    assert plan is not None
     return {"{report}": f"/reports/{report.pk}/", "{whatif}": f"/whatif/{scenario.pk}/",
-            "{quota}": f"/quota/{QuotaRequest.objects.get(requester__username='alice').pk}/"}
+            "{quota}": f"/quota/{QuotaRequest.objects.get(requester__username='alice').pk}/",
+            "{plan}": f"/rebalance/{plan.pk}/"}
 
 
 def _paths(role: str) -> tuple[str, ...]:
@@ -84,22 +90,15 @@ TALLEST_REASON_ROW = """() => Math.max(0, ...[...document.querySelectorAll('td.w
   .map(td => td.closest('tr').getBoundingClientRect().height))"""
 
 
-def test_a_reason_keeps_a_readable_column_on_a_phone(browser, live_server, federation, django_user_model):
+def test_a_reason_keeps_a_readable_column_on_a_phone(browser, live_server, demo_pages):
     """A reason squeezed into a table's last column made each row of the rebalance page ~380 px tall on a phone
     (one word a line); it keeps 18rem and its table scrolls sideways instead."""
-    from scheduling.models import Orchestrator, PoolPolicy
-    from scheduling.services import rebalance
     from tests.browser import Session
 
-    # An all-day floor for the Ray pool makes the engine move nodes now: a plan with a reason on every move.
-    PoolPolicy.objects.create(orchestrator=Orchestrator.objects.get(name="ray-sweeps"), name="sweeps",
-                              weekdays=list(range(1, 8)), start_time=time(0), end_time=time(0), floor_gpus=96)
-    plan = rebalance.propose_plan().plan
-    assert plan is not None
     phone = Session(browser, live_server.url, width=390)
     try:
         phone.log_in("admin", "admin")
-        for path in ("/rebalance/", f"/rebalance/{plan.pk}/", "/teams/nlp/"):
+        for path in ("/rebalance/", demo_pages["{plan}"], "/teams/nlp/"):
             page = phone.go(path)
             assert page.locator("td.why").count() > 0, f"{path}: no reason cell"
             assert page.evaluate(TALLEST_REASON_ROW) < 150, f"{path}: a row with a reason is too tall on a phone"
