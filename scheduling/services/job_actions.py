@@ -70,8 +70,10 @@ def is_held(workload: Workload) -> bool:
 
 def verbs_for(workload: Workload) -> list[str]:
     """What can be done to the job now: cancel while active; hold while pending and not held; release when held.
-    None for the demo's simulated jobs (no cluster to send anything to)."""
-    if workload.orchestrator.is_demo or workload.state not in Workload.ACTIVE_STATES:
+    None for the demo's simulated jobs (no cluster to send anything to), nor on a disabled orchestrator: the portal
+    no longer reads it, so nothing sent could be confirmed, and its open action would block the next for ever."""
+    orchestrator = workload.orchestrator
+    if orchestrator.is_demo or not orchestrator.enabled or workload.state not in Workload.ACTIVE_STATES:
         return []
     if not target_of(workload):
         return []  # a Ray driver started by hand: the Jobs API cannot stop it
@@ -80,6 +82,11 @@ def verbs_for(workload: Workload) -> list[str]:
     if workload.state == Workload.State.PENDING:
         wanted.append(Verb.RELEASE if is_held(workload) else Verb.HOLD)
     return [verb.value for verb in wanted if verb in possible]
+
+
+def disabled_message(orchestrator: Orchestrator) -> str:
+    return (f"{orchestrator.name} is disabled in the portal (Orchestrators): the portal neither reads it nor acts "
+            "on it until an admin enables it again; act on the cluster directly meanwhile.")
 
 
 def what_is_sent(workload: Workload, verb: str) -> str:
@@ -101,6 +108,8 @@ def request_action(workload_id: int, verb: str, *, by, reason: str) -> JobAction
     if not may_act(by, workload):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin may act on it.")
     reason = require_reason(reason)
+    if verb not in verbs_for(workload) and not workload.orchestrator.enabled:
+        raise ValidationError({"verb": disabled_message(workload.orchestrator)})
     if verb not in verbs_for(workload):
         can = ", ".join(verbs_for(workload)) or "nothing"
         raise ValidationError({"verb": f"{verb!r} is not possible for this {workload.get_state_display().lower()} "
@@ -143,6 +152,8 @@ def carry_out(action_id: int, control=None) -> JobAction:
             return action
         orchestrator = action.workload.orchestrator
         try:
+            if not orchestrator.enabled:  # disabled between the request and the worker
+                raise ValueError(f"nothing was sent: {disabled_message(orchestrator)}")
             control = control or _control(orchestrator, action.dry_run)
             result = getattr(control, action.verb)(target_of(action.workload))
         except (CollectorError, ValueError, OSError) as error:

@@ -140,3 +140,29 @@ def test_the_demo_says_its_simulated_cluster_takes_no_action_instead_of_nothing_
     page = unescape(client.get(reverse("workload-detail", args=[job.pk])).content.decode())
     assert "slurm-hpc is the demo's simulated Slurm: there is no cluster to send an action to" in page
     assert "Nothing can be done" not in page and "Cancel job…" not in page
+
+
+def test_a_disabled_orchestrator_takes_no_action_and_the_page_says_why(client, cast, teams, hpc):
+    """The portal no longer reads a disabled orchestrator: a cancel sent there would never be confirmed and would
+    block every later action on the job. The owner is told to act on the cluster directly."""
+    job = _job(hpc, teams["nlp"])
+    Orchestrator.objects.filter(pk=hpc.pk).update(enabled=False)
+    job.refresh_from_db()
+    assert job_actions.verbs_for(job) == []
+    client.force_login(cast["researcher"])
+    page = unescape(client.get(reverse("workload-detail", args=[job.pk])).content.decode())
+    assert "hpc is disabled in the portal" in page and "Cancel job…" not in page
+    confirm = unescape(client.get(reverse("workload-act", args=[job.pk, "cancel"])).content.decode())
+    assert "act on the cluster directly" in confirm and "scancel" not in confirm and 'name="reason"' not in confirm
+    refused = client.post(reverse("workload-act", args=[job.pk, "cancel"]), {"reason": "stop it"}, follow=True)
+    assert "verb: hpc is disabled in the portal" in unescape(refused.content.decode())
+    assert not JobAction.objects.exists()
+
+
+def test_an_orchestrator_disabled_before_the_worker_sends_fails_the_action_unsent(cast, teams, hpc):
+    job = _job(hpc, teams["nlp"])
+    action = job_actions.request_action(job.pk, "cancel", by=cast["researcher"], reason="done")
+    Orchestrator.objects.filter(pk=hpc.pk).update(enabled=False)
+    done = job_actions.carry_out(action.pk, control=Refusing())  # would raise if it were called
+    assert done.state == JobAction.State.FAILED and done.message.startswith("nothing was sent: hpc is disabled")
+    assert done.sent_at is None
