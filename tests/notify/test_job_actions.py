@@ -166,3 +166,16 @@ def test_an_orchestrator_disabled_before_the_worker_sends_fails_the_action_unsen
     done = job_actions.carry_out(action.pk, control=Refusing())  # would raise if it were called
     assert done.state == JobAction.State.FAILED and done.message.startswith("nothing was sent: hpc is disabled")
     assert done.sent_at is None
+
+
+def test_a_sent_cancel_on_an_orchestrator_disabled_since_does_not_promise_a_confirmation(client, cast, teams, hpc):
+    job = _job(hpc, teams["nlp"])
+    action = job_actions.request_action(job.pk, "cancel", by=cast["researcher"], reason="done")
+    JobAction.objects.filter(pk=action.pk).update(state=JobAction.State.SENT)
+    client.force_login(cast["researcher"])
+    page = unescape(client.get(reverse("workload-detail", args=[job.pk])).content.decode())
+    assert "the next collection round confirms it" in page
+    Orchestrator.objects.filter(pk=hpc.pk).update(enabled=False)
+    page = unescape(client.get(reverse("workload-detail", args=[job.pk])).content.decode())
+    assert "no collection round can confirm it: hpc is disabled in the portal" in page
+    assert "the next collection round confirms it" not in page
