@@ -108,10 +108,11 @@ def request_action(workload_id: int, verb: str, *, by, reason: str) -> JobAction
     if not may_act(by, workload):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin may act on it.")
     reason = require_reason(reason)
-    if verb not in verbs_for(workload) and not workload.orchestrator.enabled:
+    possible = verbs_for(workload)
+    if verb not in possible and not workload.orchestrator.enabled:
         raise ValidationError({"verb": disabled_message(workload.orchestrator)})
-    if verb not in verbs_for(workload):
-        can = ", ".join(verbs_for(workload)) or "nothing"
+    if verb not in possible:
+        can = ", ".join(possible) or "nothing"
         raise ValidationError({"verb": f"{verb!r} is not possible for this {workload.get_state_display().lower()} "
                                        f"job on {workload.orchestrator.kind}; possible now: {can}."})
     waiting = open_action(workload)
