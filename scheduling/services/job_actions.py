@@ -89,6 +89,12 @@ def disabled_message(orchestrator: Orchestrator) -> str:
             "on it until an admin enables it again; act on the cluster directly meanwhile.")
 
 
+def why_disabled(workload: Workload) -> str:
+    """Why an active job takes no action because its orchestrator is disabled, or ""."""
+    active = workload.state in Workload.ACTIVE_STATES
+    return disabled_message(workload.orchestrator) if active and not workload.orchestrator.enabled else ""
+
+
 def what_is_sent(workload: Workload, verb: str) -> str:
     return WHAT_IS_SENT[(workload.orchestrator.kind, verb)].format(id=target_of(workload))
 
@@ -109,8 +115,8 @@ def request_action(workload_id: int, verb: str, *, by, reason: str) -> JobAction
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin may act on it.")
     reason = require_reason(reason)
     possible = verbs_for(workload)
-    if verb not in possible and not workload.orchestrator.enabled:
-        raise ValidationError({"verb": disabled_message(workload.orchestrator)})
+    if verb not in possible and (disabled := why_disabled(workload)):
+        raise ValidationError({"verb": disabled})
     if verb not in possible:
         can = ", ".join(possible) or "nothing"
         raise ValidationError({"verb": f"{verb!r} is not possible for this {workload.get_state_display().lower()} "

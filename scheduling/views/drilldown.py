@@ -128,16 +128,10 @@ def job_actions_context(user, workload) -> dict:
         "verbs": job_actions.verbs_for(workload) if can_act else [],
         # The demo's simulated clusters take no actions: say so rather than "nothing can be done".
         "simulated": workload.state in Workload.ACTIVE_STATES and workload.orchestrator.is_demo,
-        "disabled": _disabled(workload),
+        "disabled": job_actions.why_disabled(workload),
         "waiting": job_actions.open_action(workload),
         "actions": list(workload.actions.select_related("requested_by").order_by("-requested_at", "-pk")[:10]),
     }
-
-
-def _disabled(workload) -> str:
-    """Why an active job of a disabled orchestrator takes no action here, or ""."""
-    active = workload.state in Workload.ACTIVE_STATES
-    return job_actions.disabled_message(workload.orchestrator) if active and not workload.orchestrator.enabled else ""
 
 
 @login_required
@@ -161,13 +155,14 @@ def workload_act(request: HttpRequest, pk: int, verb: str) -> HttpResponse:
             messages.success(request, f"{JobAction.Verb(verb).label} requested: the page says so until the "
                                       "cluster's next listing shows it done.")
             return redirect("workload-detail", pk=workload.pk)
+    possible = verb in job_actions.verbs_for(workload)
     context = {
         "w": workload,
         "verb": verb,
         "verb_label": JobAction.Verb(verb).label,
-        "possible": verb in job_actions.verbs_for(workload),
-        "sends": job_actions.what_is_sent(workload, verb) if verb in job_actions.verbs_for(workload) else "",
+        "possible": possible,
+        "sends": job_actions.what_is_sent(workload, verb) if possible else "",
         "waiting": job_actions.open_action(workload),
-        "disabled": _disabled(workload),
+        "disabled": job_actions.why_disabled(workload),
     }
     return render(request, "scheduling/workload_act.html", context)
