@@ -177,5 +177,7 @@ def test_a_sent_cancel_on_an_orchestrator_disabled_since_does_not_promise_a_conf
     assert "the next collection round confirms it" in page
     Orchestrator.objects.filter(pk=hpc.pk).update(enabled=False)
     page = unescape(client.get(reverse("workload-detail", args=[job.pk])).content.decode())
-    assert "no collection round can confirm it: hpc is disabled in the portal" in page
+    assert "no collection round can confirm it. hpc is disabled in the portal" in page and "meanwhile.." not in page
     assert "the next collection round confirms it" not in page
+    confirm = unescape(client.get(reverse("workload-act", args=[job.pk, "cancel"])).content.decode())
+    assert "still waiting for the cluster. hpc is disabled in the portal" in confirm
